@@ -1,0 +1,1 @@
+"""Baseline models and pipelines for the TpuGraphs dataset."""

@@ -1,0 +1,1 @@
+"""Tile-size cost model for the TpuGraphs tile:xla collection."""

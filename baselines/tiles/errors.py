@@ -1,0 +1,33 @@
+"""One error type for every bad input the pipeline can meet, and the CLI wrapper.
+
+Library code raises `PipelineError` with a message that says which file (or
+flag) is wrong, what is wrong with it, and what to do. Entry scripts wrap their
+`main` in `run_cli`, which turns the error into one line on stderr and exit
+status 2, with no traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable, NoReturn
+
+
+class PipelineError(Exception):
+    """Bad input: the message is the whole story, shown to the user as one line."""
+
+
+def fail(message: str) -> NoReturn:
+    raise PipelineError(message)
+
+
+def run_cli(main: Callable[[], int | None]) -> NoReturn:
+    """Runs `main`, mapping `PipelineError` to one stderr line and exit code 2."""
+    try:
+        code = main()
+    except PipelineError as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code or 0)
