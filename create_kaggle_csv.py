@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Puts tile predictions into the Kaggle submission format, joined by ID.
+
+Reads the predictions CSV (`ID,TopConfigs`, written by tiles_gen_predictions_csv.py)
+and the Kaggle sample submission, and writes every sample row in the sample's
+order: `tile:xla:*` rows get their predicted ranking, layout rows keep the
+sample's dummy. Missing or unknown tile IDs are refused (`--allow_missing` fills
+missing ones with `0;1;2;3;4`).
+
+Without `--sample`, `sample_submission.csv` is looked for in `--data_root`, its
+parents up to four levels (for the default `~/data/tpugraphs/npz/tile/xla` that
+reaches `~/data/tpugraphs` and a Kaggle bundle root) and the current directory.
+If there is none, the IDs come from the downloaded test splits: tile
+`<data_root>/test/*.npz`, layout `<data_root>/../../layout/<source>/<search>/test`
+(layout rows then get the dummy `0;1;2;3;4`).
+
+Any error prints one line and exits with status 2; no output file is written
+(an existing one is left as it was).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))
+
+from baselines.tiles import submission
+from baselines.tiles.errors import PipelineError, run_cli
+
+DEFAULT_DATA_ROOT = "~/data/tpugraphs/npz/tile/xla"
+SAMPLE_SEARCH_DEPTH = 4  # Parents of --data_root searched for sample_submission.csv.
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--inputcsv",
+        default="predictions_output_model.csv",
+        help="predictions CSV (ID,TopConfigs) from tiles_gen_predictions_csv.py",
+    )
+    parser.add_argument(
+        "--sample",
+        default=None,
+        help="Kaggle sample_submission.csv (default: look beside the data, see above)",
+    )
+    parser.add_argument("--output", default="predictions_kaggle.csv", help="submission to write")
+    parser.add_argument(
+        "--data_root",
+        default=DEFAULT_DATA_ROOT,
+        help="tile:xla data directory; its test split is <data_root>/test",
+    )
+    parser.add_argument(
+        "--allow_missing",
+        action="store_true",
+        help="fill sample tile IDs that have no prediction with 0;1;2;3;4 instead of failing",
+    )
+    return parser.parse_args(argv)
+
+
+def sample_search_dirs(data_root: Path) -> list[Path]:
+    """Directories searched for sample_submission.csv, in order, without repeats.
+
+    `data_root`, its parents up to `SAMPLE_SEARCH_DEPTH` levels (never the
+    filesystem root), then the current directory.
+    """
+    parents = [p for p in list(data_root.parents)[:SAMPLE_SEARCH_DEPTH] if p != Path(p.anchor)]
+    result: list[Path] = []
+    for d in (data_root, *parents, Path.cwd()):
+        if d not in result:
+            result.append(d)
+    return result
+
+
+def resolve_sample(
+    args: argparse.Namespace, data_root: Path
+) -> tuple[list[tuple[str, str]], str, Path | None]:
+    """Returns the sample rows, where they came from (for the summary), the sample file."""
+    if args.sample is not None:
+        sample = Path(args.sample).expanduser()
+        if not sample.exists():
+            raise PipelineError(
+                f"sample submission {sample} (--sample) not found; download "
+                "sample_submission.csv from the Kaggle competition (predict-ai-model-runtime)"
+            )
+        return submission.read_sample_ids(sample), str(sample), sample
+    search_dirs = sample_search_dirs(data_root)
+    found = submission.find_sample_submission(search_dirs)
+    if found is not None:
+        return submission.read_sample_ids(found), str(found), found
+    tile_test = data_root / "test"
+    if tile_test.is_dir():
+        layout_root = data_root.parent.parent / "layout"
+        rows = submission.sample_ids_from_test_dirs(tile_test, layout_root)
+        source = f"the test files in {tile_test}"
+        if layout_root.is_dir():
+            source += f" and {layout_root}"
+        return rows, source, None
+    raise PipelineError(
+        f"no {submission.SAMPLE_NAME} in {', '.join(str(d) for d in search_dirs)} and no "
+        f"test split at {tile_test}: download sample_submission.csv from the Kaggle "
+        "competition bundle (predict-ai-model-runtime) and pass --sample PATH, or download "
+        "the data with echo_download_commands.py (and pass --data_root if it is elsewhere)"
+    )
+
+
+def main() -> int:
+    args = parse_args()
+    inputcsv = Path(args.inputcsv).expanduser()
+    output = Path(args.output).expanduser()
+    data_root = Path(args.data_root).expanduser().absolute()
+
+    if not inputcsv.exists():
+        raise PipelineError(
+            f"prediction CSV {inputcsv} (--inputcsv) not found; write it with "
+            "tiles_gen_predictions_csv.py --dir <out>/model_<hash>, or pass --inputcsv PATH"
+        )
+    if not output.parent.is_dir():
+        raise PipelineError(f"--output {output}: directory {output.parent} does not exist")
+
+    sample_rows, sample_source, sample_path = resolve_sample(args, data_root)
+    for name, source in (("--inputcsv", inputcsv), ("the sample submission", sample_path)):
+        if source is not None and output.exists() and output.resolve() == source.resolve():
+            raise PipelineError(f"--output {output} would overwrite {name}; choose another path")
+
+    rankings = submission.read_rankings_csv(inputcsv)
+    rows, filled = submission.build_submission(
+        sample_rows,
+        rankings,
+        allow_missing=args.allow_missing,
+        predictions_label=str(inputcsv),
+        sample_label=sample_source,
+    )
+    submission.write_csv_atomic(output, submission.HEADER, rows)
+
+    tile_rows = sum(1 for row_id, _ in rows if row_id.startswith(submission.TILE_PREFIX))
+    layout_rows = sum(1 for row_id, _ in rows if row_id.startswith(submission.LAYOUT_PREFIX))
+    note = "" if layout_rows else "; note: no layout rows (Kaggle expects the sample's 50)"
+    print(
+        f"wrote {output}: {len(rows)} rows ({tile_rows} tile, {layout_rows} layout), "
+        f"{filled} tile rows filled with {submission.FILL_RANKING}; "
+        f"sample: {sample_source}{note}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
