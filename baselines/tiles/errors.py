@@ -9,7 +9,8 @@ status 2, with no traceback.
 from __future__ import annotations
 
 import sys
-from typing import Callable, NoReturn
+from collections.abc import Callable
+from typing import NoReturn
 
 
 class PipelineError(Exception):

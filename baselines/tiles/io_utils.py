@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,3 +117,31 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             tmp.write_bytes(data)
         except OSError as e:
             raise PipelineError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yields an empty temporary folder beside `path`; swaps it onto `path` on success.
+
+    An existing `path` is replaced only after the block succeeded, so a crash
+    leaves either the old folder or nothing, never a half-written one.
+    """
+    dest = Path(path)
+    if not dest.parent.is_dir():
+        raise PipelineError(f"cannot write {dest}: directory {dest.parent} does not exist")
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f"{dest.name}.tmp-", dir=dest.parent))
+    except OSError as e:
+        raise PipelineError(f"cannot write {dest}: {e.strerror or e}") from e
+    try:
+        yield tmp
+        if dest.exists():
+            old = Path(tempfile.mkdtemp(prefix=f"{dest.name}.tmp-old-", dir=dest.parent))
+            os.replace(dest, old / dest.name)
+            os.replace(tmp, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -91,7 +91,8 @@ def _iter_id_rows(path: Path, what: str) -> Iterator[tuple[int, str, str]]:
                 raise PipelineError(f"{what} {path} is empty; expected the header ID,TopConfigs")
             if [h.strip() for h in header] != list(HEADER):
                 raise PipelineError(
-                    f"{what} {path} line 1: header is {','.join(header)!r}, expected 'ID,TopConfigs'"
+                    f"{what} {path} line 1: header is {','.join(header)!r}, "
+                    "expected 'ID,TopConfigs'"
                 )
             for row in reader:
                 if not row or (len(row) == 1 and not row[0].strip()):

@@ -1,0 +1,36 @@
+# Set-up and the two jobs of the README. `make demo` and `make test` each create
+# .venv (Python 3.11, pinned packages) on first use.
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || echo python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+DEMO_OUT := out/demo
+DEMO_DATA := data/tile_xla_toy
+
+.PHONY: install demo test lint bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is needed (TensorFlow 2.15); set PYTHON=/path/to/python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
+	@$(PY) -c 'import numpy, sys; sys.exit(0 if numpy.__version__.startswith("1.") else "numpy 2 got in")'
+	touch $@
+
+# Toy training, then predictions, then a submission, on the bundled toy data.
+demo: install
+	$(PY) tiles_train.py --model=MLP --toy_data=True --epochs=20 --early_stop=10 \
+		--data_root=$(DEMO_DATA) --out_dir=$(DEMO_OUT) --cache_dir=$(DEMO_OUT)/cache
+	$(PY) tiles_gen_predictions_csv.py --dir "$$(ls -td $(DEMO_OUT)/model_* | head -1)" \
+		--data_root=$(DEMO_DATA) --output=$(DEMO_OUT)/predictions_output_model.csv
+	$(PY) create_kaggle_csv.py --data_root=$(DEMO_DATA) \
+		--inputcsv=$(DEMO_OUT)/predictions_output_model.csv --output=$(DEMO_OUT)/predictions_kaggle.csv
+
+test: install
+	$(PY) -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf $(VENV) out

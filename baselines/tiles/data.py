@@ -1,0 +1,384 @@
+"""Reading, validating and caching tile:xla npz files.
+
+One npz file holds one kernel (a fused XLA subgraph) and every tile
+configuration measured for it. A split is stored here as a `TileSplit`: flat
+arrays for all kernels of the split concatenated, plus offsets, so that a split
+of 13 million configurations is a handful of numpy arrays rather than millions
+of Python objects, and so that the cache is a folder of `.npy` files that loads
+by memory-mapping instead of decompressing.
+
+    split = load_split("~/data/tpugraphs/npz/tile/xla/train", cache_dir="~/cache")
+    kernel = split.kernel(0)   # views into the flat arrays
+    kernel.tile_id, kernel.node_feat.shape, kernel.config_feat.shape
+
+Every file is validated (keys, dtypes, widths, edge ids, finiteness); a bad file
+raises `PipelineError` naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import zipfile
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import tqdm
+
+from baselines.tiles.errors import PipelineError
+
+NODE_FEAT_DIM = 140
+CONFIG_FEAT_DIM = 24
+# node_opcode is stored as uint8, so 256 ids cover every value a file can hold.
+# A fixed vocabulary keeps embedding shapes independent of the data loaded.
+OPCODE_VOCAB_SIZE = 256
+SPLITS = ("train", "valid", "test")
+TOY_MAX_FILES = 100
+# Bump when the cache layout or the validation rules change.
+CACHE_FORMAT_VERSION = 1
+
+REQUIRED_KEYS = (
+    "node_feat",
+    "node_opcode",
+    "edge_index",
+    "config_feat",
+    "config_runtime",
+    "config_runtime_normalizers",
+)
+
+BUNDLED_TOY_ROOT = Path(__file__).resolve().parents[2] / "data" / "tile_xla_toy"
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    """One kernel: its op graph and its measured tile configurations."""
+
+    tile_id: str
+    node_feat: np.ndarray  # float32 [n, 140]
+    node_opcode: np.ndarray  # int32 [n]
+    edge_index: np.ndarray  # int32 [m, 2], row [u, v]: u consumes v's output
+    config_feat: np.ndarray  # float32 [c, 24]
+    config_runtime: np.ndarray  # int64 [c], ns
+    config_runtime_normalizers: np.ndarray  # int64 [c], ns
+
+    @property
+    def num_configs(self) -> int:
+        return int(self.config_feat.shape[0])
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.node_feat.shape[0])
+
+    @property
+    def normalized_runtime(self) -> np.ndarray:
+        """runtime / normalizer as float32: the ranking target (smaller is faster)."""
+        return (self.config_runtime / self.config_runtime_normalizers).astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class TileSplit:
+    """All kernels of one split, concatenated; kernel i owns rows offsets[i]:offsets[i+1]."""
+
+    name: str
+    tile_ids: np.ndarray  # str [k]
+    node_offsets: np.ndarray  # int64 [k + 1]
+    edge_offsets: np.ndarray  # int64 [k + 1]
+    config_offsets: np.ndarray  # int64 [k + 1]
+    node_feat: np.ndarray
+    node_opcode: np.ndarray
+    edge_index: np.ndarray  # local (per-kernel) node ids
+    config_feat: np.ndarray
+    config_runtime: np.ndarray
+    config_runtime_normalizers: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.tile_ids.shape[0])
+
+    @property
+    def num_configs(self) -> np.ndarray:
+        return np.diff(self.config_offsets)
+
+    @property
+    def num_nodes(self) -> np.ndarray:
+        return np.diff(self.node_offsets)
+
+    @property
+    def has_labels(self) -> bool:
+        """False for the test split, whose runtimes are hidden (all zero)."""
+        return bool(self.config_runtime.size) and bool(np.any(self.config_runtime > 0))
+
+    def kernel(self, i: int) -> Kernel:
+        n0, n1 = self.node_offsets[i], self.node_offsets[i + 1]
+        e0, e1 = self.edge_offsets[i], self.edge_offsets[i + 1]
+        c0, c1 = self.config_offsets[i], self.config_offsets[i + 1]
+        return Kernel(
+            tile_id=str(self.tile_ids[i]),
+            node_feat=self.node_feat[n0:n1],
+            node_opcode=self.node_opcode[n0:n1],
+            edge_index=self.edge_index[e0:e1],
+            config_feat=self.config_feat[c0:c1],
+            config_runtime=self.config_runtime[c0:c1],
+            config_runtime_normalizers=self.config_runtime_normalizers[c0:c1],
+        )
+
+    def kernels(self) -> Iterable[Kernel]:
+        return (self.kernel(i) for i in range(len(self)))
+
+    def replace(self, **changes) -> TileSplit:
+        return dataclasses.replace(self, **changes)
+
+
+# ---------------------------------------------------------------------------
+# Reading one file.
+
+
+def _bad(path: Path | str, problem: str) -> PipelineError:
+    return PipelineError(f"{path}: {problem}")
+
+
+def read_kernel(path: Path | str) -> Kernel:
+    """Reads and validates one kernel file; raises PipelineError on any defect."""
+    path = Path(path)
+    advice = "re-download or regenerate this file, or remove it from the split"
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            missing = [k for k in REQUIRED_KEYS if k not in npz.files]
+            if missing:
+                raise _bad(path, f"missing key(s) {', '.join(missing)}; {advice}")
+            raw = {k: npz[k] for k in REQUIRED_KEYS}
+    except PipelineError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise _bad(path, f"not a readable npz file ({reason}); {advice}") from None
+    return validate_kernel(path, path.stem, raw)
+
+
+def _as(path: Path, key: str, value: np.ndarray, kind: str, dtype) -> np.ndarray:
+    if value.dtype.kind not in kind:
+        raise _bad(path, f"{key} has dtype {value.dtype}, expected {np.dtype(dtype).name}-like")
+    return value.astype(dtype, copy=False)
+
+
+def validate_kernel(path: Path, tile_id: str, raw: dict[str, np.ndarray]) -> Kernel:
+    """Checks shapes, dtypes, edge ids and finiteness; returns a canonical Kernel."""
+    node_feat = _as(path, "node_feat", raw["node_feat"], "fiu", np.float32)
+    opcode = raw["node_opcode"]
+    edges = raw["edge_index"]
+    config_feat = _as(path, "config_feat", raw["config_feat"], "fiu", np.float32)
+    runtime = _as(path, "config_runtime", raw["config_runtime"], "iu", np.int64)
+    normalizers = _as(
+        path, "config_runtime_normalizers", raw["config_runtime_normalizers"], "iu", np.int64
+    )
+
+    if node_feat.ndim != 2 or node_feat.shape[1] != NODE_FEAT_DIM:
+        raise _bad(path, f"node_feat has shape {node_feat.shape}, expected (n, {NODE_FEAT_DIM})")
+    n = node_feat.shape[0]
+    if n == 0:
+        raise _bad(path, "kernel has no nodes")
+    if opcode.shape != (n,):
+        raise _bad(path, f"node_opcode has shape {opcode.shape}, expected ({n},) like node_feat")
+    if opcode.dtype.kind not in "iu" or (opcode.size and (opcode.min() < 0 or opcode.max() > 255)):
+        raise _bad(path, "node_opcode must hold integer opcode ids in 0..255")
+    if edges.size == 0:
+        edges = edges.reshape(0, 2)
+    if edges.ndim != 2 or edges.shape[1] != 2:
+        raise _bad(path, f"edge_index has shape {edges.shape}, expected (m, 2)")
+    if edges.dtype.kind not in "iu":
+        raise _bad(path, f"edge_index has dtype {edges.dtype}, expected integers")
+    if edges.size and (edges.min() < 0 or edges.max() >= n):
+        raise _bad(
+            path,
+            f"edge_index refers to node {int(edges.max())} or {int(edges.min())}, "
+            f"outside 0..{n - 1}",
+        )
+    if config_feat.ndim != 2 or config_feat.shape[1] != CONFIG_FEAT_DIM:
+        raise _bad(
+            path, f"config_feat has shape {config_feat.shape}, expected (c, {CONFIG_FEAT_DIM})"
+        )
+    c = config_feat.shape[0]
+    if c == 0:
+        raise _bad(path, "kernel has no configurations")
+    for key, arr in (("config_runtime", runtime), ("config_runtime_normalizers", normalizers)):
+        if arr.shape != (c,):
+            raise _bad(path, f"{key} has shape {arr.shape}, expected ({c},) like config_feat")
+    for key, arr in (("node_feat", node_feat), ("config_feat", config_feat)):
+        if not np.all(np.isfinite(arr)):
+            raise _bad(path, f"{key} contains NaN or inf values")
+    if np.any(runtime < 0):
+        raise _bad(path, "config_runtime has negative values")
+    if np.any(normalizers <= 0):
+        raise _bad(path, "config_runtime_normalizers must be positive")
+    return Kernel(
+        tile_id=tile_id,
+        node_feat=node_feat,
+        node_opcode=opcode.astype(np.int32),
+        edge_index=edges.astype(np.int32),
+        config_feat=config_feat,
+        config_runtime=runtime,
+        config_runtime_normalizers=normalizers,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Reading a split.
+
+
+def list_split_files(split_dir: Path | str, max_files: int | None = None) -> list[Path]:
+    """Sorted npz files of a split (first `max_files` when given); errors when none."""
+    split_dir = Path(split_dir).expanduser()
+    if not split_dir.is_dir():
+        raise PipelineError(
+            f"{split_dir}: split directory does not exist; download the data "
+            "(python echo_download_commands.py) or pass --data_root"
+        )
+    files = sorted(split_dir.glob("*.npz"))
+    if not files:
+        raise PipelineError(f"{split_dir}: split has no .npz files; check --data_root")
+    return files[:max_files] if max_files else files
+
+
+def stack_kernels(name: str, kernels: Sequence[Kernel]) -> TileSplit:
+    """Concatenates kernels into one TileSplit."""
+
+    def offsets(sizes: list[int]) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+    def cat(field: str, empty_shape: tuple[int, ...], dtype) -> np.ndarray:
+        parts = [getattr(k, field) for k in kernels]
+        return np.concatenate(parts) if parts else np.zeros(empty_shape, dtype)
+
+    return TileSplit(
+        name=name,
+        tile_ids=np.array([k.tile_id for k in kernels], dtype=str),
+        node_offsets=offsets([k.num_nodes for k in kernels]),
+        edge_offsets=offsets([k.edge_index.shape[0] for k in kernels]),
+        config_offsets=offsets([k.num_configs for k in kernels]),
+        node_feat=cat("node_feat", (0, NODE_FEAT_DIM), np.float32),
+        node_opcode=cat("node_opcode", (0,), np.int32),
+        edge_index=cat("edge_index", (0, 2), np.int32),
+        config_feat=cat("config_feat", (0, CONFIG_FEAT_DIM), np.float32),
+        config_runtime=cat("config_runtime", (0,), np.int64),
+        config_runtime_normalizers=cat("config_runtime_normalizers", (0,), np.int64),
+    )
+
+
+def read_files(
+    name: str, files: Sequence[Path], num_workers: int | None = None, progress: bool = True
+) -> TileSplit:
+    """Reads and validates files in parallel threads (zlib and file I/O release the GIL)."""
+    workers = num_workers or min(8, (os.cpu_count() or 1) * 2)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        it = pool.map(read_kernel, files)
+        kernels = list(
+            tqdm.tqdm(it, total=len(files), desc=f"read {name}", unit="file", disable=not progress)
+        )
+    return stack_kernels(name, kernels)
+
+
+def files_fingerprint(files: Sequence[Path]) -> str:
+    """Hash of every file's path, size and mtime: any changed file gives a new key."""
+    h = hashlib.sha256(f"v{CACHE_FORMAT_VERSION}".encode())
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:24]
+
+
+_ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "name"]
+
+
+def save_split_cache(split: TileSplit, cache_path: Path) -> None:
+    """Writes a split as a folder of .npy files, atomically (temp folder, then rename)."""
+    cache_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache_path.with_name(f"{cache_path.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        for field in _ARRAY_FIELDS:
+            np.save(tmp / f"{field}.npy", getattr(split, field), allow_pickle=False)
+        (tmp / "meta.json").write_text(json.dumps({"name": split.name}))
+        if cache_path.exists():
+            shutil.rmtree(cache_path)
+        os.replace(tmp, cache_path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_split_cache(cache_path: Path) -> TileSplit | None:
+    """Memory-maps a cached split, or returns None when it is absent or unreadable."""
+    try:
+        meta = json.loads((cache_path / "meta.json").read_text())
+        arrays = {
+            f: np.load(cache_path / f"{f}.npy", mmap_mode="r", allow_pickle=False)
+            for f in _ARRAY_FIELDS
+        }
+    except (OSError, ValueError):
+        return None
+    arrays["tile_ids"] = np.asarray(arrays["tile_ids"])
+    return TileSplit(name=meta["name"], **arrays)
+
+
+def load_split(
+    split_dir: Path | str,
+    *,
+    name: str | None = None,
+    max_files: int | None = None,
+    cache_dir: Path | str | None = None,
+    num_workers: int | None = None,
+    progress: bool = True,
+) -> TileSplit:
+    """Loads one split folder, through the cache when `cache_dir` is given.
+
+    The cache key covers every file's resolved path, size and mtime, so editing,
+    adding or removing a file never reuses a stale cache.
+    """
+    split_dir = Path(split_dir).expanduser()
+    name = name or split_dir.name
+    files = list_split_files(split_dir, max_files)
+    if cache_dir is None:
+        return read_files(name, files, num_workers, progress)
+    cache_path = Path(cache_dir).expanduser() / f"{name}-{files_fingerprint(files)}"
+    cached = load_split_cache(cache_path)
+    if cached is not None:
+        return cached
+    split = read_files(name, files, num_workers, progress)
+    try:
+        save_split_cache(split, cache_path)
+    except OSError as e:
+        raise PipelineError(
+            f"{cache_path}: cannot write the cache ({e}); check --cache_dir"
+        ) from None
+    return split
+
+
+def resolve_data_root(data_root: Path | str, log=print) -> Path:
+    """The data root, or the bundled toy set (said in one line) when it does not exist."""
+    root = Path(data_root).expanduser()
+    if root.exists():
+        return root
+    log(f"note: {root} does not exist; using the bundled toy data set {BUNDLED_TOY_ROOT}")
+    return BUNDLED_TOY_ROOT
+
+
+def load_splits(
+    data_root: Path | str,
+    splits: Sequence[str] = SPLITS,
+    *,
+    toy_data: bool = False,
+    cache_dir: Path | str | None = None,
+    progress: bool = True,
+) -> dict[str, TileSplit]:
+    """Loads the named splits of a data root (first 100 files of each with toy_data)."""
+    max_files = TOY_MAX_FILES if toy_data else None
+    return {
+        s: load_split(
+            Path(data_root) / s, name=s, max_files=max_files, cache_dir=cache_dir, progress=progress
+        )
+        for s in splits
+    }

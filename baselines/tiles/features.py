@@ -1,0 +1,95 @@
+"""Feature normalization fitted on the train split and saved with every model.
+
+Node and config features span many orders of magnitude (shape products reach
+1e9), so each column is first compressed with a signed log, `sign(x) * log1p(|x|)`,
+then standardized with the train split's mean and standard deviation. Every
+column is kept, constant ones included (they map to 0), so feature widths are
+always 140 and 24 whatever data was loaded: a model trained on a subset is
+interchangeable with one trained on everything.
+
+    stats = FeatureStats.fit(train.node_feat, train.config_feat)
+    json.dumps(stats.to_dict())                  # travels inside the run file
+    stats = FeatureStats.from_dict(d)
+    node_x = stats.normalize_nodes(kernel.node_feat)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from baselines.tiles.data import CONFIG_FEAT_DIM, NODE_FEAT_DIM, TileSplit
+from baselines.tiles.errors import PipelineError
+
+_MIN_STD = 1e-6
+
+
+def signed_log(x: np.ndarray) -> np.ndarray:
+    return (np.sign(x) * np.log1p(np.abs(x))).astype(np.float32)
+
+
+def _moments(x: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    if x.shape[0] == 0:
+        return np.zeros(width, np.float32), np.ones(width, np.float32)
+    # float64 accumulation: millions of rows in float32 lose digits.
+    logged = signed_log(np.asarray(x)).astype(np.float64)
+    mean = logged.mean(axis=0)
+    std = logged.std(axis=0)
+    std = np.where(std < _MIN_STD, 1.0, std)
+    return mean.astype(np.float32), std.astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureStats:
+    """Per-column mean and std of signed-log node and config features."""
+
+    node_mean: np.ndarray
+    node_std: np.ndarray
+    config_mean: np.ndarray
+    config_std: np.ndarray
+
+    @classmethod
+    def fit(cls, node_feat: np.ndarray, config_feat: np.ndarray) -> FeatureStats:
+        node_mean, node_std = _moments(node_feat, NODE_FEAT_DIM)
+        config_mean, config_std = _moments(config_feat, CONFIG_FEAT_DIM)
+        return cls(node_mean, node_std, config_mean, config_std)
+
+    @classmethod
+    def fit_split(cls, split: TileSplit) -> FeatureStats:
+        return cls.fit(split.node_feat, split.config_feat)
+
+    def normalize_nodes(self, node_feat: np.ndarray) -> np.ndarray:
+        return (signed_log(node_feat) - self.node_mean) / self.node_std
+
+    def normalize_configs(self, config_feat: np.ndarray) -> np.ndarray:
+        return (signed_log(config_feat) - self.config_mean) / self.config_std
+
+    def normalize_split(self, split: TileSplit) -> TileSplit:
+        """A copy of the split with normalized float32 features."""
+        return split.replace(
+            node_feat=self.normalize_nodes(split.node_feat),
+            config_feat=self.normalize_configs(split.config_feat),
+        )
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {f.name: getattr(self, f.name).tolist() for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> FeatureStats:
+        widths = {
+            "node_mean": NODE_FEAT_DIM,
+            "node_std": NODE_FEAT_DIM,
+            "config_mean": CONFIG_FEAT_DIM,
+            "config_std": CONFIG_FEAT_DIM,
+        }
+        arrays = {}
+        for key, width in widths.items():
+            value = np.asarray(d.get(key, []), dtype=np.float32)
+            if value.shape != (width,) or not np.all(np.isfinite(value)):
+                raise PipelineError(
+                    f"feature statistics: '{key}' must be {width} finite numbers; "
+                    "the run file is damaged, retrain the model"
+                )
+            arrays[key] = value
+        return cls(**arrays)

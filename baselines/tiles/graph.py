@@ -1,0 +1,191 @@
+"""Kernel batches: numpy assembly and the GraphTensor schema models consume.
+
+A batch is B kernels, each with the same number K of configuration slots, merged
+into one GraphTensor with one component per kernel (what
+`tfgnn.GraphTensor.merge_batch_to_components` would give):
+
+- node set `op`: `op` (opcode id, int32), `feats` (normalized node features);
+- node set `config`: `feats`, `runtimes` (runtime / normalizer), `normalizers`,
+  `mask` (1 for a real configuration, 0 for a padding slot) and `index` (the
+  configuration's row in its file, -1 for padding);
+- node set `g`: one node per kernel, `tile_id`;
+- edge sets `feed` (op -> op: source is the consumer u, target the producer v of
+  each `edge_index` row [u, v], as in the baseline), `g_op` and `g_config`.
+
+Kernels with fewer than K configurations are padded, not dropped: the padding
+slots have `mask` 0 and every loss and metric ignores them (their label is -1,
+which TF-Ranking treats as "no item"). Sampling with replacement instead would
+repeat configurations and give them extra weight in the listwise loss.
+
+Batches are plain dicts of numpy arrays (`assemble_batch`) until they enter a
+`tf.function` whose input signature is `BATCH_SIGNATURE`; there
+`graph_from_batch` builds the GraphTensor. All dimensions are dynamic in the
+signature, so batches of any size share one trace.
+
+    batch = assemble_batch(split, [0, 1], [np.arange(5), np.array([0, 2])], num_configs=5)
+    graph = graph_from_batch({k: tf.constant(v) for k, v in batch.items()})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from baselines.tiles.data import CONFIG_FEAT_DIM, NODE_FEAT_DIM, TileSplit
+
+BATCH_SIGNATURE = {
+    "op_sizes": tf.TensorSpec([None], tf.int32),
+    "feed_sizes": tf.TensorSpec([None], tf.int32),
+    "config_sizes": tf.TensorSpec([None], tf.int32),
+    "op_opcode": tf.TensorSpec([None], tf.int32),
+    "op_feats": tf.TensorSpec([None, NODE_FEAT_DIM], tf.float32),
+    "feed_source": tf.TensorSpec([None], tf.int32),
+    "feed_target": tf.TensorSpec([None], tf.int32),
+    "config_feats": tf.TensorSpec([None, CONFIG_FEAT_DIM], tf.float32),
+    "config_runtimes": tf.TensorSpec([None], tf.float32),
+    "config_normalizers": tf.TensorSpec([None], tf.float32),
+    "config_mask": tf.TensorSpec([None], tf.float32),
+    "config_index": tf.TensorSpec([None], tf.int32),
+    "tile_id": tf.TensorSpec([None], tf.string),
+}
+
+
+def sample_config_slots(rng: np.random.Generator, num_available: int, k: int) -> np.ndarray:
+    """K configuration indices without replacement, padded with -1 when fewer exist."""
+    if num_available >= k:
+        return np.sort(rng.choice(num_available, size=k, replace=False))
+    return np.concatenate([np.arange(num_available), np.full(k - num_available, -1)])
+
+
+def assemble_batch(
+    split: TileSplit,
+    kernel_ids: Sequence[int],
+    config_slots: Sequence[np.ndarray],
+    num_configs: int,
+) -> dict[str, np.ndarray]:
+    """Merges kernels into one batch dict; config_slots[i] holds K indices (-1 = padding).
+
+    Slots are given per kernel (length <= num_configs; shorter ones are padded).
+    Work is per kernel, never per configuration.
+    """
+    op_sizes, feed_sizes, node_parts, edge_parts = [], [], [], []
+    config_rows, config_pad = [], []
+    node_base = 0
+    for kid, slots in zip(kernel_ids, config_slots):
+        n0, n1 = split.node_offsets[kid], split.node_offsets[kid + 1]
+        e0, e1 = split.edge_offsets[kid], split.edge_offsets[kid + 1]
+        c0 = split.config_offsets[kid]
+        node_parts.append(slice(n0, n1))
+        edge_parts.append(split.edge_index[e0:e1] + node_base)
+        op_sizes.append(n1 - n0)
+        feed_sizes.append(e1 - e0)
+        node_base += n1 - n0
+        slots = np.asarray(slots, dtype=np.int64)
+        slots = np.concatenate([slots, np.full(num_configs - slots.shape[0], -1)])
+        config_pad.append(slots < 0)
+        config_rows.append(np.where(slots < 0, c0, c0 + slots))
+
+    rows = np.concatenate(config_rows)
+    pad = np.concatenate(config_pad)
+    valid = (~pad).astype(np.float32)
+    edges = np.concatenate(edge_parts) if edge_parts else np.zeros((0, 2), np.int32)
+    normalizers = split.config_runtime_normalizers[rows].astype(np.float64)
+    runtimes = split.config_runtime[rows] / normalizers
+    config_index = np.where(
+        pad, -1, rows - np.repeat(split.config_offsets[list(kernel_ids)], num_configs)
+    )
+    return {
+        "op_sizes": np.asarray(op_sizes, np.int32),
+        "feed_sizes": np.asarray(feed_sizes, np.int32),
+        "config_sizes": np.full(len(kernel_ids), num_configs, np.int32),
+        "op_opcode": np.concatenate([split.node_opcode[s] for s in node_parts]).astype(np.int32),
+        "op_feats": np.concatenate([split.node_feat[s] for s in node_parts]).astype(np.float32),
+        "feed_source": edges[:, 0].astype(np.int32),
+        "feed_target": edges[:, 1].astype(np.int32),
+        "config_feats": split.config_feat[rows].astype(np.float32) * valid[:, None],
+        "config_runtimes": np.where(pad, -1.0, runtimes).astype(np.float32),
+        "config_normalizers": np.where(pad, 1.0, normalizers).astype(np.float32),
+        "config_mask": valid,
+        "config_index": config_index.astype(np.int32),
+        "tile_id": np.asarray(split.tile_ids[list(kernel_ids)]).astype(object).astype(bytes),
+    }
+
+
+def _component_ids(sizes: tf.Tensor) -> tf.Tensor:
+    return tf.repeat(tf.range(tf.shape(sizes)[0], dtype=tf.int32), sizes)
+
+
+def graph_from_batch(batch: dict[str, tf.Tensor]) -> tfgnn.GraphTensor:
+    """Builds the baseline's GraphTensor schema (module docstring) from a batch dict."""
+    op_sizes = batch["op_sizes"]
+    config_sizes = batch["config_sizes"]
+    num_ops = tf.reduce_sum(op_sizes)
+    num_config_nodes = tf.reduce_sum(config_sizes)
+    return tfgnn.GraphTensor.from_pieces(
+        node_sets={
+            "op": tfgnn.NodeSet.from_fields(
+                sizes=op_sizes, features={"op": batch["op_opcode"], "feats": batch["op_feats"]}
+            ),
+            "config": tfgnn.NodeSet.from_fields(
+                sizes=config_sizes,
+                features={
+                    "feats": batch["config_feats"],
+                    "runtimes": batch["config_runtimes"],
+                    "normalizers": batch["config_normalizers"],
+                    "mask": batch["config_mask"],
+                    "index": batch["config_index"],
+                },
+            ),
+            "g": tfgnn.NodeSet.from_fields(
+                sizes=tf.ones_like(op_sizes), features={"tile_id": batch["tile_id"]}
+            ),
+        },
+        edge_sets={
+            "feed": tfgnn.EdgeSet.from_fields(
+                sizes=batch["feed_sizes"],
+                adjacency=tfgnn.Adjacency.from_indices(
+                    source=("op", batch["feed_source"]), target=("op", batch["feed_target"])
+                ),
+            ),
+            "g_op": tfgnn.EdgeSet.from_fields(
+                sizes=op_sizes,
+                adjacency=tfgnn.Adjacency.from_indices(
+                    source=("g", _component_ids(op_sizes)),
+                    target=("op", tf.range(num_ops, dtype=tf.int32)),
+                ),
+            ),
+            "g_config": tfgnn.EdgeSet.from_fields(
+                sizes=config_sizes,
+                adjacency=tfgnn.Adjacency.from_indices(
+                    source=("g", _component_ids(config_sizes)),
+                    target=("config", tf.range(num_config_nodes, dtype=tf.int32)),
+                ),
+            ),
+        },
+    )
+
+
+def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
+    return {k: tf.constant(v, dtype=BATCH_SIGNATURE[k].dtype) for k, v in batch.items()}
+
+
+def dummy_batch(num_configs: int) -> dict[str, np.ndarray]:
+    """A two-op kernel with `num_configs` zero configs, to create a model's variables."""
+    return {
+        "op_sizes": np.array([2], np.int32),
+        "feed_sizes": np.array([1], np.int32),
+        "config_sizes": np.array([num_configs], np.int32),
+        "op_opcode": np.zeros(2, np.int32),
+        "op_feats": np.zeros((2, NODE_FEAT_DIM), np.float32),
+        "feed_source": np.array([1], np.int32),
+        "feed_target": np.array([0], np.int32),
+        "config_feats": np.zeros((num_configs, CONFIG_FEAT_DIM), np.float32),
+        "config_runtimes": np.ones(num_configs, np.float32),
+        "config_normalizers": np.ones(num_configs, np.float32),
+        "config_mask": np.ones(num_configs, np.float32),
+        "config_index": np.arange(num_configs, dtype=np.int32),
+        "tile_id": np.array([b"dummy"], object),
+    }

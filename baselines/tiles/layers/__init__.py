@@ -1,0 +1,23 @@
+"""Keras layers for tile cost models, one small module per idea.
+
+- `op_encoder`: opcode embedding + node features -> op node states.
+- `sage`: GraphSAGE-style convolution over both directions of `feed`.
+- `res_gcn`: residual GCN convolution over both directions of `feed`.
+- `gat`: GATv2 attention over both directions of `feed`, residual + LayerNorm.
+- `readout`: pooling op states per kernel and the per-config scoring head.
+"""
+
+from baselines.tiles.layers.gat import GATv2Block
+from baselines.tiles.layers.op_encoder import OpEncoder
+from baselines.tiles.layers.readout import ConfigScoringHead, KernelPooling
+from baselines.tiles.layers.res_gcn import ResGCNConv
+from baselines.tiles.layers.sage import SAGEConv
+
+__all__ = [
+    "ConfigScoringHead",
+    "GATv2Block",
+    "KernelPooling",
+    "OpEncoder",
+    "ResGCNConv",
+    "SAGEConv",
+]

@@ -1,0 +1,28 @@
+"""Initial op node states from opcode and normalized node features."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+
+class OpEncoder(tf.keras.layers.Layer):
+    """Computes `act(W [embed(opcode) ; feats])` for every op node.
+
+    The embedding table has `vocab_size` rows fixed up front (every uint8 opcode),
+    so its shape never depends on the opcodes present in the data.
+
+        encoder = OpEncoder(vocab_size=256, embedding_dim=64, hidden_dim=64)
+        states = encoder(graph)        # [num_ops, 64]
+    """
+
+    def __init__(
+        self, vocab_size: int, embedding_dim: int, hidden_dim: int, activation="leaky_relu", **kw
+    ):
+        super().__init__(**kw)
+        self.embedding = tf.keras.layers.Embedding(vocab_size, embedding_dim, name="opcode_embed")
+        self.dense = tf.keras.layers.Dense(hidden_dim, activation=activation, name="project")
+
+    def call(self, graph: tfgnn.GraphTensor) -> tf.Tensor:
+        ops = graph.node_sets["op"]
+        return self.dense(tf.concat([self.embedding(ops["op"]), ops["feats"]], axis=-1))

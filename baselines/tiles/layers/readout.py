@@ -1,0 +1,53 @@
+"""Per-kernel pooling of op states and the per-configuration scoring head."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+
+class KernelPooling(tf.keras.layers.Layer):
+    """Pools op states to one vector per kernel: concat of the given reductions.
+
+    Works on [n, d] (gives [b, d * len(reductions)]) and on [n, k, d]
+    (gives [b, k, d * len(reductions)]).
+
+        pool = KernelPooling(("sum", "max"))
+        kernel_states = pool(graph, op_states)
+    """
+
+    def __init__(self, reductions: Sequence[str] = ("sum",), **kw):
+        super().__init__(**kw)
+        self.reductions = tuple(reductions)
+
+    def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:
+        pooled = [
+            tfgnn.pool_nodes_to_context(graph, "op", r, feature_value=states)
+            for r in self.reductions
+        ]
+        return tf.concat(pooled, axis=-1)
+
+
+class ConfigScoringHead(tf.keras.layers.Layer):
+    """Maps [b, k, d] joint kernel/config states to [b, k] scores with an MLP.
+
+    head = ConfigScoringHead(hidden_dims=(64, 64))
+    scores = head(joint_states)    # lower = predicted faster
+    """
+
+    def __init__(self, hidden_dims: Sequence[int], activation="leaky_relu", dropout=0.0, **kw):
+        super().__init__(**kw)
+        self.hidden = [
+            tf.keras.layers.Dense(d, activation=activation, name=f"hidden_{i}")
+            for i, d in enumerate(hidden_dims)
+        ]
+        self.dropout = tf.keras.layers.Dropout(dropout)
+        self.out = tf.keras.layers.Dense(1, name="score")
+
+    def call(self, states: tf.Tensor, training=None) -> tf.Tensor:
+        x = states
+        for layer in self.hidden:
+            x = self.dropout(layer(x), training=training)
+        return tf.squeeze(self.out(x), axis=-1)

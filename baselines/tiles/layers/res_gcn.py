@@ -1,0 +1,31 @@
+"""Residual GCN convolution over both directions of the op graph."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from baselines.tiles.layers import graph_ops
+
+
+class ResGCNConv(tf.keras.layers.Layer):
+    """Computes `h + act(W (D^-1/2 (A + I) D^-1/2 h))` for every op node.
+
+    A is the symmetric adjacency of `feed`; the self loop and the residual keep
+    a node's own state when it has no neighbours. Works on [n, d] or [n, k, d].
+
+        conv = ResGCNConv(units=64)    # units must equal the state width
+        states = conv(graph, states)
+    """
+
+    def __init__(self, units: int, activation="leaky_relu", **kw):
+        super().__init__(**kw)
+        self.dense = tf.keras.layers.Dense(units, activation=activation, name="transform")
+
+    def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:
+        adj = graph.edge_sets["feed"].adjacency
+        inv_sqrt = tf.math.rsqrt(graph_ops.bidirectional_degree(graph) + 1.0)
+        edge_weight = tf.gather(inv_sqrt, adj.source) * tf.gather(inv_sqrt, adj.target)
+        self_weight = graph_ops.per_node(inv_sqrt * inv_sqrt, states)
+        aggregated = graph_ops.bidirectional_sum(graph, states, edge_weight=edge_weight)
+        return states + self.dense(aggregated + self_weight * states)

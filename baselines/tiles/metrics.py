@@ -1,0 +1,179 @@
+"""Ranking losses for training and ranking-quality metrics for evaluation.
+
+Scores are "lower = predicted faster", runtimes are runtime / normalizer.
+Padding slots carry runtime -1 and are ignored everywhere.
+
+Losses (TF, per batch of [b, k] scores) are combined from a spec string:
+
+    loss_fn = make_loss_fn(parse_losses("ListMLELoss:1,MSE:0.02"))
+    loss = loss_fn(runtimes, scores)
+
+Metrics (numpy, per kernel with all its configurations):
+
+    top_k_error(scores, runtimes, k=5)   # min runtime of the 5 best-ranked / true min - 1
+    top_configs(scores, 5)               # distinct indices of the 5 predicted fastest
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_ranking as tfr
+
+from baselines.tiles.errors import PipelineError
+
+LISTMLE_TEMPERATURE = 10.0
+TOP_KS = (1, 5, 10)
+
+
+def ranking_labels(runtimes: tf.Tensor) -> tf.Tensor:
+    """Relevance labels for TF-Ranking: larger for faster configs, -1 for padding.
+
+    TF-Ranking ranks by label descending and treats negative labels as missing
+    items, so a positive, decreasing function of runtime is needed.
+    """
+    valid = runtimes >= 0
+    return tf.where(valid, 1.0 / (1.0 + tf.maximum(runtimes, 0.0)), -1.0)
+
+
+def _masked_mse(runtimes: tf.Tensor, scores: tf.Tensor) -> tf.Tensor:
+    valid = tf.cast(runtimes >= 0, scores.dtype)
+    sq = tf.square(scores - runtimes) * valid
+    return tf.reduce_sum(sq) / tf.maximum(tf.reduce_sum(valid), 1.0)
+
+
+def _ranking_loss(loss: tf.keras.losses.Loss) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    return lambda runtimes, scores: loss(ranking_labels(runtimes), -scores)
+
+
+def _loss_factories() -> dict[str, Callable[[], Callable]]:
+    return {
+        "ListMLELoss": lambda: _ranking_loss(
+            tfr.keras.losses.ListMLELoss(temperature=LISTMLE_TEMPERATURE)
+        ),
+        "PairwiseHingeLoss": lambda: _ranking_loss(tfr.keras.losses.PairwiseHingeLoss()),
+        "MSE": lambda: _masked_mse,
+    }
+
+
+LOSS_NAMES = ("ListMLELoss", "PairwiseHingeLoss", "MSE")
+
+
+def parse_losses(spec: str) -> tuple[tuple[str, float], ...]:
+    """Parses "Name:weight,Name:weight"; raises PipelineError on anything else."""
+    parsed = []
+    for part in spec.split(","):
+        name, sep, weight = part.strip().partition(":")
+        try:
+            value = float(weight)
+        except ValueError:
+            value = float("nan")
+        if not sep or name not in LOSS_NAMES or not np.isfinite(value) or value < 0:
+            raise PipelineError(
+                f"--losses: cannot parse '{part}' in '{spec}'; use Name:weight pairs "
+                f"separated by commas, names from {', '.join(LOSS_NAMES)}, "
+                "e.g. ListMLELoss:1,MSE:0.02"
+            )
+        parsed.append((name, value))
+    return tuple(parsed)
+
+
+def make_loss_fn(
+    losses: Sequence[tuple[str, float]],
+) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """Weighted sum of the named losses as fn(runtimes [b, k], scores [b, k])."""
+    factories = _loss_factories()
+    parts = [(factories[name](), weight) for name, weight in losses]
+
+    def loss_fn(runtimes: tf.Tensor, scores: tf.Tensor) -> tf.Tensor:
+        return tf.add_n([w * fn(runtimes, scores) for fn, w in parts])
+
+    return loss_fn
+
+
+def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """(correctly ordered pairs, comparable pairs) over [b, k] lists.
+
+    A pair is comparable when both slots are real and runtimes differ; it is
+    correct when the faster config has the lower score. Summing both counts over
+    batches gives the pooled OPA that TF-Ranking's OPAMetric reports.
+    """
+    valid = runtimes >= 0
+    both = tf.logical_and(valid[:, :, None], valid[:, None, :])
+    faster = tf.logical_and(runtimes[:, :, None] < runtimes[:, None, :], both)
+    correct = tf.logical_and(faster, scores[:, :, None] < scores[:, None, :])
+    return (
+        tf.reduce_sum(tf.cast(correct, tf.float64)),
+        tf.reduce_sum(tf.cast(faster, tf.float64)),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Per-kernel numpy metrics over all configurations.
+
+
+def ranking_order(scores: np.ndarray) -> np.ndarray:
+    """Config indices from predicted fastest to slowest (ties keep file order)."""
+    return np.argsort(np.asarray(scores), kind="stable")
+
+
+def top_configs(scores: np.ndarray, k: int = 5) -> list[int]:
+    """The k predicted-fastest distinct indices, or all of them when fewer exist."""
+    return ranking_order(scores)[:k].tolist()
+
+
+def top_k_error(scores: np.ndarray, runtimes: np.ndarray, k: int) -> float:
+    """min(runtime of the k best-ranked) / min(runtime) - 1; 0 is perfect."""
+    runtimes = np.asarray(runtimes, dtype=np.float64)
+    best = runtimes.min()
+    picked = runtimes[ranking_order(scores)[:k]].min()
+    return float(picked / best - 1.0)
+
+
+def kernel_opa(scores: np.ndarray, runtimes: np.ndarray) -> tuple[int, int]:
+    """(correct, comparable) ordered pairs of one kernel."""
+    scores = np.asarray(scores)
+    runtimes = np.asarray(runtimes)
+    faster = runtimes[:, None] < runtimes[None, :]
+    correct = faster & (scores[:, None] < scores[None, :])
+    return int(correct.sum()), int(faster.sum())
+
+
+def program_of(tile_id: str) -> str:
+    """Program name of a kernel: the file stem before its trailing hash."""
+    head, sep, _ = tile_id.rpartition("_")
+    return head if sep else "(unnamed)"
+
+
+def summarize(
+    tile_ids: Sequence[str], scores: Sequence[np.ndarray], runtimes: Sequence[np.ndarray]
+) -> dict[str, float]:
+    """Mean top-1/5/10 errors, the Kaggle tile score and OPA over kernels."""
+    if not tile_ids:
+        return {}
+    errors = {
+        str(k): float(np.mean([top_k_error(s, r, k) for s, r in zip(scores, runtimes)]))
+        for k in TOP_KS
+    }
+    pairs = np.array([kernel_opa(s, r) for s, r in zip(scores, runtimes)], dtype=np.float64)
+    errors["kaggle_score"] = 1.0 - errors["5"]
+    errors["opa"] = float(pairs[:, 0].sum() / max(pairs[:, 1].sum(), 1.0))
+    errors["kernels"] = len(tile_ids)
+    return errors
+
+
+def summarize_by_program(
+    tile_ids: Sequence[str], scores: Sequence[np.ndarray], runtimes: Sequence[np.ndarray]
+) -> dict[str, dict[str, float]]:
+    """`summarize` per program (file-name prefix), sorted by program name."""
+    groups: dict[str, list[int]] = {}
+    for i, t in enumerate(tile_ids):
+        groups.setdefault(program_of(t), []).append(i)
+    return {
+        p: summarize(
+            [tile_ids[i] for i in idx], [scores[i] for i in idx], [runtimes[i] for i in idx]
+        )
+        for p, idx in sorted(groups.items())
+    }

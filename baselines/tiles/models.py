@@ -1,0 +1,240 @@
+"""Tile cost models: every class maps a kernel batch to one score per configuration.
+
+All models take `(num_configs, num_ops, **kwargs)` and return, from
+`forward(graph, num_configs)`, scores of shape [batch, num_configs] where lower
+means predicted faster. `call(graph)` derives the number of configurations per
+kernel from the graph (equal to `num_configs` for training batches).
+
+- `MLP`: op states pooled (sum) over the kernel, joined with each config, MLP.
+- `EarlyJoinSAGE`, `EarlyJoinResGCN`: config features joined onto every op node
+  *before* message passing (states [ops, configs, hidden]).
+- `LateJoinSAGE`, `LateJoinResGCN`, `LateJoinGAT`: message passing on ops only,
+  pooled per kernel, then joined with each config's features.
+
+Variables depend only on constructor arguments and the fixed feature widths and
+opcode vocabulary, so a model can be rebuilt from its run file and its weights
+copied in:
+
+    model = build_model("LateJoinGAT", num_configs=10, model_kwargs={"num_heads": 8})
+    scores = model.forward(graph, num_configs=10)   # [batch, 10]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from baselines.tiles.data import OPCODE_VOCAB_SIZE
+from baselines.tiles.errors import PipelineError
+from baselines.tiles.graph import BATCH_SIGNATURE, dummy_batch, graph_from_batch, to_tensors
+from baselines.tiles.layers import (
+    ConfigScoringHead,
+    GATv2Block,
+    KernelPooling,
+    OpEncoder,
+    ResGCNConv,
+    SAGEConv,
+)
+
+
+def configs_per_kernel(graph: tfgnn.GraphTensor) -> tf.Tensor:
+    """Number of configuration slots per kernel (batches have the same count each)."""
+    return graph.node_sets["config"].total_size // graph.num_components
+
+
+def config_features(graph: tfgnn.GraphTensor, num_configs) -> tf.Tensor:
+    """Config features as [batch, num_configs, 24]."""
+    feats = graph.node_sets["config"]["feats"]
+    return tf.reshape(feats, [-1, num_configs, feats.shape[-1]])
+
+
+class TileModel(tf.keras.Model):
+    """Shared constructor and `call`; subclasses implement `forward`."""
+
+    def __init__(
+        self,
+        num_configs: int,
+        num_ops: int = OPCODE_VOCAB_SIZE,
+        hidden_dim: int = 64,
+        op_embedding_dim: int = 64,
+        activation: str = "leaky_relu",
+        **kwargs,
+    ):
+        super().__init__(name=type(self).__name__.lower())
+        self.num_configs = num_configs
+        self.num_ops = num_ops
+        self.hidden_dim = hidden_dim
+        self.activation = activation
+        self.op_encoder = OpEncoder(num_ops, op_embedding_dim, hidden_dim, activation)
+        self.head = ConfigScoringHead(
+            [hidden_dim, hidden_dim], activation, kwargs.get("dropout", 0)
+        )
+
+    def call(self, graph: tfgnn.GraphTensor, training=None) -> tf.Tensor:
+        return self.forward(graph, configs_per_kernel(graph), training=training)
+
+    def forward(self, graph: tfgnn.GraphTensor, num_configs, training=None) -> tf.Tensor:
+        raise NotImplementedError
+
+
+class LateJoinModel(TileModel):
+    """Op-only message passing, pooled per kernel, then joined with each config."""
+
+    reductions: tuple[str, ...] = ("sum",)
+
+    def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
+        super().__init__(num_configs, num_ops, **kwargs)
+        self.pool = KernelPooling(self.reductions)
+
+    def message_passing(self, graph, states, training=None) -> tf.Tensor:
+        return states
+
+    def forward(self, graph: tfgnn.GraphTensor, num_configs, training=None) -> tf.Tensor:
+        states = self.message_passing(graph, self.op_encoder(graph), training=training)
+        kernel_states = self.pool(graph, states)  # [b, d]
+        configs = config_features(graph, num_configs)  # [b, k, 24]
+        tiled = tf.repeat(kernel_states[:, None, :], tf.shape(configs)[1], axis=1)
+        return self.head(tf.concat([tiled, configs], axis=-1), training=training)
+
+
+class MLP(LateJoinModel):
+    """No message passing: sum of op states joined with each config, then an MLP."""
+
+    def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
+        super().__init__(num_configs, num_ops, **kwargs)
+
+
+class _ConvStack:
+    """Mixin: `num_layers` convolutions of `conv_class` applied in sequence."""
+
+    conv_class: type
+
+    def build_convs(self, num_layers: int) -> None:
+        self.convs = [
+            self.conv_class(self.hidden_dim, self.activation, name=f"conv_{i}")
+            for i in range(num_layers)
+        ]
+
+    def message_passing(self, graph, states, training=None) -> tf.Tensor:
+        for conv in self.convs:
+            states = conv(graph, states)
+        return states
+
+
+class LateJoinSAGE(_ConvStack, LateJoinModel):
+    conv_class = SAGEConv
+
+    def __init__(self, num_configs, num_ops=OPCODE_VOCAB_SIZE, num_layers: int = 3, **kwargs):
+        super().__init__(num_configs, num_ops, **kwargs)
+        self.build_convs(num_layers)
+
+
+class LateJoinResGCN(_ConvStack, LateJoinModel):
+    conv_class = ResGCNConv
+
+    def __init__(self, num_configs, num_ops=OPCODE_VOCAB_SIZE, num_layers: int = 3, **kwargs):
+        super().__init__(num_configs, num_ops, **kwargs)
+        self.build_convs(num_layers)
+
+
+class EarlyJoinModel(_ConvStack, TileModel):
+    """Config features joined onto every op node before message passing."""
+
+    def __init__(self, num_configs, num_ops=OPCODE_VOCAB_SIZE, num_layers: int = 3, **kwargs):
+        super().__init__(num_configs, num_ops, **kwargs)
+        self.join = tf.keras.layers.Dense(self.hidden_dim, self.activation, name="join")
+        self.pool = KernelPooling(("sum",))
+        self.build_convs(num_layers)
+
+    def forward(self, graph: tfgnn.GraphTensor, num_configs, training=None) -> tf.Tensor:
+        op_states = self.op_encoder(graph)  # [n, d]
+        configs = config_features(graph, num_configs)  # [b, k, 24]
+        kernel_of_op = graph.edge_sets["g_op"].adjacency.source
+        op_configs = tf.gather(configs, kernel_of_op)  # [n, k, 24]
+        tiled = tf.repeat(op_states[:, None, :], tf.shape(configs)[1], axis=1)
+        states = self.join(tf.concat([tiled, op_configs], axis=-1))  # [n, k, d]
+        states = self.message_passing(graph, states, training=training)
+        return self.head(self.pool(graph, states), training=training)  # [b, k]
+
+
+class EarlyJoinSAGE(EarlyJoinModel):
+    conv_class = SAGEConv
+
+
+class EarlyJoinResGCN(EarlyJoinModel):
+    conv_class = ResGCNConv
+
+
+class LateJoinGAT(LateJoinModel):
+    """GATv2 blocks (both edge directions, residual, LayerNorm), sum/mean/max pooling."""
+
+    reductions = ("sum", "mean", "max")
+
+    def __init__(
+        self,
+        num_configs,
+        num_ops=OPCODE_VOCAB_SIZE,
+        num_layers: int = 3,
+        num_heads: int = 4,
+        dropout: float = 0.1,
+        **kwargs,
+    ):
+        super().__init__(num_configs, num_ops, dropout=dropout, **kwargs)
+        self.blocks = [
+            GATv2Block(self.hidden_dim, num_heads, dropout, name=f"gat_{i}")
+            for i in range(num_layers)
+        ]
+
+    def message_passing(self, graph, states, training=None) -> tf.Tensor:
+        for block in self.blocks:
+            states = block(graph, states, training=training)
+        return states
+
+
+MODELS: dict[str, type[TileModel]] = {
+    cls.__name__: cls
+    for cls in (MLP, EarlyJoinSAGE, LateJoinSAGE, EarlyJoinResGCN, LateJoinResGCN, LateJoinGAT)
+}
+
+COMMON_KWARGS = ("hidden_dim", "op_embedding_dim", "activation")
+MODEL_KWARGS: dict[str, tuple[str, ...]] = {
+    "MLP": COMMON_KWARGS + ("dropout",),
+    "EarlyJoinSAGE": COMMON_KWARGS + ("num_layers", "dropout"),
+    "LateJoinSAGE": COMMON_KWARGS + ("num_layers", "dropout"),
+    "EarlyJoinResGCN": COMMON_KWARGS + ("num_layers", "dropout"),
+    "LateJoinResGCN": COMMON_KWARGS + ("num_layers", "dropout"),
+    "LateJoinGAT": COMMON_KWARGS + ("num_layers", "num_heads", "dropout"),
+}
+
+
+def create_variables(model: TileModel) -> None:
+    """Runs one forward pass on a tiny kernel to create the model's variables.
+
+    The pass runs under the fully dynamic batch signature, so Keras records a
+    shape-agnostic input spec and the saved model accepts batches of any size.
+    """
+    call = tf.function(
+        lambda batch: model(graph_from_batch(batch)), input_signature=[BATCH_SIGNATURE]
+    )
+    call(to_tensors(dummy_batch(model.num_configs)))
+
+
+def build_model(
+    name: str, num_configs: int, model_kwargs: dict[str, Any] | None = None
+) -> TileModel:
+    """Instantiates a model class by name; bad names or kwargs raise PipelineError."""
+    if name not in MODELS:
+        raise PipelineError(f"--model: unknown model '{name}'; choose one of {', '.join(MODELS)}")
+    kwargs = dict(model_kwargs or {})
+    unknown = sorted(set(kwargs) - set(MODEL_KWARGS[name]))
+    if unknown:
+        raise PipelineError(
+            f"--model_kwargs_json: {name} does not take {', '.join(unknown)}; "
+            f"it takes {', '.join(MODEL_KWARGS[name])}"
+        )
+    try:
+        return MODELS[name](num_configs, OPCODE_VOCAB_SIZE, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise PipelineError(f"--model_kwargs_json: bad value for {name}: {e}") from None

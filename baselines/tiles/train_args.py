@@ -1,0 +1,109 @@
+"""The immutable record of one training run; its hash names the run's files.
+
+    args = TrainArgs(model="LateJoinGAT", toy_data=True)
+    args.run_hash()        # md5 of the sorted JSON of every field
+    args.validate()        # PipelineError on a bad model, loss spec, kwargs, test mode
+
+Defaults are the public baseline's (SPEC §4); `seed` is new.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from baselines.tiles import metrics, models
+from baselines.tiles.errors import PipelineError
+
+TEST_MODES = ("predictions", "metrics")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainArgs:
+    model: str = "EarlyJoinSAGE"
+    epochs: int = 100
+    early_stop: int = 20
+    configs: int = 10
+    batch: int = 10
+    losses: str = "ListMLELoss:1,MSE:0.02"
+    lr: float = 1e-3
+    clip_norm: float = 1e-3
+    model_kwargs_json: str = "{}"
+    test_mode: str = "predictions"
+    out_dir: str = "~/out/tpugraphs_tiles"
+    results_csv: str = ""
+    validate_batches: int = -1
+    run_id: str = ""
+    data_root: str = "~/data/tpugraphs/npz/tile/xla"
+    cache_dir: str = "~/data/tpugraphs/cache/tile"
+    toy_data: bool = False
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainArgs:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def run_hash(self) -> str:
+        return hashlib.md5(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+
+    def model_kwargs(self) -> dict[str, Any]:
+        try:
+            kwargs = json.loads(self.model_kwargs_json)
+        except json.JSONDecodeError as e:
+            raise PipelineError(
+                f"--model_kwargs_json: not valid JSON ({e.msg} at char {e.pos}): "
+                f"{self.model_kwargs_json!r}; pass an object such as '{{\"hidden_dim\": 128}}'"
+            ) from None
+        if not isinstance(kwargs, dict):
+            raise PipelineError(
+                f"--model_kwargs_json: expected a JSON object, got {self.model_kwargs_json!r}"
+            )
+        return kwargs
+
+    def validate(self) -> None:
+        """Checks everything that can be checked before loading data."""
+        metrics.parse_losses(self.losses)
+        models.build_model(self.model, self.configs, self.model_kwargs())
+        if self.test_mode not in TEST_MODES:
+            raise PipelineError(f"--test_mode: '{self.test_mode}' is not one of {TEST_MODES}")
+        for flag in ("epochs", "configs", "batch"):
+            if getattr(self, flag) < 1:
+                raise PipelineError(f"--{flag}: must be at least 1, got {getattr(self, flag)}")
+        if self.early_stop < 1:
+            raise PipelineError(f"--early_stop: must be at least 1, got {self.early_stop}")
+        if not self.lr > 0 or not self.clip_norm > 0:
+            raise PipelineError("--lr and --clip_norm must be positive")
+        check_writable_dir(Path(self.out_dir).expanduser(), "--out_dir")
+
+
+def check_writable_dir(path: Path, flag: str) -> None:
+    """Proves a file can be written in `path`, leaving the filesystem as it was.
+
+    A real attempt, because `os.access` says yes to root even where the
+    filesystem refuses (read-only mounts, /proc). Folders made for the probe are
+    removed again, so a run that fails later leaves nothing behind.
+    """
+    created = path
+    while not created.parent.exists():
+        created = created.parent
+    made = not created.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise PipelineError(
+            f"{flag}: {path} is not writable ({e.strerror or e}); choose another folder"
+        ) from None
+    finally:
+        if made:
+            shutil.rmtree(created, ignore_errors=True)

@@ -1,0 +1,239 @@
+"""Loader: real quirks accepted, bad files refused in one line, cache invalidation."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from baselines.tiles import data
+from baselines.tiles.errors import PipelineError
+from baselines.tiles.features import FeatureStats
+
+
+def kernel_arrays(n=3, c=4, seed=0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "node_feat": rng.random((n, 140)).astype(np.float32),
+        "node_opcode": rng.integers(0, 120, n).astype(np.uint8),
+        "edge_index": np.array([[i, i - 1] for i in range(1, n)], dtype=np.int64),
+        "config_feat": rng.random((c, 24)).astype(np.float32),
+        "config_runtime": rng.integers(100, 1000, c).astype(np.int64),
+        "config_runtime_normalizers": np.full(c, 500, np.int64),
+    }
+
+
+def make_root(tmp_path, counts=(3, 2, 2)):
+    root = tmp_path / "root"
+    for split, count in zip(data.SPLITS, counts):
+        (root / split).mkdir(parents=True)
+        for i in range(count):
+            np.savez(root / split / f"prog_{split}{i:02d}.npz", **kernel_arrays(seed=i))
+    return root
+
+
+# --- real data and the bundled toy set -------------------------------------------------
+
+
+def test_real_samples_load_with_every_quirk(real_samples):
+    for split in data.SPLITS:
+        s = data.load_split(real_samples / "tile_xla" / split, progress=False)
+        files = sorted((real_samples / "tile_xla" / split).glob("*.npz"))
+        assert list(s.tile_ids) == [f.stem for f in files]
+        for f, kernel in zip(files, s.kernels()):
+            raw = np.load(f)
+            np.testing.assert_array_equal(kernel.node_feat, raw["node_feat"])
+            np.testing.assert_array_equal(kernel.edge_index, raw["edge_index"])
+            np.testing.assert_array_equal(kernel.config_runtime, raw["config_runtime"])
+            assert kernel.node_opcode.dtype == np.int32
+        assert s.has_labels == (split != "test")
+    test = data.load_split(real_samples / "tile_xla" / "test", progress=False)
+    assert test.num_nodes.min() == 2 and test.num_configs.max() == 2951
+    assert np.all(test.config_runtime == 0) and np.all(test.config_runtime_normalizers == 1)
+
+
+def test_bundled_toy_set_loads(toy_root):
+    splits = data.load_splits(toy_root, progress=False)
+    assert 90 <= len(splits["train"]) <= 110
+    assert 25 <= len(splits["valid"]) <= 35 and 25 <= len(splits["test"]) <= 35
+    assert splits["train"].has_labels and splits["valid"].has_labels
+    assert not splits["test"].has_labels
+    assert splits["train"].num_configs.min() == 1  # a one-config kernel is kept
+
+
+def test_toy_data_keeps_first_100_files(tmp_path):
+    root = tmp_path / "r"
+    (root / "train").mkdir(parents=True)
+    for i in range(103):
+        np.savez(root / "train" / f"k{i:03d}.npz", **kernel_arrays(n=2, c=1, seed=i))
+    s = data.load_splits(root, ("train",), toy_data=True, progress=False)["train"]
+    assert len(s) == 100 and s.tile_ids[-1] == "k099"
+    assert len(data.load_splits(root, ("train",), progress=False)["train"]) == 103
+
+
+def test_missing_data_root_falls_back_to_bundled_toy(tmp_path):
+    lines = []
+    root = data.resolve_data_root(tmp_path / "nowhere", lines.append)
+    assert root == data.BUNDLED_TOY_ROOT
+    assert len(lines) == 1 and "nowhere" in lines[0] and "toy" in lines[0]
+    assert data.resolve_data_root(tmp_path, lines.append) == tmp_path
+
+
+# --- validation -------------------------------------------------------------------------
+
+
+def _corrupt(kind, path):
+    arrays = kernel_arrays()
+    if kind == "not_npz":
+        path.write_text("hello, not a zip")
+        return "not a readable npz"
+    if kind == "truncated":
+        np.savez(path, **arrays)
+        path.write_bytes(path.read_bytes()[:200])
+        return "not a readable npz"
+    if kind == "missing_key":
+        del arrays["config_runtime"]
+        expected = "missing key(s) config_runtime"
+    elif kind == "feature_width":
+        arrays["node_feat"] = arrays["node_feat"][:, :139]
+        expected = "node_feat has shape (3, 139)"
+    elif kind == "edge_range":
+        arrays["edge_index"][0, 0] = 3
+        expected = "edge_index refers to node 3"
+    elif kind == "nan":
+        arrays["node_feat"][1, 5] = np.nan
+        expected = "node_feat contains NaN or inf"
+    elif kind == "inf":
+        arrays["config_feat"][0, 0] = np.inf
+        expected = "config_feat contains NaN or inf"
+    elif kind == "config_count":
+        arrays["config_runtime"] = arrays["config_runtime"][:3]
+        expected = "config_runtime has shape (3,), expected (4,)"
+    np.savez(path, **arrays)
+    return expected
+
+
+BAD_KINDS = [
+    "not_npz",
+    "truncated",
+    "missing_key",
+    "feature_width",
+    "edge_range",
+    "nan",
+    "inf",
+    "config_count",
+]
+
+
+@pytest.mark.parametrize("kind", BAD_KINDS)
+def test_bad_file_raises_one_line_naming_file(tmp_path, kind):
+    path = tmp_path / "bad.npz"
+    expected = _corrupt(kind, path)
+    with pytest.raises(PipelineError) as e:
+        data.read_kernel(path)
+    message = str(e.value)
+    assert message.startswith(str(path)) and expected in message
+    assert "\n" not in message
+
+
+def test_missing_and_empty_split(tmp_path):
+    with pytest.raises(PipelineError, match="split directory does not exist"):
+        data.load_split(tmp_path / "train")
+    (tmp_path / "train").mkdir()
+    with pytest.raises(PipelineError, match="no .npz files"):
+        data.load_split(tmp_path / "train")
+
+
+def run_train_cli(tmp_path, *flags):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tiles_train.py"), "--model=MLP", "--epochs=1", *flags],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("kind", ["truncated", "edge_range", "empty_split"])
+def test_cli_bad_data_exits_cleanly_without_outputs(tmp_path, kind):
+    root = make_root(tmp_path)
+    bad = root / "valid" / "prog_valid01.npz"
+    if kind == "empty_split":
+        shutil.rmtree(root / "test")
+        (root / "test").mkdir()
+        expected = "test: split has no .npz files"
+        bad = root / "test" / "none.npz"
+    else:
+        _corrupt(kind, bad)
+        expected = str(bad)
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    proc = run_train_cli(
+        tmp_path, f"--data_root={root}", f"--out_dir={out}", f"--cache_dir={cache}"
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert "Traceback" not in proc.stderr
+    assert lines[-1].startswith("error: ") and expected in lines[-1]
+    assert not out.exists()
+    # A cache is written only for a split whose files all passed validation.
+    assert not list(cache.glob(f"{bad.parent.name}-*"))
+
+
+# --- cache ------------------------------------------------------------------------------
+
+
+def test_cache_is_reused_and_invalidated_by_changed_file(tmp_path):
+    root = make_root(tmp_path)
+    cache = tmp_path / "cache"
+    first = data.load_split(root / "train", cache_dir=cache, progress=False)
+    assert len(list(cache.iterdir())) == 1
+    again = data.load_split(root / "train", cache_dir=cache, progress=False)
+    assert isinstance(again.node_feat, np.memmap)  # came from the cache
+    np.testing.assert_array_equal(first.config_feat, again.config_feat)
+
+    changed = kernel_arrays(seed=42, c=5)
+    target = root / "train" / "prog_train01.npz"
+    np.savez(target, **changed)
+    stat = target.stat()
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    fresh = data.load_split(root / "train", cache_dir=cache, progress=False)
+    np.testing.assert_array_equal(fresh.kernel(1).config_feat, changed["config_feat"])
+    assert len(list(cache.iterdir())) == 2
+
+    (root / "train" / "prog_train02.npz").unlink()
+    assert len(data.load_split(root / "train", cache_dir=cache, progress=False)) == 2
+
+
+# --- normalization statistics ------------------------------------------------------------
+
+
+def test_feature_stats_round_trip_and_fit_on_train_only(tmp_path):
+    splits = data.load_splits(make_root(tmp_path), progress=False)
+    stats = FeatureStats.fit_split(splits["train"])
+    restored = FeatureStats.from_dict(json.loads(json.dumps(stats.to_dict())))
+    for field in ("node_mean", "node_std", "config_mean", "config_std"):
+        np.testing.assert_array_equal(getattr(stats, field), getattr(restored, field))
+    valid = splits["valid"]
+    np.testing.assert_array_equal(
+        stats.normalize_split(valid).node_feat, restored.normalize_split(valid).node_feat
+    )
+    assert not np.allclose(FeatureStats.fit_split(valid).node_mean, stats.node_mean)
+    normalized = stats.normalize_split(splits["train"]).node_feat
+    assert normalized.shape[1] == data.NODE_FEAT_DIM
+    np.testing.assert_allclose(normalized.mean(axis=0), 0, atol=1e-4)
+
+
+def test_feature_stats_reject_damaged_dict():
+    stats = FeatureStats.fit(np.ones((2, 140), np.float32), np.ones((2, 24), np.float32))
+    d = stats.to_dict()
+    d["node_std"] = d["node_std"][:-1]
+    with pytest.raises(PipelineError, match="node_std"):
+        FeatureStats.from_dict(d)

@@ -1,0 +1,163 @@
+"""tiles_train.py: flags, hashing, early refusal of bad flags, learning, outputs, determinism."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import ROOT
+
+import tiles_train
+from baselines.tiles import data, metrics
+from baselines.tiles.features import FeatureStats
+from baselines.tiles.graph import to_tensors
+from baselines.tiles.models import build_model, create_variables
+from baselines.tiles.train_args import TrainArgs
+from baselines.tiles.train_lib import Trainer, sampled_batches, set_determinism, train
+
+SPEC_DEFAULTS = {
+    "model": "EarlyJoinSAGE",
+    "epochs": 100,
+    "early_stop": 20,
+    "configs": 10,
+    "batch": 10,
+    "losses": "ListMLELoss:1,MSE:0.02",
+    "lr": 1e-3,
+    "clip_norm": 1e-3,
+    "model_kwargs_json": "{}",
+    "test_mode": "predictions",
+    "out_dir": "~/out/tpugraphs_tiles",
+    "validate_batches": -1,
+    "data_root": "~/data/tpugraphs/npz/tile/xla",
+    "cache_dir": "~/data/tpugraphs/cache/tile",
+    "toy_data": False,
+}
+
+
+def test_every_spec_flag_exists_with_its_default():
+    defaults = vars(tiles_train.build_parser().parse_args([]))
+    for flag, value in SPEC_DEFAULTS.items():
+        assert defaults[flag] == value, flag
+    assert {"results_csv", "run_id", "seed"} <= set(defaults)
+    parsed = tiles_train.parse_args(["--model=MLP", "--toy_data=True", "--configs", "4"])
+    assert parsed.model == "MLP" and parsed.toy_data is True and parsed.configs == 4
+    assert tiles_train.parse_args(["--toy_data"]).toy_data is True
+    assert tiles_train.parse_args(["--toy_data=false"]).toy_data is False
+
+
+def test_run_hash_is_deterministic_and_covers_every_arg():
+    a = TrainArgs(model="MLP", toy_data=True)
+    assert a.run_hash() == TrainArgs(model="MLP", toy_data=True).run_hash()
+    assert len(a.run_hash()) == 32
+    assert a.run_hash() != TrainArgs(model="MLP", toy_data=True, seed=1).run_hash()
+    assert a.run_hash() != TrainArgs(model="MLP", toy_data=True, lr=2e-3).run_hash()
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--model=Transformer", "unknown model 'Transformer'"),
+        ("--losses=ListMLE:1", "--losses: cannot parse 'ListMLE:1'"),
+        ("--losses=MSE:x", "--losses: cannot parse 'MSE:x'"),
+        ("--model_kwargs_json={hidden", "--model_kwargs_json: not valid JSON"),
+        ("--model_kwargs_json=[1]", "expected a JSON object"),
+        ('--model_kwargs_json={"heads": 2}', "does not take heads"),
+        ("--out_dir=/proc/forbidden/out", "--out_dir: /proc/forbidden/out is not writable"),
+    ],
+)
+def test_bad_flags_fail_before_loading_data(tmp_path, flag, message):
+    missing_root = tmp_path / "no_data"  # loading it would print a fallback note
+    flags = [f"--data_root={missing_root}", f"--out_dir={tmp_path / 'out'}"]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tiles_train.py"), "--model=MLP", *flags, flag],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and message in last, proc.stderr
+    assert "toy" not in proc.stdout  # no data was looked at
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.fixture(scope="module")
+def toy_splits():
+    raw = data.load_splits(data.BUNDLED_TOY_ROOT, ("train", "valid"), progress=False)
+    stats = FeatureStats.fit_split(raw["train"])
+    return {k: stats.normalize_split(v) for k, v in raw.items()}
+
+
+def test_listmle_steps_lower_loss_and_beat_random_opa(toy_splits):
+    set_determinism(0)
+    model = build_model("LateJoinSAGE", 10, {"hidden_dim": 32})
+    create_variables(model)
+    optimizer = tf.keras.optimizers.Adam(1e-2)
+    optimizer.build(model.trainable_variables)
+    trainer = Trainer(model, metrics.make_loss_fn([("ListMLELoss", 1.0)]), optimizer, 10)
+    val = [
+        to_tensors(b)
+        for b in sampled_batches(toy_splits["valid"], np.random.default_rng(1), 10, 10)
+    ]
+    train_batches = [
+        to_tensors(b)
+        for epoch in range(4)
+        for b in sampled_batches(toy_splits["train"], np.random.default_rng(epoch), 10, 10)
+    ]
+    first_loss, _ = trainer.run(trainer.eval_step, train_batches[:10], 10, "", False)
+    trainer.run(trainer.train_step, train_batches, len(train_batches), "", False)
+    last_loss, _ = trainer.run(trainer.eval_step, train_batches[:10], 10, "", False)
+    _, val_opa = trainer.run(trainer.eval_step, val, len(val), "", False)
+    assert len(train_batches) >= 36
+    assert last_loss < first_loss
+    assert val_opa > 0.5
+    assert trainer.traces == {"train": 1, "eval": 1}  # one trace for all batch shapes
+
+
+def _read_run(path):
+    with gzip.open(path) as f:
+        return json.loads(f.read())
+
+
+def test_train_writes_matching_outputs_and_is_deterministic(tmp_path):
+    args = TrainArgs(
+        model="MLP",
+        epochs=2,
+        toy_data=True,
+        data_root=str(data.BUNDLED_TOY_ROOT),
+        out_dir=str(tmp_path / "out"),
+        cache_dir=str(tmp_path / "cache"),
+        configs=6,
+    )
+    record = train(args, progress=False, log=lambda _: None)
+    h = args.run_hash()
+    out = tmp_path / "out"
+    assert (out / f"model_{h}" / "saved_model.pb").is_file()
+    assert (out / f"tb_{h}").is_dir() and any((out / f"tb_{h}").iterdir())
+    saved = _read_run(out / f"run_{h}.jsonz")
+    assert saved["args"] == args.to_dict() and saved["model"] == "MLP"
+    assert set(saved["train_curve"]) == {"epoch", "train_loss", "train_opa", "val_loss", "val_opa"}
+    assert set(saved["final_error"]["val"]) == {"1", "5", "10"}
+    csvs = list(out.glob("results_*.csv"))
+    assert len(csvs) == 1 and csvs[0] == tmp_path / "out" / csvs[0].name
+    lines = csvs[0].read_text().splitlines()
+    assert lines[0] == "ID,TopConfigs" and len(lines) == 1 + len(saved["test_predictions"])
+    assert not [p for p in out.iterdir() if ".tmp-" in p.name]
+
+    again = train(
+        TrainArgs(**{**args.to_dict(), "out_dir": str(tmp_path / "out2")}),
+        progress=False,
+        log=lambda _: None,
+    )
+    assert again["train_curve"] == record["train_curve"]
+    assert again["final_error"] == record["final_error"]
+    assert again["test_predictions"] == record["test_predictions"]

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Ranks every kernel of a split with a trained model and writes `ID,TopConfigs`.
+
+    python tiles_gen_predictions_csv.py --dir ~/out/tpugraphs_tiles/model_<hash>
+
+Rebuilds the model class named in `run_<hash>.jsonz` beside the model folder,
+copies the saved weights in, normalizes features with the statistics saved in
+the run (train and valid are never loaded to predict test) and writes the five
+predicted-fastest configurations of every kernel. `--split valid` also prints
+top-1/5/10 errors and the Kaggle score, overall and per program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from baselines.tiles.errors import PipelineError, run_cli
+
+DEFAULT_DATA_ROOT = "~/data/tpugraphs/npz/tile/xla"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", required=True, help="<out_dir>/model_<hash> from tiles_train.py")
+    parser.add_argument(
+        "--data_root",
+        default=None,
+        help="folder holding the split (default: the run's data root, then "
+        f"{DEFAULT_DATA_ROOT}, then the bundled toy set)",
+    )
+    parser.add_argument("--split", default="test", choices=("test", "valid", "train"))
+    parser.add_argument("--output", default="predictions_output_model.csv")
+    parser.add_argument("--cache_dir", default=None, help="optional cache of the loaded split")
+    parser.add_argument("--top", type=int, default=5, help="configurations listed per kernel")
+    return parser
+
+
+def choose_data_root(flag: str | None, run_root: str | None) -> tuple[Path, str]:
+    """The data root to read and where that choice came from."""
+    from baselines.tiles.data import BUNDLED_TOY_ROOT
+
+    if flag is not None:
+        return Path(flag).expanduser(), "--data_root"
+    for candidate, origin in ((run_root, "the run file"), (DEFAULT_DATA_ROOT, "the default")):
+        if candidate and Path(candidate).expanduser().is_dir():
+            return Path(candidate).expanduser(), origin
+    return BUNDLED_TOY_ROOT, "the bundled toy set (no other data root exists)"
+
+
+def main() -> int:
+    args = build_parser().parse_args()
+    if args.top < 1:
+        raise PipelineError(f"--top: must be at least 1, got {args.top}")
+    from baselines.tiles import metrics
+    from baselines.tiles.data import load_split
+    from baselines.tiles.predict import ConfigScorer
+    from baselines.tiles.run_files import load_trained_model
+    from baselines.tiles.submission import HEADER, TILE_PREFIX, write_csv_atomic
+
+    model, record, stats = load_trained_model(Path(args.dir))
+    root, origin = choose_data_root(args.data_root, record.get("data_root"))
+    print(f"data: {root} (from {origin}); model {record['model']}", flush=True)
+    split = stats.normalize_split(
+        load_split(root / args.split, name=args.split, cache_dir=args.cache_dir)
+    )
+    scores = ConfigScorer(model).score_split(split)
+    rows = [
+        (f"{TILE_PREFIX}{tid}", ";".join(map(str, metrics.top_configs(s, args.top))))
+        for tid, s in zip(split.tile_ids, scores)
+    ]
+    write_csv_atomic(Path(args.output), HEADER, rows)
+    print(f"wrote {args.output}: {len(rows)} kernels of {root / args.split}")
+    if split.has_labels:
+        report_errors(split, scores)
+    return 0
+
+
+def report_errors(split, scores) -> None:
+    from baselines.tiles import metrics
+
+    runtimes = [k.normalized_runtime for k in split.kernels()]
+    ids = [str(t) for t in split.tile_ids]
+    rows = [("ALL", metrics.summarize(ids, scores, runtimes))]
+    rows += list(metrics.summarize_by_program(ids, scores, runtimes).items())
+    width = max(len(name) for name, _ in rows)
+    print(f"{'program':<{width}}  kernels  top1_err  top5_err  top10_err  kaggle_score")
+    for name, m in rows:
+        print(
+            f"{name:<{width}}  {m['kernels']:>7}  {m['1']:>8.4f}  {m['5']:>8.4f}  "
+            f"{m['10']:>9.4f}  {m['kaggle_score']:>12.4f}"
+        )
+
+
+if __name__ == "__main__":
+    run_cli(main)

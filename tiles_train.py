@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Trains a tile cost model on TpuGraphs tile:xla and saves it with its run file.
+
+    python tiles_train.py --model=EarlyJoinSAGE --toy_data=True
+
+Writes `model_<hash>/`, `run_<hash>.jsonz`, `tb_<hash>/` (TensorBoard) and, with
+`--test_mode=predictions`, `results_<ms timestamp>.csv` into `--out_dir`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from baselines.tiles.errors import run_cli
+from baselines.tiles.train_args import TrainArgs
+
+HELP = {
+    "model": "model class in baselines/tiles/models.py",
+    "epochs": "maximum training epochs",
+    "early_stop": "stop after this many epochs without a validation OPA gain",
+    "configs": "configurations sampled per kernel in a training batch",
+    "batch": "kernels per training batch",
+    "losses": "weighted losses, Name:weight,... (ListMLELoss, PairwiseHingeLoss, MSE)",
+    "lr": "Adam learning rate",
+    "clip_norm": "gradient clip norm (per variable, as Keras clipnorm)",
+    "model_kwargs_json": "JSON object of model constructor kwargs",
+    "test_mode": "predictions: write results CSV; metrics: report test errors",
+    "out_dir": "where the model, run file, TensorBoard logs and CSV go",
+    "results_csv": "results CSV path (default <out_dir>/results_<ms timestamp>.csv)",
+    "validate_batches": "validation batches per epoch for OPA (-1 = all)",
+    "run_id": "free-form label stored in the run (part of the hash)",
+    "data_root": "folder with train/, valid/, test/ npz files (bundled toy set if missing)",
+    "cache_dir": "cache of loaded splits, keyed by file names, sizes and mtimes",
+    "toy_data": "use the first 100 files of each split",
+    "seed": "random seed: same seed and data give the same run",
+}
+
+
+def parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "y", "t"):
+        return True
+    if value in ("0", "false", "no", "n", "f"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """One flag per TrainArgs field, with the field's default."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for field in dataclasses.fields(TrainArgs):
+        flag = f"--{field.name}"
+        if field.type in ("bool", bool):
+            parser.add_argument(
+                flag,
+                type=parse_bool,
+                nargs="?",
+                const=True,
+                default=field.default,
+                help=HELP[field.name],
+            )
+        else:
+            kind = {"int": int, "float": float}.get(field.type, str)
+            parser.add_argument(flag, type=kind, default=field.default, help=HELP[field.name])
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> TrainArgs:
+    return TrainArgs(**vars(build_parser().parse_args(argv)))
+
+
+def main() -> int:
+    args = parse_args()
+    args.validate()  # before any data is loaded or file written
+    from baselines.tiles.train_lib import train
+
+    train(args, log=lambda line: print(line, flush=True))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
