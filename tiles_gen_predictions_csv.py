@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # hides CUDA-plugin noise on CPU
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines.tiles.errors import PipelineError, run_cli

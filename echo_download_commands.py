@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Prints the shell commands that download and unpack the TpuGraphs npz files.
+
+    python echo_download_commands.py | bash          # tile:xla into ~/data/tpugraphs
+    python echo_download_commands.py --collections all --dest /data/tpugraphs
+
+Each tar is fetched only when it is not already present, then untarred into
+`<dest>/npz/...` (tile: `<dest>/npz/tile/xla/{train,valid,test}`). The
+alternative is the Kaggle "predict-ai-model-runtime" bundle, which holds the same
+files plus sample_submission.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from baselines.tiles.errors import run_cli
+
+BASE_URL = "http://download.tensorflow.org/data/tpu_graphs/v0"
+SPLITS = ("train", "valid", "test")
+
+
+def tar_names(collections: str) -> list[str]:
+    """Tar file names of the chosen collections (tile, layout or all)."""
+    names = []
+    if collections in ("tile", "all"):
+        names += [f"npz_tile_xla_{split}.tar" for split in SPLITS]
+    if collections in ("layout", "all"):
+        names += [
+            f"npz_layout_{source}_{search}_{split}.tar"
+            for source in ("xla", "nlp")
+            for search in ("default", "random")
+            for split in SPLITS
+        ]
+    return names
+
+
+def download_commands(dest: str, collections: str) -> list[str]:
+    """mkdir, then curl-unless-present and tar for every file."""
+    # Keep a leading ~ unquoted so the shell expands it.
+    where = dest if dest.startswith("~/") and " " not in dest else shlex.quote(dest)
+    lines = [f"mkdir -p {where}", f"cd {where}"]
+    for name in tar_names(collections):
+        lines.append(f"[ -f {name} ] || curl -fL -o {name} {BASE_URL}/{name}")
+        lines.append(f"tar xf {name}")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dest", default="~/data/tpugraphs", help="download folder")
+    parser.add_argument("--collections", choices=("tile", "layout", "all"), default="tile")
+    args = parser.parse_args()
+    print("\n".join(download_commands(args.dest, args.collections)))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

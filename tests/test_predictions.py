@@ -1,0 +1,208 @@
+"""tiles_gen_predictions_csv.py end to end, on toy and real data, and its refusals."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import ROOT
+
+from baselines.tiles import data
+from baselines.tiles.features import FeatureStats
+from baselines.tiles.graph import assemble_batch, graph_from_batch, to_tensors
+from baselines.tiles.predict import ConfigScorer
+from baselines.tiles.run_files import load_trained_model
+
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+
+def run_script(script, *flags, cwd):
+    return subprocess.run(
+        [sys.executable, str(ROOT / script), *flags],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=600,
+    )
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["ID", "TopConfigs"]
+    return {r[0]: [int(x) for x in r[1].split(";")] for r in rows[1:]}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A toy-data model trained from a foreign working directory."""
+    work = tmp_path_factory.mktemp("work")
+    proc = run_script(
+        "tiles_train.py",
+        "--model=LateJoinSAGE",
+        "--toy_data=True",
+        "--epochs=2",
+        f"--data_root={data.BUNDLED_TOY_ROOT}",
+        "--out_dir=out",
+        "--cache_dir=cache",
+        cwd=work,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (model_dir,) = (work / "out").glob("model_*")
+    return work, model_dir
+
+
+def test_end_to_end_toy_training_predictions_submission(trained):
+    work, model_dir = trained
+    proc = run_script("tiles_gen_predictions_csv.py", "--dir", str(model_dir), cwd=work)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "from the run file" in proc.stdout
+    rows = read_rows(work / "predictions_output_model.csv")
+    test = data.load_split(data.BUNDLED_TOY_ROOT / "test", progress=False)
+    assert set(rows) == {f"tile:xla:{t}" for t in test.tile_ids}
+    for tid, c in zip(test.tile_ids, test.num_configs):
+        ranking = rows[f"tile:xla:{tid}"]
+        assert len(ranking) == min(5, c) and len(set(ranking)) == len(ranking)
+        assert all(0 <= i < c for i in ranking)
+
+    proc = run_script("create_kaggle_csv.py", f"--data_root={data.BUNDLED_TOY_ROOT}", cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert read_rows(work / "predictions_kaggle.csv") == rows
+
+
+def test_predictions_for_every_real_test_sample(trained, real_samples, tmp_path):
+    _, model_dir = trained
+    out = tmp_path / "real.csv"
+    root = real_samples / "tile_xla"
+    proc = run_script(
+        "tiles_gen_predictions_csv.py",
+        f"--dir={model_dir}",
+        f"--data_root={root}",
+        f"--output={out}",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = read_rows(out)
+    files = sorted((root / "test").glob("*.npz"))
+    assert len(rows) == len(files) == 6
+    for f in files:
+        c = np.load(f)["config_feat"].shape[0]
+        ranking = rows[f"tile:xla:{f.stem}"]
+        assert len(ranking) == min(5, c) and len(set(ranking)) == len(ranking)
+        assert all(0 <= i < c for i in ranking)
+
+
+def test_valid_split_reports_errors_per_program(trained, tmp_path):
+    _, model_dir = trained
+    proc = run_script(
+        "tiles_gen_predictions_csv.py",
+        f"--dir={model_dir}",
+        "--split=valid",
+        f"--output={tmp_path / 'v.csv'}",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("program"))
+    assert "top5_err" in lines[header] and "kaggle_score" in lines[header]
+    assert lines[header + 1].split()[0] == "ALL"
+    valid = data.load_split(data.BUNDLED_TOY_ROOT / "valid", progress=False)
+    programs = {t.rpartition("_")[0] for t in valid.tile_ids}
+    assert len(lines) - header - 2 == len(programs)
+
+
+def test_chunked_compiled_scoring_ranks_like_the_simple_path(trained, real_samples):
+    _, model_dir = trained
+    model, _, stats = load_trained_model(model_dir)
+    split = stats.normalize_split(
+        data.load_split(real_samples / "tile_xla" / "test", progress=False)
+    )
+    scorer = ConfigScorer(model, max_elements=4096, max_configs=300)  # forces many chunks
+    for i in range(len(split)):
+        c = int(split.num_configs[i])
+        simple = model.forward(
+            graph_from_batch(to_tensors(assemble_batch(split, [i], [np.arange(c)], c))), c
+        ).numpy()[0]
+        fast = scorer.score_kernel(split, i)
+        np.testing.assert_allclose(fast, simple, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(
+            np.argsort(fast, kind="stable")[:5], np.argsort(simple, kind="stable")[:5]
+        )
+    assert scorer.traces == 1
+
+
+def _expect_refusal(proc, message, output):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and message in last, proc.stderr
+    assert not output.exists()
+
+
+def _edit_run_file(path, **changes):
+    with gzip.open(path) as f:
+        record = json.loads(f.read())
+    record.update(changes)
+    with gzip.open(path, "wb") as f:
+        f.write(json.dumps(record).encode())
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("missing_dir", "model folder not found"),
+        ("missing_run_file", "run file not found"),
+        ("unknown_class", "unknown model 'FancyNet'"),
+        ("shape_mismatch", "has shape"),
+        ("empty_test_split", "split has no .npz files"),
+        ("missing_data_root", "split directory does not exist"),
+    ],
+)
+def test_bad_inputs_refused_in_one_line(trained, tmp_path, case, message):
+    _, trained_dir = trained
+    model_dir = tmp_path / trained_dir.name
+    shutil.copytree(trained_dir, model_dir)
+    run_file = tmp_path / trained_dir.name.replace("model_", "run_")
+    shutil.copy(trained_dir.parent / f"{run_file.name}.jsonz", f"{run_file}.jsonz")
+    run_file = run_file.with_name(run_file.name + ".jsonz")
+    flags = []
+    if case == "missing_dir":
+        shutil.rmtree(model_dir)
+    elif case == "missing_run_file":
+        run_file.unlink()
+    elif case == "unknown_class":
+        _edit_run_file(run_file, model="FancyNet")
+    elif case == "shape_mismatch":
+        _edit_run_file(run_file, model_kwargs={"hidden_dim": 8})
+    elif case == "empty_test_split":
+        (tmp_path / "root" / "test").mkdir(parents=True)
+        flags = [f"--data_root={tmp_path / 'root'}"]
+    elif case == "missing_data_root":
+        flags = [f"--data_root={tmp_path / 'nowhere'}"]
+    output = tmp_path / "p.csv"
+    proc = run_script(
+        "tiles_gen_predictions_csv.py",
+        f"--dir={model_dir}",
+        f"--output={output}",
+        *flags,
+        cwd=tmp_path,
+    )
+    _expect_refusal(proc, message, output)
+
+
+def test_feature_stats_travel_with_the_model(trained):
+    """Prediction uses the saved train statistics, not ones refitted on test."""
+    _, model_dir = trained
+    _, record, stats = load_trained_model(model_dir)
+    train = data.load_split(data.BUNDLED_TOY_ROOT / "train", progress=False)
+    refit = FeatureStats.fit_split(train)
+    np.testing.assert_allclose(stats.node_mean, refit.node_mean, rtol=1e-6)
+    assert record["args"]["toy_data"] is True
