@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # hides CUDA-plugin noise on CPU
@@ -69,13 +70,19 @@ def main() -> int:
     split = stats.normalize_split(
         load_split(root / args.split, name=args.split, cache_dir=args.cache_dir)
     )
+    started = time.perf_counter()
     scores = ConfigScorer(model).score_split(split)
+    seconds = time.perf_counter() - started
     rows = [
         (f"{TILE_PREFIX}{tid}", ";".join(map(str, metrics.top_configs(s, args.top))))
         for tid, s in zip(split.tile_ids, scores)
     ]
     write_csv_atomic(Path(args.output), HEADER, rows)
     print(f"wrote {args.output}: {len(rows)} kernels of {root / args.split}")
+    print(
+        f"ranked {len(rows)} kernels, {int(split.num_configs.sum())} configs in {seconds:.2f} s "
+        f"({len(rows) / max(seconds, 1e-9):.1f} kernels/s)"
+    )
     if split.has_labels:
         report_errors(split, scores)
     return 0

@@ -17,7 +17,7 @@ from conftest import ROOT
 from baselines.tiles import data
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import assemble_batch, graph_from_batch, to_tensors
-from baselines.tiles.predict import ConfigScorer
+from baselines.tiles.predict import ConfigScorer, plan_calls
 from baselines.tiles.run_files import load_trained_model
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -126,6 +126,7 @@ def test_chunked_compiled_scoring_ranks_like_the_simple_path(trained, real_sampl
         data.load_split(real_samples / "tile_xla" / "test", progress=False)
     )
     scorer = ConfigScorer(model, max_elements=4096, max_configs=300)  # forces many chunks
+    packed = ConfigScorer(model).score_split(split, progress=False)  # several kernels a call
     for i in range(len(split)):
         c = int(split.num_configs[i])
         simple = model.forward(
@@ -133,10 +134,28 @@ def test_chunked_compiled_scoring_ranks_like_the_simple_path(trained, real_sampl
         ).numpy()[0]
         fast = scorer.score_kernel(split, i)
         np.testing.assert_allclose(fast, simple, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(packed[i], simple, rtol=1e-5, atol=1e-5)
         np.testing.assert_array_equal(
             np.argsort(fast, kind="stable")[:5], np.argsort(simple, kind="stable")[:5]
         )
     assert scorer.traces == 1
+
+
+def test_call_plan_covers_every_config_once_within_bounds():
+    rng = np.random.default_rng(0)
+    num_configs = rng.integers(1, 3000, 200)
+    num_nodes = rng.integers(2, 400, 200)
+    calls = plan_calls(num_configs, num_nodes, max_elements=20_000, max_configs=1000)
+    covered = [np.zeros(c, int) for c in num_configs]
+    for call in calls:
+        assert len(call.ranges) * call.slots <= 1000
+        nodes = sum(int(num_nodes[i]) for i, _, _ in call.ranges)
+        assert nodes * call.slots <= 20_000 or call.slots == 1 or len(call.ranges) == 1
+        for i, start, stop in call.ranges:
+            assert 0 < stop - start <= call.slots
+            covered[i][start:stop] += 1
+    assert all(np.all(c == 1) for c in covered)
+    assert any(len(call.ranges) > 1 for call in calls)  # small kernels were packed
 
 
 def _expect_refusal(proc, message, output):

@@ -1,17 +1,26 @@
-"""Compiled, chunked scoring of every configuration of every kernel.
+"""Compiled, chunked and packed scoring of every configuration of every kernel.
 
 One `tf.function` with a fully dynamic input signature scores a batch, so a
-whole split runs through a single trace. Each kernel's configurations are cut
-into chunks small enough that early-join models, whose states are
-[ops, configs, hidden], keep memory bounded on kernels with thousands of
-configurations.
+whole split runs through a single trace. Calls are planned so that memory stays
+bounded and per-call overhead is amortized:
+
+- a kernel with more configurations than fit in one call is cut into chunks
+  (early-join states are [ops, configs, hidden], so the chunk shrinks as the
+  kernel grows);
+- smaller kernels are packed several to a call, sorted by configuration count
+  so that the shared slot count wastes little padding.
+
+Padding slots are masked and their scores dropped; a configuration's score does
+not depend on the other configurations in its call.
 
     scorer = ConfigScorer(model)
-    scores = scorer.score_split(split)     # list of [num_configs] arrays
+    scores = scorer.score_split(split)     # list of [num_configs] arrays, file order
     metrics.top_configs(scores[0], 5)
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import tensorflow as tf
@@ -22,14 +31,69 @@ from baselines.tiles.graph import BATCH_SIGNATURE, assemble_batch, graph_from_ba
 from baselines.tiles.models import TileModel, configs_per_kernel
 
 
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """One scoring call: kernel ids, each with a [start, stop) range of configs."""
+
+    ranges: tuple[tuple[int, int, int], ...]
+    slots: int  # configuration slots per kernel in this call
+
+
+def plan_calls(
+    num_configs: np.ndarray,
+    num_nodes: np.ndarray,
+    max_elements: int,
+    max_configs: int,
+    max_kernels: int = 256,
+) -> list[Call]:
+    """Splits large kernels into chunks and packs small ones; covers every config once.
+
+    Bounds per call: ops x slots <= max_elements (unless a single kernel's ops
+    alone exceed it: then one config per call) and kernels x slots <= max_configs.
+    """
+    calls: list[Call] = []
+    small: list[int] = []
+    for i, (c, n) in enumerate(zip(num_configs.tolist(), num_nodes.tolist())):
+        chunk = max(1, min(max_configs, max_elements // max(n, 1)))
+        if c > chunk:
+            calls += [
+                Call(((i, s, min(s + chunk, c)),), min(chunk, c - s)) for s in range(0, c, chunk)
+            ]
+        else:
+            small.append(i)
+    small.sort(key=lambda i: (-int(num_configs[i]), i))
+    group: list[int] = []
+    nodes = 0
+    for i in small:
+        slots = int(num_configs[group[0]]) if group else int(num_configs[i])
+        n = int(num_nodes[i])
+        fits = (
+            len(group) < max_kernels
+            and (nodes + n) * slots <= max_elements
+            and (len(group) + 1) * slots <= max_configs
+        )
+        if group and not fits:
+            calls.append(_packed(group, num_configs))
+            group, nodes = [], 0
+        group.append(i)
+        nodes += n
+    if group:
+        calls.append(_packed(group, num_configs))
+    return calls
+
+
+def _packed(group: list[int], num_configs: np.ndarray) -> Call:
+    return Call(tuple((i, 0, int(num_configs[i])) for i in group), int(num_configs[group[0]]))
+
+
 class ConfigScorer:
     """Scores configurations with `model.forward` under one compiled function.
 
-    `max_elements` bounds ops x configs per call (the early-join state size);
-    `max_configs` bounds configurations per call.
+    `max_elements` bounds ops x configuration slots per call (the early-join
+    state size); `max_configs` bounds configuration slots per call.
     """
 
-    def __init__(self, model: TileModel, max_elements: int = 1 << 20, max_configs: int = 4096):
+    def __init__(self, model: TileModel, max_elements: int = 1 << 19, max_configs: int = 8192):
         self.model = model
         self.max_elements = max_elements
         self.max_configs = max_configs
@@ -41,26 +105,43 @@ class ConfigScorer:
         graph = graph_from_batch(batch)
         return self.model.forward(graph, configs_per_kernel(graph), training=False)
 
-    def chunk_size(self, num_nodes: int) -> int:
-        return int(max(1, min(self.max_configs, self.max_elements // max(num_nodes, 1))))
+    def score_calls(self, split: TileSplit, calls: list[Call], progress=None) -> list[np.ndarray]:
+        scores = [np.empty(int(c), np.float32) for c in split.num_configs]
+        for call in calls:
+            ids = [i for i, _, _ in call.ranges]
+            slots = [np.arange(start, stop) for _, start, stop in call.ranges]
+            out = self._score(to_tensors(assemble_batch(split, ids, slots, call.slots))).numpy()
+            for row, (i, start, stop) in enumerate(call.ranges):
+                scores[i][start:stop] = out[row, : stop - start]
+                if progress is not None and stop == split.num_configs[i]:
+                    progress.update(1)
+        return scores
 
     def score_kernel(self, split: TileSplit, i: int) -> np.ndarray:
         """Scores of all configurations of kernel i, in file order."""
-        num_configs = int(split.num_configs[i])
-        step = self.chunk_size(int(split.num_nodes[i]))
-        parts = []
-        for start in range(0, num_configs, step):
-            slots = np.arange(start, min(start + step, num_configs))
-            batch = assemble_batch(split, [i], [slots], slots.shape[0])
-            parts.append(self._score(to_tensors(batch)).numpy()[0])
-        return np.concatenate(parts)
+        calls = plan_calls(
+            split.num_configs[i : i + 1],
+            split.num_nodes[i : i + 1],
+            self.max_elements,
+            self.max_configs,
+        )
+        one = split.replace(
+            tile_ids=split.tile_ids[i : i + 1],
+            node_offsets=split.node_offsets[i : i + 2],
+            edge_offsets=split.edge_offsets[i : i + 2],
+            config_offsets=split.config_offsets[i : i + 2],
+        )
+        return self.score_calls(one, calls)[0]
 
     def score_split(
         self, split: TileSplit, progress: bool = True, desc: str | None = None
     ) -> list[np.ndarray]:
-        return [
-            self.score_kernel(split, i)
-            for i in tqdm.trange(
-                len(split), desc=desc or f"rank {split.name}", unit="kernel", disable=not progress
-            )
-        ]
+        """Scores of every kernel's configurations, in file order."""
+        calls = plan_calls(split.num_configs, split.num_nodes, self.max_elements, self.max_configs)
+        with tqdm.tqdm(
+            total=len(split),
+            desc=desc or f"rank {split.name}",
+            unit="kernel",
+            disable=not progress,
+        ) as bar:
+            return self.score_calls(split, calls, bar)

@@ -145,7 +145,10 @@ def train(
     run_hash = args.run_hash()
     out_dir = Path(args.out_dir).expanduser()
     splits_needed = ("train", "valid", "test")
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
     data, stats, root = prepare_splits(args, splits_needed, log, progress)
+    timings["load_s"] = time.perf_counter() - clock
     train_split, valid_split = data["train"], data["valid"]
     log(
         f"data: {root} ({len(train_split)} train, {len(valid_split)} valid, "
@@ -210,10 +213,14 @@ def train(
     )
 
     scorer = ConfigScorer(model)
+    clock = time.perf_counter()
     _, val_summary = evaluate_split(scorer, valid_split, progress)
+    timings["val_eval_s"] = time.perf_counter() - clock
     final_error = {"val": {k: val_summary[k] for k in ("1", "5", "10")}}
     test_split = data["test"]
+    clock = time.perf_counter()
     test_scores, test_summary = evaluate_split(scorer, test_split, progress)
+    timings["test_eval_s"] = time.perf_counter() - clock
     test_predictions = {}
     if args.test_mode == "metrics":
         if test_summary is None:
@@ -237,6 +244,7 @@ def train(
         "train_curve": curve,
         "best_epoch": best_epoch,
         "train_seconds": train_seconds,
+        "timings": {**timings, "train_s": train_seconds},
         "traces": dict(trainer.traces, predict=scorer.traces),
         "final_error": final_error,
         "val_summary": val_summary,
