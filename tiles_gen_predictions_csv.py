@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # hides CUDA-plugin noise on CPU
@@ -61,17 +62,23 @@ def main() -> int:
     from baselines.tiles import metrics
     from baselines.tiles.data import load_split
     from baselines.tiles.predict import ConfigScorer
-    from baselines.tiles.run_files import load_trained_model
+    from baselines.tiles.run_files import read_run_for_model, restore_model
     from baselines.tiles.submission import HEADER, TILE_PREFIX, write_csv_atomic
 
-    model, record, stats = load_trained_model(Path(args.dir))
+    record, stats = read_run_for_model(Path(args.dir))
     root, origin = choose_data_root(args.data_root, record.get("data_root"))
     print(f"data: {root} (from {origin}); model {record['model']}", flush=True)
-    split = stats.normalize_split(
-        load_split(root / args.split, name=args.split, cache_dir=args.cache_dir)
-    )
+    # Files are read (threads; zlib releases the GIL) while the model is rebuilt
+    # and its scoring function traced.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        loading = pool.submit(
+            load_split, root / args.split, name=args.split, cache_dir=args.cache_dir
+        )
+        scorer = ConfigScorer(restore_model(Path(args.dir), record))
+        scorer.warm_up()
+        split = stats.normalize_split(loading.result())
     started = time.perf_counter()
-    scores = ConfigScorer(model).score_split(split)
+    scores = scorer.score_split(split)
     seconds = time.perf_counter() - started
     rows = [
         (f"{TILE_PREFIX}{tid}", ";".join(map(str, metrics.top_configs(s, args.top))))
@@ -105,4 +112,4 @@ def report_errors(split, scores) -> None:
 
 
 if __name__ == "__main__":
-    run_cli(main)
+    run_cli(main, fast_exit=True)

@@ -80,7 +80,8 @@ def measure(cmd: list[str], cwd: Path) -> dict:
     helper = [sys.executable, __file__, "--_measure", json.dumps(cmd)]
     proc = subprocess.run(helper, cwd=cwd, env=ENV, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise PipelineError(proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed")
+        last = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"
+        raise PipelineError(last.removeprefix("error: "))
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -250,9 +251,11 @@ def main() -> int:
     parser.add_argument("--data_root", default=None, help="use this set instead of generating")
     args = parser.parse_args()
     size_name = "full" if args.full else "default"
-    out = Path(args.out)
+    out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    data_root = Path(args.data_root) if args.data_root else out / f"data_{size_name}_{args.seed}"
+    data_root = (
+        Path(args.data_root).resolve() if args.data_root else out / f"data_{size_name}_{args.seed}"
+    )
     generate(data_root, SIZES[size_name], args.seed)
 
     result = {"size": size_name, "repeats": args.repeats, "baseline": BASELINE}

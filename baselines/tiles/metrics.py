@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_ranking as tfr
 
 from baselines.tiles.errors import PipelineError
 
@@ -49,6 +48,9 @@ def _ranking_loss(loss: tf.keras.losses.Loss) -> Callable[[tf.Tensor, tf.Tensor]
 
 
 def _loss_factories() -> dict[str, Callable[[], Callable]]:
+    # Imported here: TF-Ranking is needed for training only, not for ranking.
+    import tensorflow_ranking as tfr
+
     return {
         "ListMLELoss": lambda: _ranking_loss(
             tfr.keras.losses.ListMLELoss(temperature=LISTMLE_TEMPERATURE)

@@ -144,7 +144,13 @@ class EarlyJoinModel(_ConvStack, TileModel):
 
     def __init__(self, num_configs, num_ops=OPCODE_VOCAB_SIZE, num_layers: int = 3, **kwargs):
         super().__init__(num_configs, num_ops, **kwargs)
-        self.join = tf.keras.layers.Dense(self.hidden_dim, self.activation, name="join")
+        # Dense([op ; config]) computed as Dense(op) + Dense(config): the op part
+        # once per op and the config part once per config, not once per pair.
+        self.join_op = tf.keras.layers.Dense(self.hidden_dim, name="join_op")
+        self.join_config = tf.keras.layers.Dense(
+            self.hidden_dim, use_bias=False, name="join_config"
+        )
+        self.join_activation = tf.keras.activations.get(self.activation)
         self.pool = KernelPooling(("sum",))
         self.build_convs(num_layers)
 
@@ -152,9 +158,8 @@ class EarlyJoinModel(_ConvStack, TileModel):
         op_states = self.op_encoder(graph)  # [n, d]
         configs = config_features(graph, num_configs)  # [b, k, 24]
         kernel_of_op = graph.edge_sets["g_op"].adjacency.source
-        op_configs = tf.gather(configs, kernel_of_op)  # [n, k, 24]
-        tiled = tf.repeat(op_states[:, None, :], tf.shape(configs)[1], axis=1)
-        states = self.join(tf.concat([tiled, op_configs], axis=-1))  # [n, k, d]
+        config_part = tf.gather(self.join_config(configs), kernel_of_op)  # [n, k, d]
+        states = self.join_activation(self.join_op(op_states)[:, None, :] + config_part)
         states = self.message_passing(graph, states, training=training)
         return self.head(self.pool(graph, states), training=training)  # [b, k]
 
@@ -209,16 +214,24 @@ MODEL_KWARGS: dict[str, tuple[str, ...]] = {
 }
 
 
-def create_variables(model: TileModel) -> None:
+def create_variables(model: TileModel, compiled: bool = True) -> None:
     """Runs one forward pass on a tiny kernel to create the model's variables.
 
-    The pass runs under the fully dynamic batch signature, so Keras records a
-    shape-agnostic input spec and the saved model accepts batches of any size.
+    With `compiled`, the pass runs under the fully dynamic batch signature, so
+    Keras records a shape-agnostic input spec and a saved model accepts batches
+    of any size: needed before `save_model`. Without it (a model that is only
+    used for inference) the pass runs eagerly, which is faster.
     """
+    batch = to_tensors(dummy_batch(model.num_configs))
+    if not compiled:
+        model(graph_from_batch(batch))
+        return
     call = tf.function(
-        lambda batch: model(graph_from_batch(batch)), input_signature=[BATCH_SIGNATURE]
+        lambda batch: model(graph_from_batch(batch)),
+        input_signature=[BATCH_SIGNATURE],
+        autograph=False,
     )
-    call(to_tensors(dummy_batch(model.num_configs)))
+    call(batch)
 
 
 def build_model(

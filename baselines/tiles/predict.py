@@ -27,7 +27,13 @@ import tensorflow as tf
 import tqdm
 
 from baselines.tiles.data import TileSplit
-from baselines.tiles.graph import BATCH_SIGNATURE, assemble_batch, graph_from_batch, to_tensors
+from baselines.tiles.graph import (
+    BATCH_SIGNATURE,
+    assemble_batch,
+    dummy_batch,
+    graph_from_batch,
+    to_tensors,
+)
 from baselines.tiles.models import TileModel, configs_per_kernel
 
 
@@ -98,12 +104,18 @@ class ConfigScorer:
         self.max_elements = max_elements
         self.max_configs = max_configs
         self.traces = 0
-        self._score = tf.function(self._score_batch, input_signature=[BATCH_SIGNATURE])
+        self._score = tf.function(
+            self._score_batch, input_signature=[BATCH_SIGNATURE], autograph=False
+        )
 
     def _score_batch(self, batch: dict[str, tf.Tensor]) -> tf.Tensor:
         self.traces += 1  # Runs only while tracing.
         graph = graph_from_batch(batch)
         return self.model.forward(graph, configs_per_kernel(graph), training=False)
+
+    def warm_up(self) -> None:
+        """Traces the scoring function on a tiny batch (e.g. while data loads)."""
+        self._score(to_tensors(dummy_batch(2)))
 
     def score_calls(self, split: TileSplit, calls: list[Call], progress=None) -> list[np.ndarray]:
         scores = [np.empty(int(c), np.float32) for c in split.num_configs]

@@ -72,8 +72,12 @@ class Trainer:
     traces: dict[str, int] = dataclasses.field(default_factory=lambda: {"train": 0, "eval": 0})
 
     def __post_init__(self):
-        self.train_step = tf.function(self._train_step, input_signature=[BATCH_SIGNATURE])
-        self.eval_step = tf.function(self._eval_step, input_signature=[BATCH_SIGNATURE])
+        self.train_step = tf.function(
+            self._train_step, input_signature=[BATCH_SIGNATURE], autograph=False
+        )
+        self.eval_step = tf.function(
+            self._eval_step, input_signature=[BATCH_SIGNATURE], autograph=False
+        )
 
     def _forward(self, batch, training):
         graph = graph_from_batch(batch)

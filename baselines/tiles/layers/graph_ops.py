@@ -1,14 +1,15 @@
-"""Message passing over `feed` for node values of any rank ([n, d] or [n, k, d])."""
+"""Message passing over `feed` for node values of any rank ([n, d] or [n, k, d]).
+
+Neighbour aggregation is one sparse-dense matmul with the (weighted)
+bidirectional adjacency: early-join states [n, k, d] are viewed as [n, k * d],
+so all configurations share one pass over the edges and no [edges, k, d]
+message tensor is ever built.
+"""
 
 from __future__ import annotations
 
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
-
-
-def _expand_like(x: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
-    """Appends unit axes to a [n] tensor so it broadcasts against `like`."""
-    return tf.reshape(x, tf.concat([tf.shape(x), tf.ones([tf.rank(like) - 1], tf.int32)], 0))
 
 
 def bidirectional_degree(graph: tfgnn.GraphTensor, edge_set: str = "feed") -> tf.Tensor:
@@ -21,22 +22,45 @@ def bidirectional_degree(graph: tfgnn.GraphTensor, edge_set: str = "feed") -> tf
     )
 
 
-def bidirectional_sum(
-    graph: tfgnn.GraphTensor, values: tf.Tensor, edge_set: str = "feed", edge_weight=None
-) -> tf.Tensor:
-    """For every node, the sum of `values` over its in- and out-neighbours."""
+def bidirectional_adjacency(
+    graph: tfgnn.GraphTensor,
+    row_weight: tf.Tensor | None = None,
+    column_weight: tf.Tensor | None = None,
+    self_weight: tf.Tensor | None = None,
+    edge_set: str = "feed",
+) -> tf.SparseTensor:
+    """Sparse [n, n] matrix R (A + A^T + S) C with per-node row/column scales.
+
+    A has a 1 at (u, v) for every edge; S is diag(self_weight) (no self loops
+    when None); R = diag(row_weight), C = diag(column_weight) (identity when None).
+    Folding the scales into the matrix saves whole passes over [n, k, d] states.
+    """
     adj = graph.edge_sets[edge_set].adjacency
-    n = tf.shape(values)[0]
-    from_target = tf.gather(values, adj.target)
-    from_source = tf.gather(values, adj.source)
-    if edge_weight is not None:
-        from_target *= _expand_like(edge_weight, from_target)
-        from_source *= _expand_like(edge_weight, from_source)
-    return tf.math.unsorted_segment_sum(from_target, adj.source, n) + (
-        tf.math.unsorted_segment_sum(from_source, adj.target, n)
-    )
+    n = graph.node_sets[adj.source_name].total_size
+    rows = tf.concat([adj.source, adj.target], 0)
+    cols = tf.concat([adj.target, adj.source], 0)
+    values = tf.ones_like(rows, dtype=tf.float32)
+    if self_weight is not None:
+        nodes = tf.range(n, dtype=rows.dtype)
+        rows = tf.concat([rows, nodes], 0)
+        cols = tf.concat([cols, nodes], 0)
+        values = tf.concat([values, self_weight], 0)
+    if row_weight is not None:
+        values *= tf.gather(row_weight, rows)
+    if column_weight is not None:
+        values *= tf.gather(column_weight, cols)
+    indices = tf.cast(tf.stack([rows, cols], 1), tf.int64)
+    shape = tf.cast(tf.stack([n, n]), tf.int64)
+    return tf.SparseTensor(indices, values, shape)
+
+
+def propagate(adjacency: tf.SparseTensor, values: tf.Tensor) -> tf.Tensor:
+    """adjacency @ values for values [n, ...]: each node sums its weighted neighbours."""
+    shape = tf.shape(values)
+    flat = tf.reshape(values, [shape[0], -1])
+    return tf.reshape(tf.sparse.sparse_dense_matmul(adjacency, flat), shape)
 
 
 def per_node(x: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
     """Broadcastable view of a per-node [n] tensor against node values `like`."""
-    return _expand_like(x, like)
+    return tf.reshape(x, tf.concat([tf.shape(x), tf.ones([tf.rank(like) - 1], tf.int32)], 0))

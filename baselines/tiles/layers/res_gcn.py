@@ -23,9 +23,11 @@ class ResGCNConv(tf.keras.layers.Layer):
         self.dense = tf.keras.layers.Dense(units, activation=activation, name="transform")
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:
-        adj = graph.edge_sets["feed"].adjacency
         inv_sqrt = tf.math.rsqrt(graph_ops.bidirectional_degree(graph) + 1.0)
-        edge_weight = tf.gather(inv_sqrt, adj.source) * tf.gather(inv_sqrt, adj.target)
-        self_weight = graph_ops.per_node(inv_sqrt * inv_sqrt, states)
-        aggregated = graph_ops.bidirectional_sum(graph, states, edge_weight=edge_weight)
-        return states + self.dense(aggregated + self_weight * states)
+        normalized = graph_ops.bidirectional_adjacency(
+            graph,
+            row_weight=inv_sqrt,
+            column_weight=inv_sqrt,
+            self_weight=tf.ones_like(inv_sqrt),
+        )
+        return states + self.dense(graph_ops.propagate(normalized, states))

@@ -13,7 +13,9 @@ class SAGEConv(tf.keras.layers.Layer):
 
     `u ~ v` ranges over producers and consumers of v (edges of `feed` taken in
     both directions). Node states may carry a config axis ([n, k, d] in
-    early-join models); the convolution acts on the last axis.
+    early-join models); the convolution acts on the last axis. `W [a ; b]` is
+    computed as `W_self a + W_neighbour b`, which avoids materializing the
+    concatenation of two [n, k, d] tensors.
 
         conv = SAGEConv(units=64)
         states = conv(graph, states)
@@ -21,12 +23,14 @@ class SAGEConv(tf.keras.layers.Layer):
 
     def __init__(self, units: int, activation="leaky_relu", normalize: bool = True, **kw):
         super().__init__(**kw)
-        self.dense = tf.keras.layers.Dense(units, activation=activation, name="combine")
+        self.self_dense = tf.keras.layers.Dense(units, name="self")
+        self.neighbour_dense = tf.keras.layers.Dense(units, use_bias=False, name="neighbour")
+        self.activation = tf.keras.activations.get(activation)
         self.normalize = normalize
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:
-        degree = tf.maximum(graph_ops.bidirectional_degree(graph), 1.0)
-        neighbours = graph_ops.bidirectional_sum(graph, states)
-        neighbours /= graph_ops.per_node(degree, neighbours)
-        out = self.dense(tf.concat([states, neighbours], axis=-1))
+        inverse_degree = 1.0 / tf.maximum(graph_ops.bidirectional_degree(graph), 1.0)
+        mean_adjacency = graph_ops.bidirectional_adjacency(graph, row_weight=inverse_degree)
+        neighbours = graph_ops.propagate(mean_adjacency, states)
+        out = self.activation(self.self_dense(states) + self.neighbour_dense(neighbours))
         return tf.math.l2_normalize(out, axis=-1) if self.normalize else out
