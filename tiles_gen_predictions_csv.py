@@ -13,10 +13,11 @@ top-1/5/10 errors and the Kaggle score, overall and per program.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # hides CUDA-plugin noise on CPU
@@ -59,18 +60,19 @@ def main() -> int:
     args = build_parser().parse_args()
     if args.top < 1:
         raise PipelineError(f"--top: must be at least 1, got {args.top}")
-    from baselines.tiles import metrics
     from baselines.tiles.data import load_split
-    from baselines.tiles.predict import ConfigScorer
+    from baselines.tiles.predict import ConfigScorer, ranking_rows
     from baselines.tiles.run_files import read_run_for_model, restore_model
-    from baselines.tiles.submission import HEADER, TILE_PREFIX, write_csv_atomic
+    from baselines.tiles.submission import HEADER, write_csv_atomic
 
     record, stats = read_run_for_model(Path(args.dir))
     root, origin = choose_data_root(args.data_root, record.get("data_root"))
     print(f"data: {root} (from {origin}); model {record['model']}", flush=True)
-    # Files are read (threads; zlib releases the GIL) while the model is rebuilt
-    # and its scoring function traced.
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    # Files are read in another process while this one rebuilds the model and
+    # traces its scoring function (both hold the GIL most of the time).
+    with ProcessPoolExecutor(
+        max_workers=1, mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
         loading = pool.submit(
             load_split, root / args.split, name=args.split, cache_dir=args.cache_dir
         )
@@ -80,10 +82,7 @@ def main() -> int:
     started = time.perf_counter()
     scores = scorer.score_split(split)
     seconds = time.perf_counter() - started
-    rows = [
-        (f"{TILE_PREFIX}{tid}", ";".join(map(str, metrics.top_configs(s, args.top))))
-        for tid, s in zip(split.tile_ids, scores)
-    ]
+    rows = ranking_rows(split.tile_ids, scores, args.top)
     write_csv_atomic(Path(args.output), HEADER, rows)
     print(f"wrote {args.output}: {len(rows)} kernels of {root / args.split}")
     print(

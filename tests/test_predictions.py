@@ -180,7 +180,8 @@ def _edit_run_file(path, **changes):
         ("missing_dir", "model folder not found"),
         ("missing_run_file", "run file not found"),
         ("unknown_class", "unknown model 'FancyNet'"),
-        ("shape_mismatch", "has shape"),
+        ("shape_mismatch", "do not fit the rebuilt LateJoinSAGE"),
+        ("count_mismatch", "has 18 trainable variables, the rebuilt LateJoinSAGE has 12"),
         ("empty_test_split", "split has no .npz files"),
         ("missing_data_root", "split directory does not exist"),
     ],
@@ -201,6 +202,8 @@ def test_bad_inputs_refused_in_one_line(trained, tmp_path, case, message):
         _edit_run_file(run_file, model="FancyNet")
     elif case == "shape_mismatch":
         _edit_run_file(run_file, model_kwargs={"hidden_dim": 8})
+    elif case == "count_mismatch":
+        _edit_run_file(run_file, model_kwargs={"num_layers": 1})
     elif case == "empty_test_split":
         (tmp_path / "root" / "test").mkdir(parents=True)
         flags = [f"--data_root={tmp_path / 'root'}"]

@@ -20,17 +20,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import multiprocessing
 import os
-import shutil
 import zipfile
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import tqdm
 
 from baselines.tiles.errors import PipelineError
+from baselines.tiles.io_utils import atomic_directory
 
 NODE_FEAT_DIM = 140
 CONFIG_FEAT_DIM = 24
@@ -268,17 +269,72 @@ def stack_kernels(name: str, kernels: Sequence[Kernel]) -> TileSplit:
     )
 
 
+def _read_sequential(files: Sequence[Path]) -> list[Kernel]:
+    return [read_kernel(f) for f in files]
+
+
+def concat_splits(name: str, parts: Sequence[TileSplit]) -> TileSplit:
+    """Joins splits end to end (offsets shifted, arrays concatenated)."""
+
+    def offsets(field: str) -> np.ndarray:
+        starts = np.cumsum([0] + [int(getattr(p, field)[-1]) for p in parts[:-1]])
+        return np.concatenate(
+            [[0]] + [getattr(p, field)[1:] + start for p, start in zip(parts, starts)]
+        ).astype(np.int64)
+
+    arrays = {
+        f: np.concatenate([getattr(p, f) for p in parts])
+        for f in _ARRAY_FIELDS
+        if not f.endswith("_offsets")
+    }
+    return TileSplit(
+        name=name,
+        node_offsets=offsets("node_offsets"),
+        edge_offsets=offsets("edge_offsets"),
+        config_offsets=offsets("config_offsets"),
+        **arrays,
+    )
+
+
+def _read_chunk(name: str, files: Sequence[Path]) -> TileSplit:
+    return stack_kernels(name, _read_sequential(files))
+
+
+# Below this many files a process pool costs more to start than it saves.
+PROCESS_POOL_MIN_FILES = 256
+
+
 def read_files(
     name: str, files: Sequence[Path], num_workers: int | None = None, progress: bool = True
 ) -> TileSplit:
-    """Reads and validates files in parallel threads (zlib and file I/O release the GIL)."""
-    workers = num_workers or min(8, (os.cpu_count() or 1) * 2)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        it = pool.map(read_kernel, files)
-        kernels = list(
-            tqdm.tqdm(it, total=len(files), desc=f"read {name}", unit="file", disable=not progress)
-        )
-    return stack_kernels(name, kernels)
+    """Reads and validates files in parallel.
+
+    Parsing an npz file is mostly Python (zipfile, numpy headers) and holds the
+    GIL, so large splits are read by a pool of `spawn`ed processes, one per core,
+    in chunks; small ones by threads, which start instantly. Kernel order is the
+    file order either way.
+    """
+    workers = num_workers or os.cpu_count() or 1
+    bar = tqdm.tqdm(total=len(files), desc=f"read {name}", unit="file", disable=not progress)
+    with bar:
+        if len(files) < PROCESS_POOL_MIN_FILES or workers == 1:
+            with ThreadPoolExecutor(max_workers=2 * workers) as pool:
+                kernels = []
+                for kernel in pool.map(read_kernel, files):
+                    kernels.append(kernel)
+                    bar.update(1)
+            return stack_kernels(name, kernels)
+        chunk = max(16, -(-len(files) // (8 * workers)))
+        chunks = [list(files[i : i + chunk]) for i in range(0, len(files), chunk)]
+        parts = []
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            for part, files_in_chunk in zip(
+                pool.map(_read_chunk, [name] * len(chunks), chunks), chunks
+            ):
+                parts.append(part)
+                bar.update(len(files_in_chunk))
+    return concat_splits(name, parts)
 
 
 def files_fingerprint(files: Sequence[Path]) -> str:
@@ -296,18 +352,10 @@ _ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "nam
 def save_split_cache(split: TileSplit, cache_path: Path) -> None:
     """Writes a split as a folder of .npy files, atomically (temp folder, then rename)."""
     cache_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache_path.with_name(f"{cache_path.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with atomic_directory(cache_path) as tmp:
         for field in _ARRAY_FIELDS:
             np.save(tmp / f"{field}.npy", getattr(split, field), allow_pickle=False)
         (tmp / "meta.json").write_text(json.dumps({"name": split.name}))
-        if cache_path.exists():
-            shutil.rmtree(cache_path)
-        os.replace(tmp, cache_path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load_split_cache(cache_path: Path) -> TileSplit | None:

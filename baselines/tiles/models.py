@@ -51,7 +51,14 @@ def config_features(graph: tfgnn.GraphTensor, num_configs) -> tf.Tensor:
 
 
 class TileModel(tf.keras.Model):
-    """Shared constructor and `call`; subclasses implement `forward`."""
+    """Shared constructor, `call` and `get_config`; subclasses implement `forward`.
+
+    Every constructor argument is accepted here and recorded, so `get_config`
+    returns exactly what rebuilds the model; `MODEL_KWARGS` says which kwargs
+    each class uses (others are refused by `build_model`).
+    """
+
+    default_dropout = 0.0
 
     def __init__(
         self,
@@ -60,20 +67,38 @@ class TileModel(tf.keras.Model):
         hidden_dim: int = 64,
         op_embedding_dim: int = 64,
         activation: str = "leaky_relu",
-        **kwargs,
+        num_layers: int = 3,
+        num_heads: int = 4,
+        dropout: float | None = None,
     ):
         super().__init__(name=type(self).__name__.lower())
+        dropout = self.default_dropout if dropout is None else dropout
+        self._config = dict(
+            num_configs=num_configs,
+            num_ops=num_ops,
+            hidden_dim=hidden_dim,
+            op_embedding_dim=op_embedding_dim,
+            activation=activation,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            dropout=dropout,
+        )
         self.num_configs = num_configs
         self.num_ops = num_ops
         self.hidden_dim = hidden_dim
         self.activation = activation
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.dropout_rate = dropout
         self.op_encoder = OpEncoder(num_ops, op_embedding_dim, hidden_dim, activation)
-        self.head = ConfigScoringHead(
-            [hidden_dim, hidden_dim], activation, kwargs.get("dropout", 0)
-        )
+        self.head = ConfigScoringHead([hidden_dim, hidden_dim], activation, dropout)
 
     def call(self, graph: tfgnn.GraphTensor, training=None) -> tf.Tensor:
         return self.forward(graph, configs_per_kernel(graph), training=training)
+
+    def get_config(self) -> dict[str, Any]:
+        """Constructor arguments: what Keras needs to load the saved model."""
+        return dict(self._config)
 
     def forward(self, graph: tfgnn.GraphTensor, num_configs, training=None) -> tf.Tensor:
         raise NotImplementedError
@@ -102,19 +127,16 @@ class LateJoinModel(TileModel):
 class MLP(LateJoinModel):
     """No message passing: sum of op states joined with each config, then an MLP."""
 
-    def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
-        super().__init__(num_configs, num_ops, **kwargs)
-
 
 class _ConvStack:
     """Mixin: `num_layers` convolutions of `conv_class` applied in sequence."""
 
     conv_class: type
 
-    def build_convs(self, num_layers: int) -> None:
+    def build_convs(self) -> None:
         self.convs = [
             self.conv_class(self.hidden_dim, self.activation, name=f"conv_{i}")
-            for i in range(num_layers)
+            for i in range(self.num_layers)
         ]
 
     def message_passing(self, graph, states, training=None) -> tf.Tensor:
@@ -124,25 +146,29 @@ class _ConvStack:
 
 
 class LateJoinSAGE(_ConvStack, LateJoinModel):
+    """GraphSAGE layers on the op graph, pooled, then joined with each config."""
+
     conv_class = SAGEConv
 
-    def __init__(self, num_configs, num_ops=OPCODE_VOCAB_SIZE, num_layers: int = 3, **kwargs):
+    def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
         super().__init__(num_configs, num_ops, **kwargs)
-        self.build_convs(num_layers)
+        self.build_convs()
 
 
 class LateJoinResGCN(_ConvStack, LateJoinModel):
+    """Residual GCN layers on the op graph, pooled, then joined with each config."""
+
     conv_class = ResGCNConv
 
-    def __init__(self, num_configs, num_ops=OPCODE_VOCAB_SIZE, num_layers: int = 3, **kwargs):
+    def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
         super().__init__(num_configs, num_ops, **kwargs)
-        self.build_convs(num_layers)
+        self.build_convs()
 
 
 class EarlyJoinModel(_ConvStack, TileModel):
     """Config features joined onto every op node before message passing."""
 
-    def __init__(self, num_configs, num_ops=OPCODE_VOCAB_SIZE, num_layers: int = 3, **kwargs):
+    def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
         super().__init__(num_configs, num_ops, **kwargs)
         # Dense([op ; config]) computed as Dense(op) + Dense(config): the op part
         # once per op and the config part once per config, not once per pair.
@@ -152,7 +178,7 @@ class EarlyJoinModel(_ConvStack, TileModel):
         )
         self.join_activation = tf.keras.activations.get(self.activation)
         self.pool = KernelPooling(("sum",))
-        self.build_convs(num_layers)
+        self.build_convs()
 
     def forward(self, graph: tfgnn.GraphTensor, num_configs, training=None) -> tf.Tensor:
         op_states = self.op_encoder(graph)  # [n, d]
@@ -165,10 +191,14 @@ class EarlyJoinModel(_ConvStack, TileModel):
 
 
 class EarlyJoinSAGE(EarlyJoinModel):
+    """Config features on every op node, then GraphSAGE layers, sum pooling, MLP."""
+
     conv_class = SAGEConv
 
 
 class EarlyJoinResGCN(EarlyJoinModel):
+    """Config features on every op node, then residual GCN layers, sum pooling, MLP."""
+
     conv_class = ResGCNConv
 
 
@@ -176,20 +206,13 @@ class LateJoinGAT(LateJoinModel):
     """GATv2 blocks (both edge directions, residual, LayerNorm), sum/mean/max pooling."""
 
     reductions = ("sum", "mean", "max")
+    default_dropout = 0.1
 
-    def __init__(
-        self,
-        num_configs,
-        num_ops=OPCODE_VOCAB_SIZE,
-        num_layers: int = 3,
-        num_heads: int = 4,
-        dropout: float = 0.1,
-        **kwargs,
-    ):
-        super().__init__(num_configs, num_ops, dropout=dropout, **kwargs)
+    def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
+        super().__init__(num_configs, num_ops, **kwargs)
         self.blocks = [
-            GATv2Block(self.hidden_dim, num_heads, dropout, name=f"gat_{i}")
-            for i in range(num_layers)
+            GATv2Block(self.hidden_dim, self.num_heads, self.dropout_rate, name=f"gat_{i}")
+            for i in range(self.num_layers)
         ]
 
     def message_passing(self, graph, states, training=None) -> tf.Tensor:
@@ -198,8 +221,10 @@ class LateJoinGAT(LateJoinModel):
         return states
 
 
+# Registered so that `tf.keras.models.load_model` can rebuild a saved model from
+# its config (models are saved without traced functions; see run_files.py).
 MODELS: dict[str, type[TileModel]] = {
-    cls.__name__: cls
+    cls.__name__: tf.keras.utils.register_keras_serializable(package="tpugraphs_tiles")(cls)
     for cls in (MLP, EarlyJoinSAGE, LateJoinSAGE, EarlyJoinResGCN, LateJoinResGCN, LateJoinGAT)
 }
 

@@ -21,6 +21,7 @@ not depend on the other configurations in its call.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -34,7 +35,9 @@ from baselines.tiles.graph import (
     graph_from_batch,
     to_tensors,
 )
+from baselines.tiles.metrics import top_configs
 from baselines.tiles.models import TileModel, configs_per_kernel
+from baselines.tiles.submission import TILE_PREFIX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,3 +160,13 @@ class ConfigScorer:
             disable=not progress,
         ) as bar:
             return self.score_calls(split, calls, bar)
+
+
+def ranking_rows(
+    tile_ids: Sequence[str], scores: Sequence[np.ndarray], top: int = 5
+) -> list[tuple[str, str]]:
+    """`ID,TopConfigs` rows: `tile:xla:<id>` and its `top` predicted-fastest configs."""
+    return [
+        (f"{TILE_PREFIX}{tid}", ";".join(map(str, top_configs(s, top))))
+        for tid, s in zip(tile_ids, scores)
+    ]

@@ -17,7 +17,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
 from baselines.tiles.data import OPCODE_VOCAB_SIZE
@@ -59,10 +58,17 @@ def read_run_file(path: Path) -> dict[str, Any]:
 
 
 def save_model(model: TileModel, model_dir: Path) -> None:
-    """Keras SavedModel at `model_dir`, written to a temporary folder and renamed."""
+    """Keras SavedModel at `model_dir`, written to a temporary folder and renamed.
+
+    Saved without traced functions (`save_traces=False`): tracing every layer's
+    call for the SavedModel took 8-13 s per run, a quarter of a benchmark
+    training run, and nothing here executes those traces. The folder holds the
+    variables and the model's config; `tf.keras.models.load_model` rebuilds it
+    once `baselines.tiles.models` is imported (which registers the classes).
+    """
     with atomic_directory(model_dir) as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # TF warns that GraphTensor specs need TF-GNN to load.
-        model.save(tmp, include_optimizer=False)
+        warnings.simplefilter("ignore")
+        model.save(tmp, include_optimizer=False, save_traces=False)
 
 
 def build_from_record(record: dict[str, Any]) -> TileModel:
@@ -77,32 +83,8 @@ def build_from_record(record: dict[str, Any]) -> TileModel:
     return model
 
 
-def copy_trainable_variables(source: list[np.ndarray], target: TileModel) -> None:
-    """Assigns source to target variables in order; errors on count or shape mismatch."""
-    dest = target.trainable_variables
-    if len(source) != len(dest):
-        raise PipelineError(
-            f"saved model has {len(source)} trainable variables, "
-            f"{type(target).__name__} has {len(dest)}; the run file does not match the model"
-        )
-    for i, (s, d) in enumerate(zip(source, dest)):
-        if tuple(s.shape) != tuple(d.shape):
-            raise PipelineError(
-                f"variable {i} ({d.name}) has shape {tuple(s.shape)} in the saved model but "
-                f"{tuple(d.shape)} in the rebuilt model; the run file does not match the model"
-            )
-    for s, d in zip(source, dest):
-        d.assign(np.asarray(s))
-
-
-def read_saved_variables(model_dir: Path) -> list[np.ndarray]:
-    """The saved Keras model's variables, in its `model.variables` order.
-
-    A Keras SavedModel stores them in its checkpoint as `variables/<i>`; reading
-    them there takes milliseconds, where reviving the whole Keras model (its
-    traced functions included) takes about a second. Our models have no
-    non-trainable variables, so these are exactly its trainable variables.
-    """
+def saved_variable_shapes(model_dir: Path) -> dict[str, tuple[int, ...]]:
+    """Object path -> shape of every variable in the SavedModel's checkpoint."""
     prefix = model_dir / "variables" / "variables"
     if not (model_dir / "saved_model.pb").is_file() or not prefix.with_suffix(".index").is_file():
         raise PipelineError(
@@ -110,12 +92,36 @@ def read_saved_variables(model_dir: Path) -> list[np.ndarray]:
             "pass --dir <out_dir>/model_<hash> written by tiles_train.py"
         )
     try:
-        reader = tf.train.load_checkpoint(str(prefix))
-        keys = [k for k in reader.get_variable_to_shape_map() if k.startswith("variables/")]
-        order = sorted(int(k.split("/")[1]) for k in keys)
-        return [reader.get_tensor(f"variables/{i}/.ATTRIBUTES/VARIABLE_VALUE") for i in order]
+        shapes = tf.train.load_checkpoint(str(prefix)).get_variable_to_shape_map()
     except (tf.errors.OpError, ValueError) as e:
         raise PipelineError(f"{model_dir}: cannot read the saved variables ({e})") from None
+    suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
+    return {k.removesuffix(suffix): tuple(v) for k, v in shapes.items() if k.endswith(suffix)}
+
+
+def copy_saved_variables(model_dir: Path, model: TileModel) -> None:
+    """Copies the saved Keras model's trainable variables into `model`.
+
+    Variables are matched by their path in the model (`convs/0/self_dense/kernel`,
+    ...), as Keras itself restores them. Counts, paths and shapes must agree; the
+    first disagreement is reported in one line.
+    """
+    saved = saved_variable_shapes(model_dir)
+    ours = model.trainable_variables
+    if len(saved) != len(ours):
+        raise PipelineError(
+            f"{model_dir}: the saved model has {len(saved)} trainable variables, the rebuilt "
+            f"{type(model).__name__} has {len(ours)}; the run file does not match the model"
+        )
+    try:
+        status = model.load_weights(str(model_dir / "variables" / "variables"))
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise PipelineError(
+            f"{model_dir}: saved variables do not fit the rebuilt {type(model).__name__} "
+            f"({first}); the run file does not match the model"
+        ) from None
 
 
 def read_run_for_model(model_dir: Path) -> tuple[dict[str, Any], FeatureStats]:
@@ -130,11 +136,10 @@ def read_run_for_model(model_dir: Path) -> tuple[dict[str, Any], FeatureStats]:
 def restore_model(model_dir: Path, record: dict[str, Any]) -> TileModel:
     """Rebuilds the run's model class and copies the saved Keras model's weights in.
 
-    Weights are matched by position with count and shape checks, so a wrong
-    class or wrong kwargs in the run file fail with the first mismatch named.
+    A wrong class or wrong kwargs in the run file fail with the first mismatch named.
     """
     model = build_from_record(record)
-    copy_trainable_variables(read_saved_variables(Path(model_dir).expanduser()), model)
+    copy_saved_variables(Path(model_dir).expanduser(), model)
     return model
 
 

@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from baselines.tiles import metrics, models
 from baselines.tiles.errors import PipelineError
 
 TEST_MODES = ("predictions", "metrics")
@@ -71,6 +70,9 @@ class TrainArgs:
 
     def validate(self) -> None:
         """Checks everything that can be checked before loading data."""
+        # Imported here so that importing TrainArgs stays free of TensorFlow.
+        from baselines.tiles import metrics, models
+
         metrics.parse_losses(self.losses)
         models.build_model(self.model, self.configs, self.model_kwargs())
         if self.test_mode not in TEST_MODES:

@@ -33,9 +33,9 @@ from baselines.tiles.graph import (
     to_tensors,
 )
 from baselines.tiles.models import TileModel, build_model, create_variables
-from baselines.tiles.predict import ConfigScorer
+from baselines.tiles.predict import ConfigScorer, ranking_rows
 from baselines.tiles.run_files import save_model, write_run_file
-from baselines.tiles.submission import HEADER, TILE_PREFIX, write_csv_atomic
+from baselines.tiles.submission import HEADER, write_csv_atomic
 from baselines.tiles.train_args import TrainArgs
 
 
@@ -131,13 +131,6 @@ def evaluate_split(
         return scores, None
     runtimes = [k.normalized_runtime for k in split.kernels()]
     return scores, metrics.summarize(list(split.tile_ids), scores, runtimes)
-
-
-def rankings_rows(split: TileSplit, scores: list[np.ndarray]) -> list[tuple[str, str]]:
-    return [
-        (f"{TILE_PREFIX}{tid}", ";".join(map(str, metrics.top_configs(s, 5))))
-        for tid, s in zip(split.tile_ids, scores)
-    ]
 
 
 def train(
@@ -263,7 +256,9 @@ def train(
     log(f"saved {out_dir / f'model_{run_hash}'} and {out_dir / f'run_{run_hash}.jsonz'}")
     if args.test_mode == "predictions":
         csv_path = Path(args.results_csv or out_dir / f"results_{int(time.time() * 1000)}.csv")
-        write_csv_atomic(csv_path.expanduser(), HEADER, rankings_rows(test_split, test_scores))
+        write_csv_atomic(
+            csv_path.expanduser(), HEADER, ranking_rows(test_split.tile_ids, test_scores)
+        )
         record["results_csv"] = str(csv_path)
         log(f"wrote {csv_path} ({len(test_split)} test kernels)")
     return record
