@@ -237,3 +237,18 @@ def test_feature_stats_reject_damaged_dict():
     d["node_std"] = d["node_std"][:-1]
     with pytest.raises(PipelineError, match="node_std"):
         FeatureStats.from_dict(d)
+
+
+def test_process_pool_reading_matches_threads_and_reports_bad_files(tmp_path, monkeypatch):
+    root = tmp_path / "r"
+    (root / "train").mkdir(parents=True)
+    for i in range(40):
+        np.savez(root / "train" / f"k{i:03d}.npz", **kernel_arrays(n=2 + i % 5, c=1 + i, seed=i))
+    threaded = data.load_split(root / "train", progress=False)
+    monkeypatch.setattr(data, "PROCESS_POOL_MIN_FILES", 1)
+    pooled = data.read_files("train", sorted((root / "train").glob("*.npz")), 2, False)
+    for field in data._ARRAY_FIELDS:
+        np.testing.assert_array_equal(getattr(pooled, field), getattr(threaded, field))
+    _corrupt("nan", root / "train" / "k017.npz")
+    with pytest.raises(PipelineError, match="k017.npz: node_feat contains NaN"):
+        data.read_files("train", sorted((root / "train").glob("*.npz")), 2, False)

@@ -114,6 +114,19 @@ def _iter_id_rows(path: Path, what: str) -> Iterator[tuple[int, str, str]]:
         raise PipelineError(f"cannot read {what} {path}: {e.strerror or e}") from e
 
 
+def _unique_id_rows(path: Path, what: str) -> Iterator[tuple[str, str, list[int]]]:
+    """(ID, TopConfigs text, parsed indices) per row; refuses duplicate IDs."""
+    first_line: dict[str, int] = {}
+    for line, row_id, cell in _iter_id_rows(path, what):
+        where = f"{what} {path} line {line}"
+        if row_id in first_line:
+            raise PipelineError(
+                f"{where}: duplicate ID {row_id} (first seen on line {first_line[row_id]})"
+            )
+        first_line[row_id] = line
+        yield row_id, cell, parse_top_configs(cell, where)
+
+
 def read_rankings_csv(path: str | os.PathLike[str]) -> dict[str, list[int]]:
     """Reads a predictions CSV `ID,TopConfigs` into {ID: [config indices]}.
 
@@ -121,19 +134,7 @@ def read_rankings_csv(path: str | os.PathLike[str]) -> dict[str, list[int]]:
     and line for a missing file, a missing or wrong header, a malformed TopConfigs
     (empty, non-integer, negative, an index repeated in a row) and duplicate IDs.
     """
-    path = Path(path)
-    rankings: dict[str, list[int]] = {}
-    first_line: dict[str, int] = {}
-    what = "prediction CSV"
-    for line, row_id, cell in _iter_id_rows(path, what):
-        where = f"{what} {path} line {line}"
-        if row_id in rankings:
-            raise PipelineError(
-                f"{where}: duplicate ID {row_id} (first seen on line {first_line[row_id]})"
-            )
-        rankings[row_id] = parse_top_configs(cell, where)
-        first_line[row_id] = line
-    return rankings
+    return {row_id: ranking for row_id, _, ranking in _unique_id_rows(Path(path), "prediction CSV")}
 
 
 def read_sample_ids(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
@@ -143,18 +144,8 @@ def read_sample_ids(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     no or a wrong header, has no rows, a malformed TopConfigs or a duplicate ID.
     """
     path = Path(path)
-    rows: list[tuple[str, str]] = []
-    first_line: dict[str, int] = {}
     what = "sample submission"
-    for line, row_id, cell in _iter_id_rows(path, what):
-        where = f"{what} {path} line {line}"
-        if row_id in first_line:
-            raise PipelineError(
-                f"{where}: duplicate ID {row_id} (first seen on line {first_line[row_id]})"
-            )
-        parse_top_configs(cell, where)
-        first_line[row_id] = line
-        rows.append((row_id, cell.strip()))
+    rows = [(row_id, cell.strip()) for row_id, cell, _ in _unique_id_rows(path, what)]
     if not rows:
         raise PipelineError(f"{what} {path} has a header but no rows")
     return rows

@@ -528,6 +528,19 @@ class _Work:
     vpu: float = 0.0
     eup: float = 0.0
 
+    def spec(self, out_dims, layout, out_bytes, contraction=None) -> CostSpec:
+        """The CostSpec of a kernel with this work and an output of `layout`."""
+        return CostSpec(
+            out_dims=out_dims,
+            out_minor=layout[0],
+            out_second=layout[1] if len(out_dims) > 1 else None,
+            out_bytes=out_bytes,
+            operands=tuple(self.operands),
+            vpu_per_element=self.vpu,
+            eup_per_element=self.eup,
+            contraction=contraction,
+        )
+
 
 _MINOR_SIZES = (32, 64, 96, 100, 128, 192, 200, 256, 320, 384, 512, 640, 768, 1000, 1024)
 _MINOR_SIZES += (1280, 2048, 3072, 4096)
@@ -753,16 +766,7 @@ def _build_elementwise(g: _Graph, rng: np.random.Generator, plan: _Plan) -> Cost
     budget = max(1, plan.target_nodes - 1 - (2 if plan.multi_output else 0))
     x = _elementwise_chain(g, rng, x, budget, work, template, vector_dim=layout[0])
     out_bytes = _finish_outputs(g, rng, x, plan.multi_output)
-    return CostSpec(
-        out_dims=shape,
-        out_minor=layout[0],
-        out_second=layout[1] if rank > 1 else None,
-        out_bytes=out_bytes,
-        operands=tuple(work.operands),
-        vpu_per_element=work.vpu,
-        eup_per_element=work.eup,
-        contraction=None,
-    )
+    return work.spec(shape, layout, out_bytes)
 
 
 def _build_reduce(g: _Graph, rng: np.random.Generator, plan: _Plan) -> CostSpec:
@@ -798,16 +802,7 @@ def _build_reduce(g: _Graph, rng: np.random.Generator, plan: _Plan) -> CostSpec:
     out_template = _operand_for(out_layout, etype.bytes)
     x = _elementwise_chain(g, rng, x, budget - pre, work, out_template, vector_dim=out_layout[0])
     out_bytes = _finish_outputs(g, rng, x, False)
-    return CostSpec(
-        out_dims=out_shape,
-        out_minor=out_layout[0],
-        out_second=out_layout[1] if out_rank > 1 else None,
-        out_bytes=out_bytes,
-        operands=tuple(work.operands),
-        vpu_per_element=work.vpu,
-        eup_per_element=work.eup,
-        contraction=None,
-    )
+    return work.spec(out_shape, out_layout, out_bytes)
 
 
 def _build_dot(g: _Graph, rng: np.random.Generator, plan: _Plan) -> CostSpec:
@@ -833,16 +828,7 @@ def _build_dot(g: _Graph, rng: np.random.Generator, plan: _Plan) -> CostSpec:
         g, rng, x, budget, work, _operand_for(layout, etype.bytes), vector_dim=rank - 1
     )
     out_bytes = _finish_outputs(g, rng, x, plan.multi_output)
-    return CostSpec(
-        out_dims=shape,
-        out_minor=rank - 1,
-        out_second=rank - 2,
-        out_bytes=out_bytes,
-        operands=tuple(work.operands),
-        vpu_per_element=work.vpu,
-        eup_per_element=work.eup,
-        contraction=Contraction("dot", k, etype.bytes),
-    )
+    return work.spec(shape, (rank - 1, rank - 2), out_bytes, Contraction("dot", k, etype.bytes))
 
 
 def _build_conv(g: _Graph, rng: np.random.Generator, plan: _Plan) -> CostSpec:
@@ -870,15 +856,8 @@ def _build_conv(g: _Graph, rng: np.random.Generator, plan: _Plan) -> CostSpec:
     budget = max(0, plan.target_nodes - 3 - (2 if plan.multi_output else 0))
     x = _elementwise_chain(g, rng, x, budget, work, _operand_for(layout, etype.bytes), vector_dim=3)
     out_bytes = _finish_outputs(g, rng, x, plan.multi_output)
-    return CostSpec(
-        out_dims=shape,
-        out_minor=3,
-        out_second=2,
-        out_bytes=out_bytes,
-        operands=tuple(work.operands),
-        vpu_per_element=work.vpu,
-        eup_per_element=work.eup,
-        contraction=Contraction("conv", ci, etype.bytes, (kh, kh), stride),
+    return work.spec(
+        shape, (3, 2), out_bytes, Contraction("conv", ci, etype.bytes, (kh, kh), stride)
     )
 
 
