@@ -110,15 +110,6 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "
             raise PipelineError(f"cannot write {path}: {e.strerror or e}") from e
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Writes `data` to `path` atomically (complete file or no change at all)."""
-    with atomic_output(path) as tmp:
-        try:
-            tmp.write_bytes(data)
-        except OSError as e:
-            raise PipelineError(f"cannot write {path}: {e.strerror or e}") from e
-
-
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yields an empty temporary folder beside `path`; swaps it onto `path` on success.

@@ -59,8 +59,3 @@ def propagate(adjacency: tf.SparseTensor, values: tf.Tensor) -> tf.Tensor:
     shape = tf.shape(values)
     flat = tf.reshape(values, [shape[0], -1])
     return tf.reshape(tf.sparse.sparse_dense_matmul(adjacency, flat), shape)
-
-
-def per_node(x: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
-    """Broadcastable view of a per-node [n] tensor against node values `like`."""
-    return tf.reshape(x, tf.concat([tf.shape(x), tf.ones([tf.rank(like) - 1], tf.int32)], 0))
