@@ -97,7 +97,7 @@ def main() -> int:
 def report_errors(split, scores) -> None:
     from baselines.tiles import metrics
 
-    runtimes = [k.normalized_runtime for k in split.kernels()]
+    runtimes = split.normalized_runtimes()
     ids = [str(t) for t in split.tile_ids]
     rows = [("ALL", metrics.summarize(ids, scores, runtimes))]
     rows += list(metrics.summarize_by_program(ids, scores, runtimes).items())

@@ -78,8 +78,7 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
 
 def main() -> int:
     args = parse_args()
-    args.validate()  # before any data is loaded or file written
-    from baselines.tiles.train_lib import train
+    from baselines.tiles.train_lib import train  # validates args before loading data
 
     train(args, log=lambda line: print(line, flush=True))
     return 0

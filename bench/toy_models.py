@@ -63,7 +63,7 @@ def main() -> int:
                 "top10": err["10"],
                 "val_opa": record["val_summary"]["opa"],
                 "epochs": len(record["train_curve"]["epoch"]),
-                "train_s": record["train_seconds"],
+                "train_s": record["timings"]["train_s"],
                 "wall_s": wall,
             }
         )

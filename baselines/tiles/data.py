@@ -130,6 +130,10 @@ class TileSplit:
     def kernels(self) -> Iterable[Kernel]:
         return (self.kernel(i) for i in range(len(self)))
 
+    def normalized_runtimes(self) -> list[np.ndarray]:
+        """Per kernel, runtime / normalizer of each configuration (the ranking target)."""
+        return [k.normalized_runtime for k in self.kernels()]
+
     def replace(self, **changes) -> TileSplit:
         return dataclasses.replace(self, **changes)
 
@@ -269,10 +273,6 @@ def stack_kernels(name: str, kernels: Sequence[Kernel]) -> TileSplit:
     )
 
 
-def _read_sequential(files: Sequence[Path]) -> list[Kernel]:
-    return [read_kernel(f) for f in files]
-
-
 def concat_splits(name: str, parts: Sequence[TileSplit]) -> TileSplit:
     """Joins splits end to end (offsets shifted, arrays concatenated)."""
 
@@ -297,7 +297,7 @@ def concat_splits(name: str, parts: Sequence[TileSplit]) -> TileSplit:
 
 
 def _read_chunk(name: str, files: Sequence[Path]) -> TileSplit:
-    return stack_kernels(name, _read_sequential(files))
+    return stack_kernels(name, [read_kernel(f) for f in files])
 
 
 # Below this many files a process pool costs more to start than it saves.

@@ -18,10 +18,6 @@ class PipelineError(Exception):
     """Bad input: the message is the whole story, shown to the user as one line."""
 
 
-def fail(message: str) -> NoReturn:
-    raise PipelineError(message)
-
-
 def run_cli(main: Callable[[], int | None], fast_exit: bool = False) -> NoReturn:
     """Runs `main`, mapping `PipelineError` to one stderr line and exit code 2.
 

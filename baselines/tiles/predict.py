@@ -137,19 +137,13 @@ class ConfigScorer:
 
     def score_kernel(self, split: TileSplit, i: int) -> np.ndarray:
         """Scores of all configurations of kernel i, in file order."""
-        calls = plan_calls(
-            split.num_configs[i : i + 1],
-            split.num_nodes[i : i + 1],
-            self.max_elements,
-            self.max_configs,
-        )
         one = split.replace(
             tile_ids=split.tile_ids[i : i + 1],
             node_offsets=split.node_offsets[i : i + 2],
             edge_offsets=split.edge_offsets[i : i + 2],
             config_offsets=split.config_offsets[i : i + 2],
         )
-        return self.score_calls(one, calls)[0]
+        return self.score_split(one, progress=False)[0]
 
     def score_split(
         self, split: TileSplit, progress: bool = True, desc: str | None = None

@@ -129,8 +129,7 @@ def evaluate_split(
     scores = scorer.score_split(split, progress=progress)
     if not split.has_labels:
         return scores, None
-    runtimes = [k.normalized_runtime for k in split.kernels()]
-    return scores, metrics.summarize(list(split.tile_ids), scores, runtimes)
+    return scores, metrics.summarize(list(split.tile_ids), scores, split.normalized_runtimes())
 
 
 def train(
@@ -240,7 +239,6 @@ def train(
         "data_root": str(root),
         "train_curve": curve,
         "best_epoch": best_epoch,
-        "train_seconds": train_seconds,
         "timings": {**timings, "train_s": train_seconds},
         "traces": dict(trainer.traces, predict=scorer.traces),
         "final_error": final_error,
