@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # hides CUDA-plugin noise on CPU
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from baselines.tiles.startup import prepare_tensorflow_import
+
+prepare_tensorflow_import()
 
 from baselines.tiles.errors import PipelineError, run_cli
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from baselines.tiles.startup import prepare_tensorflow_import
+
+prepare_tensorflow_import()
 
 from baselines.tiles.data import BUNDLED_TOY_ROOT
 from baselines.tiles.errors import run_cli

@@ -6,7 +6,13 @@ import numpy as np
 import tensorflow as tf
 
 from baselines.tiles.graph import dummy_batch, graph_from_batch, to_tensors
-from baselines.tiles.layers import GATv2Block, KernelPooling, ResGCNConv, SAGEConv
+from baselines.tiles.layers import (
+    GATv2Block,
+    KernelPooling,
+    PointwiseDense,
+    ResGCNConv,
+    SAGEConv,
+)
 
 EDGES = np.array([[1, 0], [2, 0], [2, 1], [3, 2]])  # u consumes v
 
@@ -79,3 +85,34 @@ def test_kernel_pooling_per_component():
     states = tf.constant(np.arange(8, dtype=np.float32).reshape(4, 2))
     pooled = KernelPooling(("sum", "max")).call(graph, states).numpy()
     np.testing.assert_allclose(pooled, [[12, 16, 6, 7]])
+
+
+def test_pointwise_dense_equals_keras_dense_on_any_rank():
+    rng = np.random.default_rng(3)
+    ours = PointwiseDense(5, activation="relu")
+    keras = tf.keras.layers.Dense(5, activation="relu")
+    for shape in [(7, 6), (4, 3, 6), (2, 4, 3, 6)]:
+        x = tf.constant(rng.normal(size=shape).astype(np.float32))
+        out = ours(x)
+        if not keras.built:
+            keras(x)
+            keras.set_weights(ours.get_weights())
+        assert out.shape == shape[:-1] + (5,)
+        np.testing.assert_allclose(out.numpy(), keras(x).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_build_with_state_shape_makes_the_weights_a_first_call_makes():
+    graph = tiny_graph()
+    states = tf.constant(np.ones((4, 8), np.float32))
+    for make in (
+        lambda: SAGEConv(8),
+        lambda: ResGCNConv(8),
+        lambda: GATv2Block(8, num_heads=2),
+    ):
+        called, built = make(), make()
+        called(graph, states)
+        built.build(tf.TensorShape([None, 8]))
+        assert [tuple(v.shape) for v in built.weights] == [tuple(v.shape) for v in called.weights]
+        graph_shaped = make()
+        graph_shaped.build(graph.shape)  # what Keras passes on a first call: no width yet
+        assert not graph_shaped.weights

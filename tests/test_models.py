@@ -45,6 +45,30 @@ def test_forward_shapes(name, toy_valid):
     assert embedding.shape[0] == data.OPCODE_VOCAB_SIZE  # fixed, whatever the data holds
 
 
+@pytest.mark.parametrize("name", list(models.MODELS))
+def test_build_makes_the_variables_a_forward_pass_makes(name, toy_valid):
+    """`build()` (used to restore a model for prediction) matches lazy creation.
+
+    `forward` bypasses Keras' automatic build, so each layer creates its weights
+    on first use; under the same seed the variables must come out identical.
+    """
+    graph = merged_graph(toy_valid, [0, 1], 3)
+    made = []
+    for create in ("forward", "build"):
+        tf.keras.utils.set_random_seed(0)
+        model = models.build_model(name, 3, {"hidden_dim": 16, "op_embedding_dim": 8})
+        if create == "forward":
+            model.forward(graph, 3)
+        else:
+            model.build()
+        made.append((model, [(v.name.split("/")[-1], v.numpy()) for v in model.variables]))
+    (lazy, lazy_vars), (built, built_vars) = made
+    assert [(n, v.shape) for n, v in built_vars] == [(n, v.shape) for n, v in lazy_vars]
+    for (_, a), (_, b) in zip(lazy_vars, built_vars):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(built.forward(graph, 3), lazy.forward(graph, 3))
+
+
 def test_variables_do_not_depend_on_data(toy_valid, real_samples):
     real = data.load_split(real_samples / "tile_xla" / "test", progress=False)
     real = FeatureStats.fit_split(real).normalize_split(real)

@@ -26,7 +26,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from baselines.tiles.data import OPCODE_VOCAB_SIZE
+from baselines.tiles.data import CONFIG_FEAT_DIM, OPCODE_VOCAB_SIZE
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.graph import BATCH_SIGNATURE, dummy_batch, graph_from_batch, to_tensors
 from baselines.tiles.layers import (
@@ -34,6 +34,7 @@ from baselines.tiles.layers import (
     GATv2Block,
     KernelPooling,
     OpEncoder,
+    PointwiseDense,
     ResGCNConv,
     SAGEConv,
 )
@@ -93,6 +94,29 @@ class TileModel(tf.keras.Model):
         self.op_encoder = OpEncoder(num_ops, op_embedding_dim, hidden_dim, activation)
         self.head = ConfigScoringHead([hidden_dim, hidden_dim], activation, dropout)
 
+    def build(self, input_shape=None) -> None:
+        """Creates every variable from the constructor arguments and feature widths.
+
+        No kernel is needed (Keras passes the graph's shape, which says nothing
+        here). Layers are built in the order `forward` first calls them, so a
+        seed gives the same initial weights as building by a forward pass.
+        """
+        self.op_encoder.build(None)
+        self.build_body()
+        self.head.build(tf.TensorShape([None, None, self.head_input_dim()]))
+        self.built = True
+
+    def build_body(self) -> None:
+        """Builds the layers between the op encoder and the head."""
+        for layer in self.message_passing_layers():
+            layer.build(tf.TensorShape([None, self.hidden_dim]))
+
+    def message_passing_layers(self) -> list[tf.keras.layers.Layer]:
+        return []
+
+    def head_input_dim(self) -> int:
+        raise NotImplementedError
+
     def call(self, graph: tfgnn.GraphTensor, training=None) -> tf.Tensor:
         return self.forward(graph, configs_per_kernel(graph), training=training)
 
@@ -116,7 +140,20 @@ class LateJoinModel(TileModel):
         self.pool = KernelPooling(self.reductions)
         if self.config_interaction:
             self.kernel_gate = tf.keras.layers.Dense(self.hidden_dim, name="kernel_gate")
-            self.config_projection = tf.keras.layers.Dense(self.hidden_dim, name="config_proj")
+            self.config_projection = PointwiseDense(self.hidden_dim, name="config_proj")
+
+    def pooled_dim(self) -> int:
+        return self.hidden_dim * len(self.reductions)
+
+    def build_body(self) -> None:
+        super().build_body()
+        if self.config_interaction:
+            self.kernel_gate.build(tf.TensorShape([None, self.pooled_dim()]))
+            self.config_projection.build(tf.TensorShape([None, None, CONFIG_FEAT_DIM]))
+
+    def head_input_dim(self) -> int:
+        extra = self.hidden_dim if self.config_interaction else 0
+        return self.pooled_dim() + CONFIG_FEAT_DIM + extra
 
     def message_passing(self, graph, states, training=None) -> tf.Tensor:
         return states
@@ -147,6 +184,9 @@ class _ConvStack:
             self.conv_class(self.hidden_dim, self.activation, name=f"conv_{i}")
             for i in range(self.num_layers)
         ]
+
+    def message_passing_layers(self) -> list[tf.keras.layers.Layer]:
+        return list(self.convs)
 
     def message_passing(self, graph, states, training=None) -> tf.Tensor:
         for conv in self.convs:
@@ -182,12 +222,18 @@ class EarlyJoinModel(_ConvStack, TileModel):
         # Dense([op ; config]) computed as Dense(op) + Dense(config): the op part
         # once per op and the config part once per config, not once per pair.
         self.join_op = tf.keras.layers.Dense(self.hidden_dim, name="join_op")
-        self.join_config = tf.keras.layers.Dense(
-            self.hidden_dim, use_bias=False, name="join_config"
-        )
+        self.join_config = PointwiseDense(self.hidden_dim, use_bias=False, name="join_config")
         self.join_activation = tf.keras.activations.get(self.activation)
         self.pool = KernelPooling(("sum",))
         self.build_convs()
+
+    def build_body(self) -> None:
+        self.join_config.build(tf.TensorShape([None, None, CONFIG_FEAT_DIM]))
+        self.join_op.build(tf.TensorShape([None, self.hidden_dim]))
+        super().build_body()
+
+    def head_input_dim(self) -> int:
+        return self.hidden_dim
 
     def forward(self, graph: tfgnn.GraphTensor, num_configs, training=None) -> tf.Tensor:
         op_states = self.op_encoder(graph)  # [n, d]
@@ -232,6 +278,9 @@ class LateJoinGAT(LateJoinModel):
             for i in range(self.num_layers)
         ]
 
+    def message_passing_layers(self) -> list[tf.keras.layers.Layer]:
+        return list(self.blocks)
+
     def message_passing(self, graph, states, training=None) -> tf.Tensor:
         for block in self.blocks:
             states = block(graph, states, training=training)
@@ -257,17 +306,18 @@ MODEL_KWARGS: dict[str, tuple[str, ...]] = {
 
 
 def create_variables(model: TileModel, compiled: bool = True) -> None:
-    """Runs one forward pass on a tiny kernel to create the model's variables.
+    """Creates the model's variables, for training (`compiled`) or inference.
 
-    With `compiled`, the pass runs under the fully dynamic batch signature, so
-    Keras records a shape-agnostic input spec and a saved model accepts batches
-    of any size: needed before `save_model`. Without it (a model that is only
-    used for inference) the pass runs eagerly, which is faster.
+    With `compiled`, one forward pass on a tiny kernel runs under the fully
+    dynamic batch signature, so Keras records a shape-agnostic input spec and a
+    saved model accepts batches of any size: needed before `save_model`. Without
+    it (a model that is only used for inference) `model.build()` creates the
+    variables from the known widths, with no forward pass at all.
     """
-    batch = to_tensors(dummy_batch(model.num_configs))
     if not compiled:
-        model(graph_from_batch(batch))
+        model.build()
         return
+    batch = to_tensors(dummy_batch(model.num_configs))
     call = tf.function(
         lambda batch: model(graph_from_batch(batch)),
         input_signature=[BATCH_SIGNATURE],

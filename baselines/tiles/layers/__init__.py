@@ -4,11 +4,13 @@
 - `sage`: GraphSAGE-style convolution over both directions of `feed`.
 - `res_gcn`: residual GCN convolution over both directions of `feed`.
 - `gat`: GATv2 attention over both directions of `feed`, residual + LayerNorm.
+- `pointwise`: a Dense layer for inputs of any rank through one MatMul.
 - `readout`: pooling op states per kernel and the per-config scoring head.
 """
 
 from baselines.tiles.layers.gat import GATv2Block
 from baselines.tiles.layers.op_encoder import OpEncoder
+from baselines.tiles.layers.pointwise import PointwiseDense
 from baselines.tiles.layers.readout import ConfigScoringHead, KernelPooling
 from baselines.tiles.layers.res_gcn import ResGCNConv
 from baselines.tiles.layers.sage import SAGEConv
@@ -18,6 +20,7 @@ __all__ = [
     "GATv2Block",
     "KernelPooling",
     "OpEncoder",
+    "PointwiseDense",
     "ResGCNConv",
     "SAGEConv",
 ]

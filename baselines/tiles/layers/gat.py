@@ -6,6 +6,8 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn.models import gat_v2
 
+from baselines.tiles.layers.pointwise import state_width
+
 
 class GATv2Block(tf.keras.layers.Layer):
     """Computes `LayerNorm(h + Dropout(W [gat_fwd(h) ; gat_bwd(h)]))` for op nodes.
@@ -22,6 +24,7 @@ class GATv2Block(tf.keras.layers.Layer):
         super().__init__(**kw)
         if units % num_heads:
             raise ValueError(f"hidden_dim {units} must be a multiple of num_heads {num_heads}")
+        self.units = units
         per_head = units // num_heads
         conv_args = dict(num_heads=num_heads, per_head_channels=per_head, edge_dropout=dropout)
         self.forward_conv = gat_v2.GATv2Conv(receiver_tag=tfgnn.TARGET, name="gat_fwd", **conv_args)
@@ -31,6 +34,34 @@ class GATv2Block(tf.keras.layers.Layer):
         self.combine = tf.keras.layers.Dense(units, name="combine")
         self.dropout = tf.keras.layers.Dropout(dropout)
         self.norm = tf.keras.layers.LayerNormalization(name="norm")
+
+    def build(self, input_shape=None) -> None:
+        """Creates the weights for states of shape `input_shape` ([num_ops, units]).
+
+        TF-GNN's GATv2Conv creates its weights on its first call, so both are
+        called once on the smallest graph that reaches all of them: two ops and
+        one edge.
+        """
+        width = state_width(input_shape)
+        if width is not None:
+            tiny = tfgnn.GraphTensor.from_pieces(
+                node_sets={
+                    "op": tfgnn.NodeSet.from_fields(
+                        sizes=[2], features={tfgnn.HIDDEN_STATE: tf.zeros([2, width])}
+                    )
+                },
+                edge_sets={
+                    "feed": tfgnn.EdgeSet.from_fields(
+                        sizes=[1],
+                        adjacency=tfgnn.Adjacency.from_indices(("op", [1]), ("op", [0])),
+                    )
+                },
+            )
+            for conv in (self.forward_conv, self.backward_conv):
+                conv(tiny, edge_set_name="feed")
+            self.combine.build(tf.TensorShape([None, 2 * self.units]))
+            self.norm.build(tf.TensorShape([None, self.units]))
+        super().build(input_shape)
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor, training=None) -> tf.Tensor:
         graph = graph.replace_features(node_sets={"op": {tfgnn.HIDDEN_STATE: states}})

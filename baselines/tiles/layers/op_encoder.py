@@ -5,6 +5,8 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from baselines.tiles.data import NODE_FEAT_DIM
+
 
 class OpEncoder(tf.keras.layers.Layer):
     """Computes `act(W [embed(opcode) ; feats])` for every op node.
@@ -17,11 +19,25 @@ class OpEncoder(tf.keras.layers.Layer):
     """
 
     def __init__(
-        self, vocab_size: int, embedding_dim: int, hidden_dim: int, activation="leaky_relu", **kw
+        self,
+        vocab_size: int,
+        embedding_dim: int,
+        hidden_dim: int,
+        activation="leaky_relu",
+        feature_dim: int = NODE_FEAT_DIM,
+        **kw,
     ):
         super().__init__(**kw)
+        self.embedding_dim = embedding_dim
+        self.feature_dim = feature_dim
         self.embedding = tf.keras.layers.Embedding(vocab_size, embedding_dim, name="opcode_embed")
         self.dense = tf.keras.layers.Dense(hidden_dim, activation=activation, name="project")
+
+    def build(self, input_shape=None) -> None:
+        """Creates the weights from the vocabulary size and feature width alone."""
+        self.embedding.build(tf.TensorShape([None]))
+        self.dense.build(tf.TensorShape([None, self.embedding_dim + self.feature_dim]))
+        super().build(input_shape)
 
     def call(self, graph: tfgnn.GraphTensor) -> tf.Tensor:
         ops = graph.node_sets["op"]

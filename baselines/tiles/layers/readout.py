@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from baselines.tiles.layers.pointwise import PointwiseDense
+
 
 class KernelPooling(tf.keras.layers.Layer):
     """Pools op states to one vector per kernel: concat of the given reductions.
@@ -40,11 +42,18 @@ class ConfigScoringHead(tf.keras.layers.Layer):
     def __init__(self, hidden_dims: Sequence[int], activation="leaky_relu", dropout=0.0, **kw):
         super().__init__(**kw)
         self.hidden = [
-            tf.keras.layers.Dense(d, activation=activation, name=f"hidden_{i}")
+            PointwiseDense(d, activation=activation, name=f"hidden_{i}")
             for i, d in enumerate(hidden_dims)
         ]
         self.dropout = tf.keras.layers.Dropout(dropout)
-        self.out = tf.keras.layers.Dense(1, name="score")
+        self.out = PointwiseDense(1, name="score")
+
+    def build(self, input_shape) -> None:
+        width = tf.TensorShape(input_shape)[-1]
+        for layer in [*self.hidden, self.out]:
+            layer.build(tf.TensorShape([None, width]))
+            width = layer.units
+        super().build(input_shape)
 
     def call(self, states: tf.Tensor, training=None) -> tf.Tensor:
         x = states

@@ -6,6 +6,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from baselines.tiles.layers import graph_ops
+from baselines.tiles.layers.pointwise import PointwiseDense, state_width
 
 
 class ResGCNConv(tf.keras.layers.Layer):
@@ -20,7 +21,14 @@ class ResGCNConv(tf.keras.layers.Layer):
 
     def __init__(self, units: int, activation="leaky_relu", **kw):
         super().__init__(**kw)
-        self.dense = tf.keras.layers.Dense(units, activation=activation, name="transform")
+        self.dense = PointwiseDense(units, activation=activation, name="transform")
+
+    def build(self, input_shape=None) -> None:
+        """Creates the weights for states of shape `input_shape` ([..., units])."""
+        width = state_width(input_shape)
+        if width is not None:
+            self.dense.build(tf.TensorShape([None, width]))
+        super().build(input_shape)
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:
         inv_sqrt = tf.math.rsqrt(graph_ops.bidirectional_degree(graph) + 1.0)

@@ -6,6 +6,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from baselines.tiles.layers import graph_ops
+from baselines.tiles.layers.pointwise import PointwiseDense, state_width
 
 
 class SAGEConv(tf.keras.layers.Layer):
@@ -23,10 +24,18 @@ class SAGEConv(tf.keras.layers.Layer):
 
     def __init__(self, units: int, activation="leaky_relu", normalize: bool = True, **kw):
         super().__init__(**kw)
-        self.self_dense = tf.keras.layers.Dense(units, name="self")
-        self.neighbour_dense = tf.keras.layers.Dense(units, use_bias=False, name="neighbour")
+        self.self_dense = PointwiseDense(units, name="self")
+        self.neighbour_dense = PointwiseDense(units, use_bias=False, name="neighbour")
         self.activation = tf.keras.activations.get(activation)
         self.normalize = normalize
+
+    def build(self, input_shape=None) -> None:
+        """Creates the weights for states of shape `input_shape` ([..., d])."""
+        width = state_width(input_shape)
+        if width is not None:
+            for dense in (self.self_dense, self.neighbour_dense):
+                dense.build(tf.TensorShape([None, width]))
+        super().build(input_shape)
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:
         inverse_degree = 1.0 / tf.maximum(graph_ops.bidirectional_degree(graph), 1.0)
