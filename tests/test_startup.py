@@ -1,0 +1,42 @@
+"""Entry-script start-up: TensorFlow imports without pulling in setuptools."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBE = (
+    "import sys; sys.path.insert(0, {root!r})\n"
+    "from baselines.tiles.startup import prepare_tensorflow_import\n"
+    "{call}\n"
+    "import tensorflow\n"
+    "print(sorted(m for m in ('setuptools', 'pkg_resources') if m in sys.modules))\n"
+)
+
+
+def imported_after_tensorflow(call: str) -> str:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("SETUPTOOLS_USE_DISTUTILS", None)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(root=str(ROOT), call=call)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("_distutils_hack") is None,
+    reason="setuptools' distutils shim is not installed here, nothing to skip",
+)
+def test_prepare_skips_the_setuptools_distutils_shim():
+    assert imported_after_tensorflow("pass") != "[]"  # the shim's cost, without the fix
+    assert imported_after_tensorflow("prepare_tensorflow_import()") == "[]"
