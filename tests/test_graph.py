@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from baselines.tiles import data
 from baselines.tiles.graph import (
+    _component_ids,
     assemble_batch,
     graph_from_batch,
     sample_config_slots,
@@ -68,3 +70,9 @@ def test_sampling_without_replacement():
     rng = np.random.default_rng(1)
     slots = sample_config_slots(rng, 50, 10)
     assert len(set(slots.tolist())) == 10 and slots.min() >= 0 and slots.max() < 50
+
+
+def test_component_ids_skip_empty_components():
+    for sizes in ([3], [2, 0, 3, 1], [0, 0, 4], [1, 1, 1, 0]):
+        ids = _component_ids(tf.constant(sizes, tf.int32)).numpy()
+        np.testing.assert_array_equal(ids, np.repeat(np.arange(len(sizes)), sizes))
