@@ -72,7 +72,7 @@ def save_model(model: TileModel, model_dir: Path) -> None:
 
 
 def build_from_record(record: dict[str, Any]) -> TileModel:
-    """The run's model class with its kwargs, its variables created by one forward pass."""
+    """The run's model class with its kwargs, its variables created from its widths."""
     vocab = record.get("opcode_vocab_size", OPCODE_VOCAB_SIZE)
     if vocab != OPCODE_VOCAB_SIZE:
         raise PipelineError(
