@@ -30,8 +30,8 @@ if str(_HERE) not in sys.path:
 
 from baselines.tiles import submission
 from baselines.tiles.errors import PipelineError, run_cli
+from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 
-DEFAULT_DATA_ROOT = "~/data/tpugraphs/npz/tile/xla"
 SAMPLE_SEARCH_DEPTH = 4  # Parents of --data_root searched for sample_submission.csv.
 
 

@@ -26,8 +26,7 @@ from baselines.tiles.startup import prepare_tensorflow_import
 prepare_tensorflow_import()
 
 from baselines.tiles.errors import PipelineError, run_cli
-
-DEFAULT_DATA_ROOT = "~/data/tpugraphs/npz/tile/xla"
+from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 
 
 def build_parser() -> argparse.ArgumentParser:

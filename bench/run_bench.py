@@ -149,11 +149,11 @@ def bench_model(model: str, data_root: Path, work: Path, epochs: int, repeats: i
             ],
             work,
         )
-        import gzip
+        # Imported here: the measuring helper runs this file too and needs no TensorFlow.
+        from baselines.tiles.run_files import read_run_file
 
         (run_file,) = out.glob("run_*.jsonz")
-        with gzip.open(run_file) as f:
-            record = json.loads(f.read())
+        record = read_run_file(run_file)
         n_train = int(re.search(r"\((\d+) train", res["stdout"]).group(1))
         epochs_run = len(record["train_curve"]["epoch"])
         t = record["timings"]

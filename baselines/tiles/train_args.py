@@ -20,6 +20,8 @@ from typing import Any
 from baselines.tiles.errors import PipelineError
 
 TEST_MODES = ("predictions", "metrics")
+# Where echo_download_commands.py puts tile:xla; every entry script's default.
+DEFAULT_DATA_ROOT = "~/data/tpugraphs/npz/tile/xla"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +40,7 @@ class TrainArgs:
     results_csv: str = ""
     validate_batches: int = -1
     run_id: str = ""
-    data_root: str = "~/data/tpugraphs/npz/tile/xla"
+    data_root: str = DEFAULT_DATA_ROOT
     cache_dir: str = "~/data/tpugraphs/cache/tile"
     toy_data: bool = False
     seed: int = 0

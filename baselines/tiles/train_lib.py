@@ -212,7 +212,8 @@ def train(
     clock = time.perf_counter()
     _, val_summary = evaluate_split(scorer, valid_split, progress)
     timings["val_eval_s"] = time.perf_counter() - clock
-    final_error = {"val": {k: val_summary[k] for k in ("1", "5", "10")}}
+    top_ks = [str(k) for k in metrics.TOP_KS]
+    final_error = {"val": {k: val_summary[k] for k in top_ks}}
     test_split = data["test"]
     clock = time.perf_counter()
     test_scores, test_summary = evaluate_split(scorer, test_split, progress)
@@ -222,7 +223,7 @@ def train(
         if test_summary is None:
             log("note: the test split has no runtimes (hidden labels); no test errors")
         else:
-            final_error["test"] = {k: test_summary[k] for k in ("1", "5", "10")}
+            final_error["test"] = {k: test_summary[k] for k in top_ks}
     else:
         test_predictions = {
             str(t): metrics.top_configs(s, 5) for t, s in zip(test_split.tile_ids, test_scores)
@@ -247,10 +248,7 @@ def train(
     }
     save_model(model, out_dir / f"model_{run_hash}")
     write_run_file(out_dir / f"run_{run_hash}.jsonz", record)
-    log(
-        "val top-1/5/10 error: "
-        + " / ".join(f"{final_error['val'][k]:.4f}" for k in ("1", "5", "10"))
-    )
+    log("val top-1/5/10 error: " + " / ".join(f"{final_error['val'][k]:.4f}" for k in top_ks))
     log(f"saved {out_dir / f'model_{run_hash}'} and {out_dir / f'run_{run_hash}.jsonz'}")
     if args.test_mode == "predictions":
         csv_path = Path(args.results_csv or out_dir / f"results_{int(time.time() * 1000)}.csv")

@@ -29,7 +29,7 @@ class PointwiseDense(tf.keras.layers.Dense):
             out = tf.reshape(out, tf.concat([leading, [self.units]], 0))
         if self.use_bias:
             out = tf.nn.bias_add(out, self.bias)
-        return self.activation(out) if self.activation is not None else out
+        return self.activation(out)  # Keras maps activation=None to the identity
 
 
 def state_width(input_shape) -> int | None:
