@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 DEMO_OUT := out/demo
 DEMO_DATA := data/tile_xla_toy
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test mutation lint bench clean
 
 install: $(VENV)/.installed
 
@@ -28,6 +28,10 @@ demo: install
 
 test: install
 	$(PY) -m pytest -q
+
+# One-line wrong changes the tests must catch (tools/mutations.toml); not part of `test`.
+mutation: install
+	$(PY) tools/mutation_check.py
 
 lint: install
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -62,11 +62,11 @@ def main() -> int:
     if args.top < 1:
         raise PipelineError(f"--top: must be at least 1, got {args.top}")
     from baselines.tiles.data import load_split
-    from baselines.tiles.predict import ConfigScorer, ranking_rows
-    from baselines.tiles.run_files import read_run_for_model, restore_model
+    from baselines.tiles.predict import SavedRanker, ranking_rows
+    from baselines.tiles.run_files import read_run_for_model
     from baselines.tiles.submission import HEADER, write_csv_atomic
 
-    record, stats = read_run_for_model(Path(args.dir))
+    record, _ = read_run_for_model(Path(args.dir))
     root, origin = choose_data_root(args.data_root, record.get("data_root"))
     print(f"data: {root} (from {origin}); model {record['model']}", flush=True)
     # Files are read in another process while this one rebuilds the model and
@@ -77,11 +77,11 @@ def main() -> int:
         loading = pool.submit(
             load_split, root / args.split, name=args.split, cache_dir=args.cache_dir
         )
-        scorer = ConfigScorer(restore_model(Path(args.dir), record))
-        scorer.warm_up()
-        split = stats.normalize_split(loading.result())
+        ranker = SavedRanker.load(Path(args.dir), record)
+        ranker.scorer.warm_up()
+        split = loading.result()
     started = time.perf_counter()
-    scores = scorer.score_split(split)
+    scores = ranker.score(split)
     seconds = time.perf_counter() - started
     rows = ranking_rows(split.tile_ids, scores, args.top)
     write_csv_atomic(Path(args.output), HEADER, rows)

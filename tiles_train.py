@@ -39,7 +39,7 @@ HELP = {
     "validate_batches": "validation batches per epoch for OPA (-1 = all)",
     "run_id": "free-form label stored in the run (part of the hash)",
     "data_root": "folder with train/, valid/, test/ npz files (bundled toy set if missing)",
-    "cache_dir": "cache of loaded splits, keyed by file names, sizes and mtimes",
+    "cache_dir": "cache of loaded splits, keyed by file names, sizes, mtimes and contents",
     "toy_data": "use the first 100 files of each split",
     "seed": "random seed: same seed and data give the same run",
 }

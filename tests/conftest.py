@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -26,3 +27,75 @@ def real_samples() -> Path:
 @pytest.fixture
 def toy_root() -> Path:
     return TOY_ROOT
+
+
+@pytest.fixture(params=["toy", "real"])
+def sample_root(request) -> Path:
+    """A data root: the bundled toy set (always) and the real samples (when present).
+
+    Core behaviour is checked on the toy set, which has the real set's edge cases
+    (1- and 2-config kernels, 2-node kernels, hidden test labels); the real
+    samples add a compatibility check where they exist.
+    """
+    if request.param == "toy":
+        return TOY_ROOT
+    if not (REAL_SAMPLES / "tile_xla").is_dir():
+        pytest.skip(f"real TpuGraphs samples not found at {REAL_SAMPLES}")
+    return REAL_SAMPLES / "tile_xla"
+
+
+def signed_log(x: np.ndarray) -> np.ndarray:
+    """sign(x) * log(1 + |x|) in float64: the tests' own copy of the feature transform."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.sign(x) * np.log1p(np.abs(x))
+
+
+def numpy_feature_stats(feats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Column mean and std (constant columns get std 1) of signed-log features."""
+    logged = signed_log(feats)
+    std = logged.std(axis=0)
+    return logged.mean(axis=0), np.where(std < 1e-6, 1.0, std)
+
+
+def random_kernel(rng: np.random.Generator, n: int, c: int, labelled: bool = True) -> dict:
+    """One kernel's npz arrays in the real format, with wide-ranging, signed features."""
+    scale = 10.0 ** rng.integers(0, 5, size=140)
+    node_feat = rng.normal(size=(n, 140)) * scale
+    node_feat[:, rng.random(140) < 0.3] = 0.0  # constant columns, as in real files
+    return {
+        "node_feat": node_feat.astype(np.float32),
+        "node_opcode": rng.integers(0, 120, n).astype(np.uint8),
+        "edge_index": np.array([[i, int(rng.integers(0, i))] for i in range(1, n)], np.int64),
+        "config_feat": rng.integers(-2, 600, size=(c, 24)).astype(np.float32),
+        "config_runtime": (rng.integers(1_000, 100_000, c) if labelled else np.zeros(c)).astype(
+            np.int64
+        ),
+        "config_runtime_normalizers": (
+            rng.integers(1_000, 3_000, c) if labelled else np.ones(c)
+        ).astype(np.int64),
+    }
+
+
+def write_random_root(
+    root: Path, seed: int = 0, sizes: dict | None = None, test_configs=(1, 3, 7, 40, 90)
+) -> Path:
+    """A small data root of random kernels: train/valid labelled, test hidden.
+
+    Valid and test features are drawn at other scales than train's, so
+    statistics fitted on the wrong split differ visibly from train's.
+    """
+    rng = np.random.default_rng(seed)
+    sizes = sizes or {"train": 12, "valid": 4}
+    for split, count in sizes.items():
+        (root / split).mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            arrays = random_kernel(rng, int(rng.integers(2, 12)), int(rng.integers(2, 30)))
+            if split != "train":
+                arrays["node_feat"] *= 7.0
+                arrays["config_feat"] *= 3.0
+            np.savez(root / split / f"prog{i % 2}_{split}{i:04x}.npz", **arrays)
+    (root / "test").mkdir(parents=True, exist_ok=True)
+    for i, c in enumerate(test_configs):
+        arrays = random_kernel(rng, int(rng.integers(2, 12)), c, labelled=False)
+        np.savez(root / "test" / f"{i:032x}.npz", **arrays)
+    return root

@@ -212,6 +212,54 @@ def test_cache_is_reused_and_invalidated_by_changed_file(tmp_path):
     assert len(data.load_split(root / "train", cache_dir=cache, progress=False)) == 2
 
 
+def _counting_reads(monkeypatch) -> list[int]:
+    reads = []
+    real = data.read_files
+
+    def counting(name, files, *args, **kwargs):
+        reads.append(len(files))
+        return real(name, files, *args, **kwargs)
+
+    monkeypatch.setattr(data, "read_files", counting)
+    return reads
+
+
+def test_cache_rebuilt_when_only_the_mtime_changes(tmp_path, monkeypatch):
+    root = make_root(tmp_path)
+    cache = tmp_path / "cache"
+    reads = _counting_reads(monkeypatch)
+    data.load_split(root / "train", cache_dir=cache, progress=False)
+    data.load_split(root / "train", cache_dir=cache, progress=False)
+    assert reads == [3]  # the second load came from the cache
+    target = root / "train" / "prog_train01.npz"
+    stat = target.stat()
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    data.load_split(root / "train", cache_dir=cache, progress=False)
+    assert reads == [3, 3]
+
+
+def test_cache_rebuilt_when_only_the_content_changes(tmp_path, monkeypatch):
+    """Same size, same mtime (as tar restores it), one runtime changed: not stale."""
+    root = make_root(tmp_path)
+    cache = tmp_path / "cache"
+    reads = _counting_reads(monkeypatch)
+    first = data.load_split(root / "train", cache_dir=cache, progress=False)
+    target = root / "train" / "prog_train01.npz"
+    before = target.stat()
+    arrays = dict(np.load(target))
+    arrays["config_runtime"] = arrays["config_runtime"] + 7
+    np.savez(target, **arrays)
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    fresh = data.load_split(root / "train", cache_dir=cache, progress=False)
+    assert reads == [3, 3]
+    np.testing.assert_array_equal(fresh.kernel(1).config_runtime, arrays["config_runtime"])
+    np.testing.assert_array_equal(
+        fresh.kernel(1).config_runtime, first.kernel(1).config_runtime + 7
+    )
+
+
 # --- normalization statistics ------------------------------------------------------------
 
 

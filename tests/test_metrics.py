@@ -56,3 +56,193 @@ def test_top_k_error_and_top_configs():
     assert summary["5"] == pytest.approx((1.0 + 0.0) / 2)  # second kernel ranked perfectly
     assert summary["kaggle_score"] == pytest.approx(1 - summary["5"])
     assert metrics.program_of("resnet50.4x4.fp16_-3f2a") == "resnet50.4x4.fp16"
+
+
+# --- losses: independent formulas and masking ------------------------------------------
+
+LOSS_NAMES = ["ListMLELoss", "PairwiseHingeLoss", "MSE"]
+
+
+def loss_and_gradient(name, runtimes, scores):
+    loss_fn = metrics.make_loss_fn([(name, 1.0)])
+    scores = tf.Variable(np.asarray(scores, np.float32))
+    with tf.GradientTape() as tape:
+        loss = loss_fn(tf.constant(runtimes, tf.float32), scores)
+    return float(loss), tape.gradient(loss, scores).numpy()
+
+
+def numpy_listmle(runtimes, scores, temperature=10.0):  # SPEC §4: ListMLE at temperature 10
+    """Plackett-Luce negative log-likelihood of the true order (fastest first)."""
+    order = sorted(range(len(runtimes)), key=lambda i: runtimes[i])
+    z = [-scores[i] / temperature for i in order]  # higher logit = predicted faster
+    return sum(np.log(np.sum(np.exp(z[i:]))) - z[i] for i in range(len(z)))
+
+
+def test_listmle_matches_the_plackett_luce_formula():
+    rng = np.random.default_rng(7)
+    runtimes = rng.permutation(np.linspace(0.5, 3.0, 8))[None, :]
+    scores = rng.normal(scale=5.0, size=(1, 8))
+    loss, _ = loss_and_gradient("ListMLELoss", runtimes, scores)
+    assert loss == pytest.approx(numpy_listmle(runtimes[0], scores[0]), rel=1e-5)
+    # A batch is the mean over its lists.
+    two = np.concatenate([runtimes, runtimes[:, ::-1]]), np.concatenate([scores, scores])
+    batch_loss, _ = loss_and_gradient("ListMLELoss", *two)
+    want = (numpy_listmle(two[0][0], two[1][0]) + numpy_listmle(two[0][1], two[1][1])) / 2
+    assert batch_loss == pytest.approx(want, rel=1e-5)
+
+
+def test_pairwise_hinge_matches_its_formula():
+    runtimes = np.array([[1.0, 3.0, 2.0, 4.0]])
+    scores = np.array([[0.2, 0.1, 1.5, -0.3]])
+    loss, _ = loss_and_gradient("PairwiseHingeLoss", runtimes, scores)
+    total = sum(
+        max(0.0, 1.0 - (scores[0, j] - scores[0, i]))
+        for i in range(4)
+        for j in range(4)
+        if runtimes[0, i] < runtimes[0, j]
+    )
+    assert loss == pytest.approx(total / 4, rel=1e-5)  # TF-Ranking divides by the list size
+
+
+def test_mse_is_the_mean_over_real_slots():
+    runtimes = np.array([[1.0, 2.0, -1.0], [0.5, -1.0, -1.0]])
+    scores = np.array([[1.5, 0.0, 100.0], [1.5, 7.0, -9.0]])
+    loss, _ = loss_and_gradient("MSE", runtimes, scores)
+    assert loss == pytest.approx((0.25 + 4.0 + 1.0) / 3, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_padding_scores_never_change_a_loss(name):
+    rng = np.random.default_rng(1)
+    runtimes = rng.uniform(0.5, 3.0, size=(3, 7))
+    runtimes[0, 5:] = -1.0
+    runtimes[2, 2:] = -1.0
+    pad = runtimes < 0
+    scores = rng.normal(size=(3, 7))
+    loss, grad = loss_and_gradient(name, runtimes, scores)
+    assert np.all(grad[pad] == 0) and np.any(grad[~pad] != 0)
+    for value in (-50.0, 0.0, 50.0):
+        moved = np.where(pad, value + rng.normal(size=pad.shape), scores)
+        moved_loss, moved_grad = loss_and_gradient(name, runtimes, moved)
+        assert moved_loss == pytest.approx(loss, rel=1e-6, abs=1e-6)
+        np.testing.assert_allclose(moved_grad, grad, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_a_padded_list_trains_like_the_same_list_unpadded(name):
+    """Same gradient direction on the real slots as the list without its padding.
+
+    (TF-Ranking adds a constant to ListMLE per padding slot and divides the
+    hinge loss by the padded list size; neither changes what is learnt.)
+    """
+    runtimes = np.array([[2.0, 0.5, 1.5, 3.0, 1.0]])
+    scores = np.array([[0.3, -0.2, 0.9, 0.1, 0.4]])
+    _, short = loss_and_gradient(name, runtimes, scores)
+    padded_runtimes = np.concatenate([runtimes, [[-1.0, -1.0, -1.0]]], 1)
+    padded_scores = np.concatenate([scores, [[-4.0, 0.0, 4.0]]], 1)
+    _, padded = loss_and_gradient(name, padded_runtimes, padded_scores)
+    padded = padded[:, :5]
+    cosine = np.sum(short * padded) / np.linalg.norm(short) / np.linalg.norm(padded)
+    assert cosine == pytest.approx(1.0, abs=1e-5)
+
+
+# --- metrics against plain Python ------------------------------------------------------
+
+
+def py_ranking(scores):
+    """Indices by ascending score; equal scores keep file order (Python's sort is stable)."""
+    return sorted(range(len(scores)), key=lambda i: scores[i])
+
+
+def py_top_k_error(scores, runtimes, k):
+    picked = py_ranking(scores)[:k]
+    return min(runtimes[i] for i in picked) / min(runtimes) - 1
+
+
+def py_pairs(scores, runtimes):
+    correct = comparable = 0
+    for i in range(len(scores)):
+        for j in range(len(scores)):
+            if runtimes[i] < runtimes[j]:
+                comparable += 1
+                correct += scores[i] < scores[j]
+    return correct, comparable
+
+
+HAND_MADE = {
+    # name: (scores, runtimes)
+    "fewer_configs_than_k": ([0.3, 0.1, 0.2], [2.0, 3.0, 1.0]),
+    "one_config": ([5.0], [1.0]),
+    "score_ties": ([1.0, 0.0, 0.0, 1.0, 0.0, 2.0, 3.0], [1.0, 4.0, 3.0, 2.0, 5.0, 0.9, 0.8]),
+    "runtime_ties": ([0.1, 0.2, 0.3, 0.4], [2.0, 1.0, 1.0, 2.0]),
+    # the same config measured twice (ids 0 and 3: same features, same score)
+    "repeated_config": ([0.5, 0.1, 0.9, 0.5, 0.7, 0.2], [1.02, 1.5, 1.3, 1.0, 1.1, 2.0]),
+}
+
+
+@pytest.mark.parametrize("case", list(HAND_MADE))
+def test_per_kernel_metrics_match_plain_python(case):
+    scores, runtimes = (np.array(x) for x in HAND_MADE[case])
+    for k in (1, 5, 10):
+        assert metrics.top_k_error(scores, runtimes, k) == pytest.approx(
+            py_top_k_error(list(scores), list(runtimes), k)
+        )
+    assert metrics.kernel_opa(scores, runtimes) == py_pairs(list(scores), list(runtimes))
+    assert metrics.top_configs(scores, 5) == py_ranking(list(scores))[:5]
+
+
+def test_hand_computed_values():
+    # score_ties, by hand: ascending scores with ties in file order: 1, 2, 4, 0, 3, 5, 6.
+    scores, runtimes = (np.array(x) for x in HAND_MADE["score_ties"])
+    assert metrics.top_configs(scores, 5) == [1, 2, 4, 0, 3]
+    assert metrics.top_k_error(scores, runtimes, 1) == pytest.approx(4.0 / 0.8 - 1)
+    assert metrics.top_k_error(scores, runtimes, 5) == pytest.approx(1.0 / 0.8 - 1)
+    assert metrics.top_k_error(scores, runtimes, 10) == 0.0
+    # runtime_ties: comparable pairs (faster first) 1<0, 1<3, 2<0, 2<3; equal runtimes
+    # are not compared. Scores 0.1 0.2 0.3 0.4 order 1<3 and 2<3 right, 1<0 and 2<0 wrong.
+    assert metrics.kernel_opa(*(np.array(x) for x in HAND_MADE["runtime_ties"])) == (2, 4)
+    # fewer_configs_than_k: every config listed once, no padding index.
+    assert metrics.top_configs(np.array([0.3, 0.1, 0.2]), 5) == [1, 2, 0]
+
+
+def test_summaries_overall_and_per_program_match_plain_python():
+    rng = np.random.default_rng(11)
+    ids, scores, runtimes = [], [], []
+    for i in range(40):
+        c = int(rng.integers(1, 30))
+        ids.append(f"net_v{i % 3}_train_{i:04x}")  # program names hold "_" too
+        runtimes.append(rng.uniform(0.5, 4.0, c).round(1))  # rounding makes runtime ties
+        scores.append(rng.normal(size=c).round(1))  # and score ties
+    summary = metrics.summarize(ids, scores, runtimes)
+    by_program = metrics.summarize_by_program(ids, scores, runtimes)
+
+    def expected(idx):
+        out = {
+            str(k): float(np.mean([py_top_k_error(scores[i], runtimes[i], k) for i in idx]))
+            for k in (1, 5, 10)
+        }
+        pairs = [py_pairs(list(scores[i]), list(runtimes[i])) for i in idx]
+        out["opa"] = sum(c for c, _ in pairs) / sum(p for _, p in pairs)  # pooled over pairs
+        out["kaggle_score"] = float(
+            np.mean([2 - (py_top_k_error(scores[i], runtimes[i], 5) + 1) for i in idx])
+        )
+        out["kernels"] = len(idx)
+        return out
+
+    for key, value in expected(range(40)).items():
+        assert summary[key] == pytest.approx(value), key
+    assert set(by_program) == {"net_v0_train", "net_v1_train", "net_v2_train"}
+    for p in range(3):
+        want = expected([i for i in range(40) if i % 3 == p])
+        for key, value in want.items():
+            assert by_program[f"net_v{p}_train"][key] == pytest.approx(value), (p, key)
+
+
+def test_pair_counts_match_plain_python_with_padding():
+    rng = np.random.default_rng(5)
+    runtimes = rng.uniform(0.5, 2.0, size=(4, 6)).round(1).astype(np.float32)
+    runtimes[1, 3:] = -1.0
+    scores = rng.normal(size=(4, 6)).round(1).astype(np.float32)
+    correct, pairs = metrics.pair_counts(tf.constant(runtimes), tf.constant(scores))
+    want = [py_pairs(list(s[r >= 0]), list(r[r >= 0])) for s, r in zip(scores, runtimes)]
+    assert (float(correct), float(pairs)) == (sum(c for c, _ in want), sum(p for _, p in want))

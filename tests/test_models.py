@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import write_random_root
 
 from baselines.tiles import data, models
 from baselines.tiles.errors import PipelineError
@@ -69,11 +70,13 @@ def test_build_makes_the_variables_a_forward_pass_makes(name, toy_valid):
     np.testing.assert_array_equal(built.forward(graph, 3), lazy.forward(graph, 3))
 
 
-def test_variables_do_not_depend_on_data(toy_valid, real_samples):
-    real = data.load_split(real_samples / "tile_xla" / "test", progress=False)
-    real = FeatureStats.fit_split(real).normalize_split(real)
+def test_variables_do_not_depend_on_data(toy_valid, sample_root, tmp_path):
+    """Same shapes on the toy set, on random kernels (other opcodes) and on the samples."""
+    other = data.load_split(write_random_root(tmp_path / "r") / "test", progress=False)
+    sample = data.load_split(sample_root / "test", progress=False)
     shapes = []
-    for split in (toy_valid, real):
+    for split in (toy_valid, other, sample):
+        split = FeatureStats.fit_split(split).normalize_split(split)
         model = models.build_model("EarlyJoinSAGE", 3, {})
         model(merged_graph(split, [0, 1], 3))
         shapes.append([tuple(v.shape) for v in model.trainable_variables])

@@ -119,13 +119,20 @@ def test_valid_split_reports_errors_per_program(trained, tmp_path):
     assert len(lines) - header - 2 == len(programs)
 
 
-def test_chunked_compiled_scoring_ranks_like_the_simple_path(trained, real_samples):
+def test_chunked_compiled_scoring_ranks_like_the_simple_path(trained, sample_root):
     _, model_dir = trained
     model, _, stats = load_trained_model(model_dir)
-    split = stats.normalize_split(
-        data.load_split(real_samples / "tile_xla" / "test", progress=False)
-    )
-    scorer = ConfigScorer(model, max_elements=4096, max_configs=300)  # forces many chunks
+    split = stats.normalize_split(data.load_split(sample_root / "test", progress=False))
+    max_configs = int(split.num_configs.max()) // 3
+    scorer = ConfigScorer(model, max_elements=1024, max_configs=max_configs)  # many chunks
+    chunks = [
+        i
+        for c in plan_calls(split.num_configs, split.num_nodes, 1024, max_configs)
+        for i, _, _ in c.ranges
+    ]
+    assert max(chunks.count(i) for i in set(chunks)) >= 3  # some kernels cut in 3+ chunks
+    default_plan = plan_calls(split.num_configs, split.num_nodes, 1 << 15, 8192)
+    assert any(len(c.ranges) > 1 for c in default_plan)  # the default scorer packs kernels
     packed = ConfigScorer(model).score_split(split, progress=False)  # several kernels a call
     for i in range(len(split)):
         c = int(split.num_configs[i])

@@ -15,8 +15,9 @@ from conftest import ROOT
 
 import tiles_train
 from baselines.tiles import data, metrics
+from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.graph import to_tensors
+from baselines.tiles.graph import graph_from_batch, to_tensors
 from baselines.tiles.models import build_model, create_variables
 from baselines.tiles.train_args import TrainArgs
 from baselines.tiles.train_lib import Trainer, sampled_batches, set_determinism, train
@@ -161,3 +162,57 @@ def test_train_writes_matching_outputs_and_is_deterministic(tmp_path):
     assert again["train_curve"] == record["train_curve"]
     assert again["final_error"] == record["final_error"]
     assert again["test_predictions"] == record["test_predictions"]
+
+
+def test_saved_model_is_the_best_validation_one(tmp_path):
+    """The saved weights give the recorded best val OPA, not the last epoch's."""
+    args = TrainArgs(
+        model="MLP",
+        model_kwargs_json='{"hidden_dim": 16, "op_embedding_dim": 8}',
+        epochs=5,
+        lr=0.15,  # high enough that validation OPA falls after its peak (epoch 2 of 5)
+        clip_norm=10.0,
+        configs=8,
+        toy_data=True,
+        data_root=str(data.BUNDLED_TOY_ROOT),
+        out_dir=str(tmp_path / "out"),
+        cache_dir=str(tmp_path / "cache"),
+    )
+    record = train(args, progress=False, log=lambda _: None)
+    curve = record["train_curve"]["val_opa"]
+    best, last = max(curve), curve[-1]
+    assert best - last > 0.01, f"the last epoch was (nearly) the best: {curve}; change the recipe"
+
+    saved = tf.keras.models.load_model(tmp_path / "out" / f"model_{args.run_hash()}", compile=False)
+    stats = FeatureStats.from_dict(record["feature_stats"])
+    valid = stats.normalize_split(data.load_split(data.BUNDLED_TOY_ROOT / "valid", progress=False))
+    correct = comparable = 0
+    batches = sampled_batches(valid, np.random.default_rng(args.seed + 1), args.batch, args.configs)
+    for batch in batches:
+        scores = saved(graph_from_batch(to_tensors(batch))).numpy()
+        runtimes = batch["config_runtimes"].reshape(scores.shape)
+        for s, r in zip(scores, runtimes):
+            real = r >= 0
+            s, r = s[real], r[real]
+            faster = r[:, None] < r[None, :]
+            comparable += faster.sum()
+            correct += (faster & (s[:, None] < s[None, :])).sum()
+    saved_opa = correct / comparable
+    assert abs(saved_opa - best) < min(2e-3, (best - last) / 2), (saved_opa, curve)
+
+
+def test_diverged_training_is_refused_and_writes_nothing(tmp_path):
+    args = TrainArgs(
+        model="MLP",
+        epochs=2,
+        lr=50.0,  # diverges to NaN in the first epoch
+        clip_norm=1e6,
+        toy_data=True,
+        data_root=str(data.BUNDLED_TOY_ROOT),
+        out_dir=str(tmp_path / "out"),
+        cache_dir=str(tmp_path / "cache"),
+    )
+    with pytest.raises(PipelineError, match="NaN or infinite scores for 30 of 30"):
+        train(args, progress=False, log=lambda _: None)
+    assert not list((tmp_path / "out").glob("model_*"))
+    assert not list((tmp_path / "out").glob("run_*")) and not list((tmp_path / "out").glob("*.csv"))

@@ -337,12 +337,27 @@ def read_files(
     return concat_splits(name, parts)
 
 
+# An npz file is a zip archive; its last bytes hold the central directory,
+# which records the CRC-32 of every member. Hashing them detects a changed
+# array even when the file keeps its size and mtime (tar restores mtimes), for
+# one small read per file instead of reading every byte.
+FINGERPRINT_TAIL_BYTES = 4096
+
+
+def _file_tail(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - FINGERPRINT_TAIL_BYTES))
+        return f.read()
+
+
 def files_fingerprint(files: Sequence[Path]) -> str:
-    """Hash of every file's path, size and mtime: any changed file gives a new key."""
+    """Hash of every file's path, size, mtime and zip directory: any change gives a new key."""
     h = hashlib.sha256(f"v{CACHE_FORMAT_VERSION}".encode())
     for f in files:
         st = f.stat()
-        h.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        h.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        h.update(hashlib.sha256(_file_tail(f)).digest())
     return h.hexdigest()[:24]
 
 
@@ -383,8 +398,9 @@ def load_split(
 ) -> TileSplit:
     """Loads one split folder, through the cache when `cache_dir` is given.
 
-    The cache key covers every file's resolved path, size and mtime, so editing,
-    adding or removing a file never reuses a stale cache.
+    The cache key covers every file's resolved path, size, mtime and zip
+    directory (member CRC-32s), so editing, adding or removing a file never
+    reuses a stale cache.
     """
     split_dir = Path(split_dir).expanduser()
     name = name or split_dir.name

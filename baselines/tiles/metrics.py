@@ -116,6 +116,23 @@ def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.T
 # Per-kernel numpy metrics over all configurations.
 
 
+def require_finite_scores(
+    tile_ids: Sequence[str], scores: Sequence[np.ndarray], what: str = "kernels"
+) -> None:
+    """Refuses NaN or infinite scores, which would rank as an arbitrary order.
+
+    A diverged or damaged model scores NaN; `argsort` then returns file order, so
+    every ranking would read `0;1;2;3;4` and every metric would look plausible.
+    """
+    bad = [str(t) for t, s in zip(tile_ids, scores) if not np.all(np.isfinite(s))]
+    if bad:
+        raise PipelineError(
+            f"the model gave NaN or infinite scores for {len(bad)} of {len(tile_ids)} {what} "
+            f"(first: {bad[0]}); its weights are not usable (training diverged or the saved "
+            "model is damaged): retrain, e.g. with a lower --lr"
+        )
+
+
 def ranking_order(scores: np.ndarray) -> np.ndarray:
     """Config indices from predicted fastest to slowest (ties keep file order)."""
     return np.argsort(np.asarray(scores), kind="stable")
@@ -155,6 +172,7 @@ def summarize(
     """Mean top-1/5/10 errors, the Kaggle tile score and OPA over kernels."""
     if not tile_ids:
         return {}
+    require_finite_scores(tile_ids, scores)
     errors = {
         str(k): float(np.mean([top_k_error(s, r, k) for s, r in zip(scores, runtimes)]))
         for k in TOP_KS

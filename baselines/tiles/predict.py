@@ -16,6 +16,12 @@ not depend on the other configurations in its call.
     scorer = ConfigScorer(model)
     scores = scorer.score_split(split)     # list of [num_configs] arrays, file order
     metrics.top_configs(scores[0], 5)
+
+A saved run scores raw (unnormalized) splits through `SavedRanker`, which
+normalizes with the statistics saved in the run, never with refitted ones:
+
+    ranker = SavedRanker.load(out_dir / f"model_{h}")
+    scores = ranker.score(load_split(root / "test"))
 """
 
 from __future__ import annotations
@@ -23,12 +29,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 import tqdm
 
 from baselines.tiles.data import TileSplit
+from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import (
     BATCH_SIGNATURE,
     assemble_batch,
@@ -36,8 +45,9 @@ from baselines.tiles.graph import (
     graph_from_batch,
     to_tensors,
 )
-from baselines.tiles.metrics import top_configs
+from baselines.tiles.metrics import require_finite_scores, top_configs
 from baselines.tiles.models import TileModel, configs_per_kernel
+from baselines.tiles.run_files import read_run_for_model, restore_model
 from baselines.tiles.submission import TILE_PREFIX
 
 
@@ -167,10 +177,35 @@ class ConfigScorer:
             return self.score_calls(split, calls, bar)
 
 
+@dataclasses.dataclass(frozen=True)
+class SavedRanker:
+    """A saved model, its run record and its train statistics; scores raw splits."""
+
+    model_dir: Path
+    record: dict[str, Any]
+    stats: FeatureStats
+    scorer: ConfigScorer
+
+    @classmethod
+    def load(cls, model_dir: Path | str, record: dict[str, Any] | None = None) -> SavedRanker:
+        """Rebuilds the run's model and copies its weights in (record read if not given)."""
+        model_dir = Path(model_dir).expanduser()
+        if record is None:
+            record, stats = read_run_for_model(model_dir)
+        else:
+            stats = FeatureStats.from_dict(record["feature_stats"])
+        return cls(model_dir, record, stats, ConfigScorer(restore_model(model_dir, record)))
+
+    def score(self, raw: TileSplit, progress: bool = True) -> list[np.ndarray]:
+        """Scores of every configuration of an unnormalized split, in file order."""
+        return self.scorer.score_split(self.stats.normalize_split(raw), progress=progress)
+
+
 def ranking_rows(
     tile_ids: Sequence[str], scores: Sequence[np.ndarray], top: int = 5
 ) -> list[tuple[str, str]]:
     """`ID,TopConfigs` rows: `tile:xla:<id>` and its `top` predicted-fastest configs."""
+    require_finite_scores(tile_ids, scores)
     return [
         (f"{TILE_PREFIX}{tid}", ";".join(map(str, top_configs(s, top))))
         for tid, s in zip(tile_ids, scores)

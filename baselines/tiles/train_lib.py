@@ -225,6 +225,7 @@ def train(
         else:
             final_error["test"] = {k: test_summary[k] for k in top_ks}
     else:
+        metrics.require_finite_scores(test_split.tile_ids, test_scores, "test kernels")
         test_predictions = {
             str(t): metrics.top_configs(s, 5) for t, s in zip(test_split.tile_ids, test_scores)
         }
