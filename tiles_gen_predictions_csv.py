@@ -8,6 +8,9 @@ copies the saved weights in, normalizes features with the statistics saved in
 the run (train and valid are never loaded to predict test) and writes the five
 predicted-fastest configurations of every kernel. `--split valid` also prints
 top-1/5/10 errors and the Kaggle score, overall and per program.
+
+`--dir a,b,c` ranks with an ensemble: the mean of each model's per-kernel
+standardized scores (models of any classes).
 """
 
 from __future__ import annotations
@@ -31,11 +34,16 @@ from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", required=True, help="<out_dir>/model_<hash> from tiles_train.py")
+    parser.add_argument(
+        "--dir",
+        required=True,
+        help="<out_dir>/model_<hash> from tiles_train.py, or several separated by commas: "
+        "an ensemble (mean of per-kernel standardized scores)",
+    )
     parser.add_argument(
         "--data_root",
         default=None,
-        help="folder holding the split (default: the run's data root, then "
+        help="folder holding the split (default: the first run's data root, then "
         f"{DEFAULT_DATA_ROOT}, then the bundled toy set)",
     )
     parser.add_argument("--split", default="test", choices=("test", "valid", "train"))
@@ -45,43 +53,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def choose_data_root(flag: str | None, run_root: str | None) -> tuple[Path, str]:
-    """The data root to read and where that choice came from."""
-    from baselines.tiles.data import BUNDLED_TOY_ROOT
-
-    if flag is not None:
-        return Path(flag).expanduser(), "--data_root"
-    for candidate, origin in ((run_root, "the run file"), (DEFAULT_DATA_ROOT, "the default")):
-        if candidate and Path(candidate).expanduser().is_dir():
-            return Path(candidate).expanduser(), origin
-    return BUNDLED_TOY_ROOT, "the bundled toy set (no other data root exists)"
-
-
 def main() -> int:
     args = build_parser().parse_args()
     if args.top < 1:
         raise PipelineError(f"--top: must be at least 1, got {args.top}")
+    from baselines.tiles.predict import parse_model_dirs
+
+    model_dirs = parse_model_dirs(args.dir, "--dir")
     from baselines.tiles.data import load_split
-    from baselines.tiles.predict import SavedRanker, ranking_rows
+    from baselines.tiles.predict import (
+        SavedRanker,
+        choose_data_root,
+        ensemble_scores,
+        ranking_rows,
+    )
     from baselines.tiles.run_files import read_run_for_model
     from baselines.tiles.submission import HEADER, write_csv_atomic
 
-    record, _ = read_run_for_model(Path(args.dir))
-    root, origin = choose_data_root(args.data_root, record.get("data_root"))
-    print(f"data: {root} (from {origin}); model {record['model']}", flush=True)
-    # Files are read in another process while this one rebuilds the model and
-    # traces its scoring function (both hold the GIL most of the time).
+    records = [read_run_for_model(d)[0] for d in model_dirs]
+    root, origin = choose_data_root(args.data_root, records[0].get("data_root"))
+    names = ", ".join(r["model"] for r in records)
+    print(f"data: {root} (from {origin}); model {names}", flush=True)
+    # Files are read in another process while this one rebuilds the models and
+    # traces their scoring functions (both hold the GIL most of the time).
     with ProcessPoolExecutor(
         max_workers=1, mp_context=multiprocessing.get_context("spawn")
     ) as pool:
         loading = pool.submit(
             load_split, root / args.split, name=args.split, cache_dir=args.cache_dir
         )
-        ranker = SavedRanker.load(Path(args.dir), record)
-        ranker.scorer.warm_up()
+        rankers = [SavedRanker.load(d, r) for d, r in zip(model_dirs, records)]
+        for ranker in rankers:
+            ranker.scorer.warm_up()
         split = loading.result()
     started = time.perf_counter()
-    scores = ranker.score(split)
+    members = [ranker.score(split) for ranker in rankers]
+    scores = members[0] if len(members) == 1 else ensemble_scores(members)
     seconds = time.perf_counter() - started
     rows = ranking_rows(split.tile_ids, scores, args.top)
     write_csv_atomic(Path(args.output), HEADER, rows)
@@ -91,24 +98,11 @@ def main() -> int:
         f"({len(rows) / max(seconds, 1e-9):.1f} kernels/s)"
     )
     if split.has_labels:
-        report_errors(split, scores)
+        from baselines.tiles.evaluate import error_table, markdown
+
+        label = "ensemble" if len(members) > 1 else records[0]["model"]
+        print(markdown(error_table(split, {label: scores})), end="")
     return 0
-
-
-def report_errors(split, scores) -> None:
-    from baselines.tiles import metrics
-
-    runtimes = split.normalized_runtimes()
-    ids = [str(t) for t in split.tile_ids]
-    rows = [("ALL", metrics.summarize(ids, scores, runtimes))]
-    rows += list(metrics.summarize_by_program(ids, scores, runtimes).items())
-    width = max(len(name) for name, _ in rows)
-    print(f"{'program':<{width}}  kernels  top1_err  top5_err  top10_err  kaggle_score")
-    for name, m in rows:
-        print(
-            f"{name:<{width}}  {m['kernels']:>7}  {m['1']:>8.4f}  {m['5']:>8.4f}  "
-            f"{m['10']:>9.4f}  {m['kaggle_score']:>12.4f}"
-        )
 
 
 if __name__ == "__main__":

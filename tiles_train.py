@@ -2,6 +2,7 @@
 """Trains a tile cost model on TpuGraphs tile:xla and saves it with its run file.
 
     python tiles_train.py --model=EarlyJoinSAGE --toy_data=True
+    python tiles_train.py --flagfile=configs/recommended.flags --epochs=5
 
 Writes `model_<hash>/`, `run_<hash>.jsonz`, `tb_<hash>/` (TensorBoard) and, with
 `--test_mode=predictions`, `results_<ms timestamp>.csv` into `--out_dir`.
@@ -21,6 +22,7 @@ from baselines.tiles.startup import prepare_tensorflow_import
 prepare_tensorflow_import()
 
 from baselines.tiles.errors import run_cli
+from baselines.tiles.flagfile import expand_flagfiles
 from baselines.tiles.train_args import TrainArgs
 
 HELP = {
@@ -42,6 +44,12 @@ HELP = {
     "cache_dir": "cache of loaded splits, keyed by file names, sizes, mtimes and contents",
     "toy_data": "use the first 100 files of each split",
     "seed": "random seed: same seed and data give the same run",
+    "optimizer": "adam (baseline) or adamw (decoupled weight decay, Keras AdamW)",
+    "weight_decay": "AdamW weight decay (needs --optimizer=adamw)",
+    "lr_schedule": "constant (baseline) or cosine (Keras CosineDecay over all training steps)",
+    "warmup_epochs": "epochs of linear warm-up before the cosine decay",
+    "sampling": "uniform: every train kernel once per epoch; balanced: kernels drawn so "
+    "that every program is seen equally often",
 }
 
 
@@ -56,7 +64,11 @@ def parse_bool(text: str) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     """One flag per TrainArgs field, with the field's default."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="--flagfile=FILE reads one --flag=value per line (absl's convention); "
+        "flags after it override it.",
+    )
     for field in dataclasses.fields(TrainArgs):
         flag = f"--{field.name}"
         if field.type in ("bool", bool):
@@ -75,7 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
-    return TrainArgs(**vars(build_parser().parse_args(argv)))
+    """Flags (with `--flagfile=FILE` expanded in place; later flags win) as TrainArgs."""
+    parser = build_parser()
+    known = {f.name for f in dataclasses.fields(TrainArgs)}
+    argv = expand_flagfiles(sys.argv[1:] if argv is None else argv, known)
+    return TrainArgs(**vars(parser.parse_args(argv)))
 
 
 def main() -> int:

@@ -44,6 +44,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max_configs", type=int, default=200, help="most configs per kernel")
     parser.add_argument("--max_nodes", type=int, default=40, help="most nodes per kernel")
     parser.add_argument("--seed", type=int, default=0, help="dataset seed (non-negative)")
+    parser.add_argument(
+        "--hardware",
+        default="default",
+        choices=sorted(synthetic.HARDWARE_PRESETS),
+        help="cost-model constants of the simulated core (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--test_labels",
+        action="store_true",
+        help="keep the test split's runtimes (for benchmarks; the real test split hides them)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     return parser.parse_args(argv)
 
@@ -54,7 +65,11 @@ def _check_args(args: argparse.Namespace) -> synthetic.GeneratorOptions:
             raise PipelineError(f"--{flag} must be non-negative, got {getattr(args, flag)}")
     try:
         return synthetic.GeneratorOptions(
-            min_configs=args.min_configs, max_configs=args.max_configs, max_nodes=args.max_nodes
+            min_configs=args.min_configs,
+            max_configs=args.max_configs,
+            max_nodes=args.max_nodes,
+            hardware=synthetic.HARDWARE_PRESETS[args.hardware],
+            test_labels=args.test_labels,
         )
     except ValueError as e:
         raise PipelineError(

@@ -116,3 +116,62 @@ def test_build_with_state_shape_makes_the_weights_a_first_call_makes():
         graph_shaped = make()
         graph_shaped.build(graph.shape)  # what Keras passes on a first call: no width yet
         assert not graph_shaped.weights
+
+
+def numpy_per_dim_encoding(encoder, feats, kernel_of_op, op_states, configs):
+    """PerDimConfigEncoder's formula in numpy (relu activation)."""
+    w_score, b_score = (v.numpy() for v in encoder.tiled_op_score.weights)
+    (w0, b0), (w1, b1) = (
+        (layer.kernel.numpy(), layer.bias.numpy()) for layer in encoder.token_layers
+    )
+    logits = (op_states @ w_score + b_score)[:, 0]
+    out = []
+    for b in range(configs.shape[0]):
+        ops = np.flatnonzero(kernel_of_op == b)
+        a = np.exp(logits[ops] - logits[ops].max())
+        a /= a.sum()
+        shape = a @ feats[ops][:, 21:27]  # attention-weighted output dims 0..5
+        layout = a @ feats[ops][:, 134:140]
+        rows = []
+        for cfg in configs[b]:
+            tokens = np.array(
+                [
+                    [cfg[d], cfg[8 + d], cfg[16 + d], shape[d], layout[d], *np.eye(6)[d]]
+                    for d in range(6)
+                ]
+            )
+            t = np.maximum(np.maximum(tokens @ w0 + b0, 0) @ w1 + b1, 0)
+            rows.append(np.concatenate([t.sum(0), t.max(0), cfg]))
+        out.append(rows)
+    return np.array(out)
+
+
+def test_per_dim_config_encoder_matches_its_formula(sample_root):
+    """On the toy set and the real samples: tuple roots, all-zero configs, 1-config kernels."""
+    from baselines.tiles import data
+    from baselines.tiles.features import FeatureStats
+    from baselines.tiles.graph import assemble_batch
+    from baselines.tiles.layers import PerDimConfigEncoder
+
+    raw = data.load_split(sample_root / "valid", progress=False)
+    raw_test = data.load_split(sample_root / "test", progress=False)
+    split = FeatureStats.fit_split(raw).normalize_split(raw_test)
+    zero = [i for i in range(len(split)) if not np.any(raw_test.kernel(i).config_feat)]
+    roots = [int(np.sum(raw_test.kernel(i).node_feat[:, 0] > 0)) for i in range(len(split))]
+    ids = sorted({*zero[:1], int(np.argmax(roots)), 0, len(split) - 1})
+    k = int(min(4, split.num_configs[ids].min()))
+    batch = assemble_batch(split, ids, [np.arange(k)] * len(ids), k)
+    graph = graph_from_batch(to_tensors(batch))
+    rng = np.random.default_rng(4)
+    op_states = rng.normal(size=(int(batch["op_sizes"].sum()), 8)).astype(np.float32)
+    configs = batch["config_feats"].reshape(len(ids), k, 24)
+    encoder = PerDimConfigEncoder(units=5, activation="relu")
+    encoder.build(tf.TensorShape([None, 8]))
+    for v in encoder.weights:  # away from zero biases, so that every term shows
+        v.assign(rng.normal(size=v.shape).astype(np.float32))
+    got = encoder(graph, tf.constant(op_states), tf.constant(configs)).numpy()
+    kernel_of_op = np.repeat(np.arange(len(ids)), batch["op_sizes"])
+    want = numpy_per_dim_encoding(encoder, batch["op_feats"], kernel_of_op, op_states, configs)
+    assert got.shape == (len(ids), k, encoder.output_width)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert max(roots) >= 2  # a kernel with several roots (a tuple output) is in the batch

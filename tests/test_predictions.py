@@ -17,7 +17,7 @@ from conftest import ROOT
 from baselines.tiles import data
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import assemble_batch, graph_from_batch, to_tensors
-from baselines.tiles.predict import ConfigScorer, plan_calls
+from baselines.tiles.predict import ConfigScorer, SavedRanker, plan_calls
 from baselines.tiles.run_files import load_trained_model
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -111,12 +111,14 @@ def test_valid_split_reports_errors_per_program(trained, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
-    header = next(i for i, line in enumerate(lines) if line.startswith("program"))
+    header = next(i for i, line in enumerate(lines) if line.startswith("| model | program"))
     assert "top5_err" in lines[header] and "kaggle_score" in lines[header]
-    assert lines[header + 1].split()[0] == "ALL"
+    rows = [line.strip("|").split("|") for line in lines[header + 2 :] if line.startswith("|")]
+    assert rows[0][1].strip() == "ALL"
     valid = data.load_split(data.BUNDLED_TOY_ROOT / "valid", progress=False)
     programs = {t.rpartition("_")[0] for t in valid.tile_ids}
-    assert len(lines) - header - 2 == len(programs)
+    assert [r[1].strip() for r in rows[1:]] == sorted(programs)
+    assert sum(int(r[2]) for r in rows[1:]) == int(rows[0][2]) == len(valid)
 
 
 def test_chunked_compiled_scoring_ranks_like_the_simple_path(trained, sample_root):
@@ -235,3 +237,49 @@ def test_feature_stats_travel_with_the_model(trained):
     refit = FeatureStats.fit_split(train)
     np.testing.assert_allclose(stats.node_mean, refit.node_mean, rtol=1e-6)
     assert record["args"]["toy_data"] is True
+
+
+def test_tiles_evaluate_reports_each_model_and_the_ensemble(trained, tmp_path):
+    work, model_dir = trained
+    proc = run_script(
+        "tiles_train.py",
+        "--model=MLP",
+        "--toy_data=True",
+        "--epochs=1",
+        f"--data_root={data.BUNDLED_TOY_ROOT}",
+        "--out_dir=out_mlp",
+        "--cache_dir=cache",
+        cwd=work,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (mlp_dir,) = (work / "out_mlp").glob("model_*")
+    proc = run_script(
+        "tiles_evaluate.py", f"--dirs={model_dir},{mlp_dir}", "--output=ev", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with open(tmp_path / "ev.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert (tmp_path / "ev.md").read_text() in proc.stdout
+
+    valid = data.load_split(data.BUNDLED_TOY_ROOT / "valid", progress=False)
+    runtimes = [k.config_runtime / k.config_runtime_normalizers for k in valid.kernels()]
+    members = [SavedRanker.load(d).score(valid, progress=False) for d in (model_dir, mlp_dir)]
+
+    def z(x):
+        x = np.asarray(x, np.float64)
+        return (x - x.mean()) / x.std() if x.std() > 0 else np.zeros_like(x)
+
+    ensemble = [(z(a) + z(b)) / 2 for a, b in zip(*members)]
+    programs = sorted({str(t).rpartition("_")[0] for t in valid.tile_ids})
+    labels = [f"LateJoinSAGE {model_dir.name}", f"MLP {mlp_dir.name}", "ensemble"]
+    assert [(r["model"], r["program"]) for r in rows] == [
+        (label, p) for label in labels for p in ["ALL", *programs]
+    ]
+    for label, scores in zip(labels, [*members, ensemble]):
+        for k in (1, 5, 10):
+            errors = [
+                r[sorted(range(len(s)), key=lambda i: s[i])[:k]].min() / r.min() - 1
+                for s, r in zip(scores, runtimes)
+            ]
+            row = next(r for r in rows if r["model"] == label and r["program"] == "ALL")
+            assert float(row[f"top{k}_err"]) == pytest.approx(np.mean(errors), abs=1e-4)

@@ -23,7 +23,7 @@ from conftest import ROOT, numpy_feature_stats, signed_log, write_random_root
 
 from baselines.tiles import data, metrics
 from baselines.tiles.errors import PipelineError
-from baselines.tiles.predict import SavedRanker, ranking_rows
+from baselines.tiles.predict import SavedRanker, ensemble_scores, ranking_rows
 from baselines.tiles.run_files import (
     build_from_record,
     read_run_file,
@@ -79,10 +79,7 @@ def linear_mlp_scores(w: dict[str, np.ndarray], stats: dict, npz: Path) -> np.nd
     return x[:, 0]
 
 
-@pytest.fixture(scope="module")
-def linear_run(tmp_path_factory):
-    work = tmp_path_factory.mktemp("linear")
-    root = write_random_root(work / "root")
+def train_linear_mlp(root: Path, out_dir: Path, seed: int = 0, **flags) -> tuple[dict, Path]:
     args = TrainArgs(
         model="MLP",
         model_kwargs_json=LINEAR_MLP,
@@ -91,19 +88,26 @@ def linear_run(tmp_path_factory):
         batch=4,
         lr=0.01,
         data_root=str(root),
-        out_dir=str(work / "out"),
-        cache_dir=str(work / "cache"),
-        results_csv=str(work / "out" / "results.csv"),
+        out_dir=str(out_dir),
+        cache_dir=str(out_dir.parent / "cache"),
+        seed=seed,
+        **flags,
     )
     record = train(args, progress=False, log=lambda _: None)
-    model_dir = work / "out" / f"model_{args.run_hash()}"
+    return record, out_dir / f"model_{args.run_hash()}"
+
+
+def numpy_train_stats(root: Path) -> dict:
     train_files = sorted((root / "train").glob("*.npz"))
-    stats = {
+    return {
         "node": numpy_feature_stats(np.concatenate([np.load(f)["node_feat"] for f in train_files])),
         "config": numpy_feature_stats(
             np.concatenate([np.load(f)["config_feat"] for f in train_files])
         ),
     }
+
+
+def numpy_test_scores(root: Path, model_dir: Path, stats: dict) -> dict[str, np.ndarray]:
     weights = checkpoint_weights(model_dir)
     expected = {}
     for f in sorted((root / "test").glob("*.npz")):
@@ -111,6 +115,17 @@ def linear_run(tmp_path_factory):
         gaps = np.diff(np.sort(scores))
         assert gaps.size == 0 or gaps.min() > 1e-4, "near-tied scores: pick another seed"
         expected[f.stem] = scores
+    return expected
+
+
+@pytest.fixture(scope="module")
+def linear_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("linear")
+    root = write_random_root(work / "root")
+    out = work / "out"
+    record, model_dir = train_linear_mlp(root, out, results_csv=str(out / "results.csv"))
+    stats = numpy_train_stats(root)
+    expected = numpy_test_scores(root, model_dir, stats)
     return work, root, model_dir, record, stats, expected
 
 
@@ -188,3 +203,85 @@ def test_ranking_rows_list_the_lowest_scores_first():
     rows = ranking_rows(["x_1", "y_2"], scores, top=5)
     # By hand: ascending scores -2.0 (1), -1.0 (5), 0.0 (3), 0.5 (0), 3.0 (2).
     assert rows == [("tile:xla:x_1", "1;5;3;0;2"), ("tile:xla:y_2", "1;0")]
+
+
+# --- ensembles ------------------------------------------------------------------------
+
+
+def z_scores(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.float64)
+    return (x - x.mean()) / x.std() if x.std() > 0 else np.zeros_like(x)
+
+
+def test_ensemble_of_hand_made_scores():
+    # Kernel 1: member a orders 0<1<2, member b 2<1<0 at 10x the scale; on their raw
+    # scales b would decide alone, standardized both count the same.
+    a = [np.array([1.0, 2.0, 3.0]), np.array([5.0])]
+    b = [np.array([30.0, 25.0, 10.0]), np.array([-1.0])]
+    got = ensemble_scores([a, b])
+    # z(a) = [-1.2247, 0, 1.2247] (std sqrt(2/3)); z(b) = [0.9806, 0.3922, -1.3728]
+    # (mean 21.67, std 8.498); their mean:
+    np.testing.assert_allclose(got[0], [-0.1221, 0.1961, -0.0740], atol=1e-4)
+    np.testing.assert_array_equal(got[1], [0.0])  # one config: nothing to rank
+    assert metrics.top_configs(got[0], 3) == [0, 2, 1]
+
+
+def test_a_one_member_ensemble_ranks_exactly_like_the_model():
+    rng = np.random.default_rng(0)
+    member = [rng.normal(size=c).astype(np.float32) for c in (1, 2, 7, 300)]
+    member.append(np.array([1.0, 1.0, 0.5, 1.0], np.float32))  # ties keep file order
+    alone = [metrics.ranking_order(s) for s in member]
+    together = [metrics.ranking_order(s) for s in ensemble_scores([member])]
+    for x, y in zip(alone, together):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.fixture(scope="module")
+def second_linear_model(linear_run):
+    work, root, _, _, stats, _ = linear_run
+    _, model_dir = train_linear_mlp(root, work / "out_seed1", seed=1)
+    return model_dir, numpy_test_scores(root, model_dir, stats)
+
+
+def test_prediction_script_ranks_an_ensemble_by_mean_z_score(
+    linear_run, second_linear_model, tmp_path
+):
+    _, root, model_dir, _, _, expected = linear_run
+    other_dir, other = second_linear_model
+    proc = run_predictions(
+        f"--dir={model_dir},{other_dir}",
+        f"--data_root={root}",
+        f"--output={tmp_path / 'e.csv'}",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    want = {
+        f"tile:xla:{t}": top5((z_scores(expected[t]) + z_scores(other[t])) / 2) for t in expected
+    }
+    assert want != {f"tile:xla:{t}": top5(s) for t, s in expected.items()}  # it matters
+    assert read_csv_rows(tmp_path / "e.csv") == want
+
+
+@pytest.mark.parametrize("case", ["missing_model", "missing_run_file", "empty_item", "twice"])
+def test_bad_model_lists_are_refused_in_one_line(linear_run, tmp_path, case):
+    _, root, model_dir, _, _, _ = linear_run
+    dirs = {
+        "missing_model": f"{model_dir},{tmp_path / 'model_nope'}",
+        "missing_run_file": f"{model_dir},{tmp_path / 'model_copy'}",
+        "empty_item": f"{model_dir},,{model_dir}",
+        "twice": f"{model_dir},{model_dir}",
+    }[case]
+    if case == "missing_run_file":
+        shutil.copytree(model_dir, tmp_path / "model_copy")
+    message = {
+        "missing_model": "model folder not found",
+        "missing_run_file": "run file not found",
+        "empty_item": "--dir: empty item",
+        "twice": "listed twice",
+    }[case]
+    out = tmp_path / "p.csv"
+    proc = run_predictions(f"--dir={dirs}", f"--data_root={root}", f"--output={out}", cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and message in last, last
+    assert not out.exists()

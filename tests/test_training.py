@@ -216,3 +216,57 @@ def test_diverged_training_is_refused_and_writes_nothing(tmp_path):
         train(args, progress=False, log=lambda _: None)
     assert not list((tmp_path / "out").glob("model_*"))
     assert not list((tmp_path / "out").glob("run_*")) and not list((tmp_path / "out").glob("*.csv"))
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"optimizer": "sgd"}, "--optimizer: 'sgd' is not one of adam, adamw"),
+        ({"lr_schedule": "step"}, "--lr_schedule: 'step'"),
+        ({"sampling": "weighted"}, "--sampling: 'weighted'"),
+        ({"weight_decay": 0.01}, "--weight_decay: 0.01 needs --optimizer=adamw"),
+        ({"warmup_epochs": 2}, "--warmup_epochs: 2 needs --lr_schedule=cosine"),
+    ],
+)
+def test_recipe_flags_are_checked(changes, message, tmp_path):
+    with pytest.raises(PipelineError, match=message):
+        TrainArgs(out_dir=str(tmp_path), **changes).validate()
+
+
+def test_cosine_schedule_warms_up_then_decays_and_adamw_is_chosen():
+    from baselines.tiles.train_lib import learning_rate, make_optimizer
+
+    args = TrainArgs(
+        lr=0.01,
+        epochs=10,
+        lr_schedule="cosine",
+        warmup_epochs=2,
+        optimizer="adamw",
+        weight_decay=0.1,
+    )
+    optimizer = make_optimizer(args, steps_per_epoch=10)
+    assert isinstance(optimizer, tf.keras.optimizers.AdamW)
+    assert optimizer.weight_decay == pytest.approx(0.1)
+    rate = learning_rate(args, steps_per_epoch=10)  # a schedule: step -> rate
+    values = [float(rate(step)) for step in (0, 10, 20, 60, 99)]
+    assert values[0] == pytest.approx(1e-4)  # lr / 100 at the start of warm-up
+    assert values[1] == pytest.approx((1e-4 + 0.01) / 2, rel=1e-3)  # linear warm-up
+    assert values[2] == pytest.approx(0.01)  # peak after 2 epochs
+    assert values[2] > values[3] > values[4] > 0  # cosine decay to lr / 100
+    baseline = make_optimizer(TrainArgs(lr=0.003), steps_per_epoch=10)
+    assert type(baseline) is tf.keras.optimizers.Adam
+    assert float(baseline.learning_rate) == pytest.approx(0.003)
+
+
+def test_balanced_sampling_gives_every_program_the_same_share(toy_splits):
+    from baselines.tiles.train_lib import program_balanced_weights
+
+    split = toy_splits["train"]
+    weights = program_balanced_weights(split)
+    programs = np.array([t.rpartition("_")[0] for t in split.tile_ids])
+    shares = {p: weights[programs == p].sum() for p in set(programs)}
+    counts = {p: int(np.sum(programs == p)) for p in set(programs)}
+    assert len(set(counts.values())) > 1  # programs of different sizes
+    np.testing.assert_allclose(list(shares.values()), 1 / len(shares), rtol=1e-9)
+    drawn = [b["tile_id"] for b in sampled_batches(split, np.random.default_rng(0), 10, 4, weights)]
+    assert sum(len(t) for t in drawn) == len(split)  # an epoch is still one split's worth

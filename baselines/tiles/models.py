@@ -34,10 +34,14 @@ from baselines.tiles.layers import (
     GATv2Block,
     KernelPooling,
     OpEncoder,
+    PerDimConfigEncoder,
     PointwiseDense,
     ResGCNConv,
     SAGEConv,
 )
+
+# "flat": the 24 config columns as they are; "per_dim": PerDimConfigEncoder.
+CONFIG_ENCODINGS = ("flat", "per_dim")
 
 
 def configs_per_kernel(graph: tfgnn.GraphTensor) -> tf.Tensor:
@@ -71,8 +75,14 @@ class TileModel(tf.keras.Model):
         num_layers: int = 3,
         num_heads: int = 4,
         dropout: float | None = None,
+        config_encoding: str = "flat",
     ):
         super().__init__(name=type(self).__name__.lower())
+        if config_encoding not in CONFIG_ENCODINGS:
+            raise ValueError(
+                f"config_encoding must be one of {', '.join(CONFIG_ENCODINGS)}, "
+                f"got {config_encoding!r}"
+            )
         dropout = self.default_dropout if dropout is None else dropout
         self._config = dict(
             num_configs=num_configs,
@@ -83,6 +93,7 @@ class TileModel(tf.keras.Model):
             num_layers=num_layers,
             num_heads=num_heads,
             dropout=dropout,
+            config_encoding=config_encoding,
         )
         self.num_configs = num_configs
         self.num_ops = num_ops
@@ -91,6 +102,7 @@ class TileModel(tf.keras.Model):
         self.num_layers = num_layers
         self.num_heads = num_heads
         self.dropout_rate = dropout
+        self.config_encoding = config_encoding
         self.op_encoder = OpEncoder(num_ops, op_embedding_dim, hidden_dim, activation)
         self.head = ConfigScoringHead([hidden_dim, hidden_dim], activation, dropout)
 
@@ -138,6 +150,10 @@ class LateJoinModel(TileModel):
     def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
         super().__init__(num_configs, num_ops, **kwargs)
         self.pool = KernelPooling(self.reductions)
+        if self.config_encoding == "per_dim":
+            self.config_encoder = PerDimConfigEncoder(
+                self.hidden_dim, self.activation, name="config_encoder"
+            )
         if self.config_interaction:
             self.kernel_gate = tf.keras.layers.Dense(self.hidden_dim, name="kernel_gate")
             self.config_projection = PointwiseDense(self.hidden_dim, name="config_proj")
@@ -145,15 +161,22 @@ class LateJoinModel(TileModel):
     def pooled_dim(self) -> int:
         return self.hidden_dim * len(self.reductions)
 
+    def config_width(self) -> int:
+        if self.config_encoding == "per_dim":
+            return self.config_encoder.output_width
+        return CONFIG_FEAT_DIM
+
     def build_body(self) -> None:
         super().build_body()
+        if self.config_encoding == "per_dim":
+            self.config_encoder.build(tf.TensorShape([None, self.hidden_dim]))
         if self.config_interaction:
             self.kernel_gate.build(tf.TensorShape([None, self.pooled_dim()]))
-            self.config_projection.build(tf.TensorShape([None, None, CONFIG_FEAT_DIM]))
+            self.config_projection.build(tf.TensorShape([None, None, self.config_width()]))
 
     def head_input_dim(self) -> int:
         extra = self.hidden_dim if self.config_interaction else 0
-        return self.pooled_dim() + CONFIG_FEAT_DIM + extra
+        return self.pooled_dim() + self.config_width() + extra
 
     def message_passing(self, graph, states, training=None) -> tf.Tensor:
         return states
@@ -162,6 +185,8 @@ class LateJoinModel(TileModel):
         states = self.message_passing(graph, self.op_encoder(graph), training=training)
         kernel_states = self.pool(graph, states)  # [b, d]
         configs = config_features(graph, num_configs)  # [b, k, 24]
+        if self.config_encoding == "per_dim":
+            configs = self.config_encoder(graph, states, configs)
         tiled = tf.repeat(kernel_states[:, None, :], tf.shape(configs)[1], axis=1)
         joint = [tiled, configs]
         if self.config_interaction:
@@ -301,7 +326,7 @@ MODEL_KWARGS: dict[str, tuple[str, ...]] = {
     "LateJoinSAGE": COMMON_KWARGS + ("num_layers", "dropout"),
     "EarlyJoinResGCN": COMMON_KWARGS + ("num_layers", "dropout"),
     "LateJoinResGCN": COMMON_KWARGS + ("num_layers", "dropout"),
-    "LateJoinGAT": COMMON_KWARGS + ("num_layers", "num_heads", "dropout"),
+    "LateJoinGAT": COMMON_KWARGS + ("num_layers", "num_heads", "dropout", "config_encoding"),
 }
 
 

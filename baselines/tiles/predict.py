@@ -36,7 +36,8 @@ import numpy as np
 import tensorflow as tf
 import tqdm
 
-from baselines.tiles.data import TileSplit
+from baselines.tiles.data import BUNDLED_TOY_ROOT, TileSplit
+from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import (
     BATCH_SIGNATURE,
@@ -49,6 +50,7 @@ from baselines.tiles.metrics import require_finite_scores, top_configs
 from baselines.tiles.models import TileModel, configs_per_kernel
 from baselines.tiles.run_files import read_run_for_model, restore_model
 from baselines.tiles.submission import TILE_PREFIX
+from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,6 +201,60 @@ class SavedRanker:
     def score(self, raw: TileSplit, progress: bool = True) -> list[np.ndarray]:
         """Scores of every configuration of an unnormalized split, in file order."""
         return self.scorer.score_split(self.stats.normalize_split(raw), progress=progress)
+
+
+def choose_data_root(flag: str | None, run_root: str | None) -> tuple[Path, str]:
+    """The data root to read and where that choice came from.
+
+    An explicit `--data_root` wins; then the root the run was trained on, then
+    the default download location, then the bundled toy set.
+    """
+    if flag is not None:
+        return Path(flag).expanduser(), "--data_root"
+    for candidate, origin in ((run_root, "the run file"), (DEFAULT_DATA_ROOT, "the default")):
+        if candidate and Path(candidate).expanduser().is_dir():
+            return Path(candidate).expanduser(), origin
+    return BUNDLED_TOY_ROOT, "the bundled toy set (no other data root exists)"
+
+
+def standardized(scores: np.ndarray) -> np.ndarray:
+    """A kernel's scores as z-scores (float64, so distinct scores stay distinct)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    std = scores.std()
+    return (scores - scores.mean()) / std if std > 0 else np.zeros_like(scores)
+
+
+def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
+    """Per kernel, the mean of every member's standardized scores.
+
+    Models of different classes score on different scales; standardizing each
+    kernel's scores first gives every member the same say, as the top Kaggle
+    solutions averaged them. One member ranks exactly as the model alone.
+    """
+    if not members:
+        raise ValueError("an ensemble needs at least one member")
+    return [
+        np.mean([standardized(member[i]) for member in members], axis=0)
+        for i in range(len(members[0]))
+    ]
+
+
+def parse_model_dirs(text: str, flag: str) -> list[Path]:
+    """A comma-separated list of model folders; refuses empty items and missing ones."""
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise PipelineError(
+            f"{flag}: empty item in {text!r}; give model folders separated by commas, "
+            "e.g. out/model_<hash1>,out/model_<hash2>"
+        )
+    dirs = [Path(item).expanduser() for item in items]
+    for d in dirs:
+        if not d.is_dir():
+            raise PipelineError(f"{flag}: {d}: model folder not found; pass <out_dir>/model_<hash>")
+        read_run_for_model(d)  # the run file must be there and readable too
+    if len(set(dirs)) != len(dirs):
+        raise PipelineError(f"{flag}: a model is listed twice in {text!r}")
+    return dirs
 
 
 def ranking_rows(

@@ -4,7 +4,9 @@
     args.run_hash()        # md5 of the sorted JSON of every field
     args.validate()        # PipelineError on a bad model, loss spec, kwargs, test mode
 
-Defaults are the public baseline's (SPEC §4); `seed` is new.
+Defaults are the public baseline's (SPEC §4); `seed`, `optimizer`,
+`weight_decay`, `lr_schedule`, `warmup_epochs` and `sampling` are new, and at
+their defaults they train exactly as the baseline does.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from typing import Any
 from baselines.tiles.errors import PipelineError
 
 TEST_MODES = ("predictions", "metrics")
+OPTIMIZERS = ("adam", "adamw")
+LR_SCHEDULES = ("constant", "cosine")
+SAMPLINGS = ("uniform", "balanced")
 # Where echo_download_commands.py puts tile:xla; every entry script's default.
 DEFAULT_DATA_ROOT = "~/data/tpugraphs/npz/tile/xla"
 
@@ -44,6 +49,12 @@ class TrainArgs:
     cache_dir: str = "~/data/tpugraphs/cache/tile"
     toy_data: bool = False
     seed: int = 0
+    # Beyond the baseline (its behaviour at these defaults):
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    lr_schedule: str = "constant"
+    warmup_epochs: int = 0
+    sampling: str = "uniform"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -82,6 +93,23 @@ class TrainArgs:
         for flag in ("epochs", "configs", "batch"):
             if getattr(self, flag) < 1:
                 raise PipelineError(f"--{flag}: must be at least 1, got {getattr(self, flag)}")
+        for flag, allowed in (
+            ("optimizer", OPTIMIZERS),
+            ("lr_schedule", LR_SCHEDULES),
+            ("sampling", SAMPLINGS),
+        ):
+            if getattr(self, flag) not in allowed:
+                raise PipelineError(
+                    f"--{flag}: '{getattr(self, flag)}' is not one of {', '.join(allowed)}"
+                )
+        if self.weight_decay < 0 or (self.weight_decay > 0 and self.optimizer != "adamw"):
+            raise PipelineError(
+                f"--weight_decay: {self.weight_decay} needs --optimizer=adamw and a value >= 0"
+            )
+        if self.warmup_epochs < 0 or (self.warmup_epochs and self.lr_schedule != "cosine"):
+            raise PipelineError(
+                f"--warmup_epochs: {self.warmup_epochs} needs --lr_schedule=cosine and a value >= 0"
+            )
         if self.early_stop < 1:
             raise PipelineError(f"--early_stop: must be at least 1, got {self.early_stop}")
         if not self.lr > 0 or not self.clip_norm > 0:

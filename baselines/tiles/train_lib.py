@@ -45,11 +45,32 @@ def set_determinism(seed: int) -> None:
     tf.config.experimental.enable_op_determinism()
 
 
+def program_balanced_weights(split: TileSplit) -> np.ndarray:
+    """Per-kernel sampling probabilities that give every program the same share."""
+    programs = [metrics.program_of(str(t)) for t in split.tile_ids]
+    counts: dict[str, int] = {}
+    for p in programs:
+        counts[p] = counts.get(p, 0) + 1
+    weights = np.array([1.0 / counts[p] for p in programs])
+    return weights / weights.sum()
+
+
 def sampled_batches(
-    split: TileSplit, rng: np.random.Generator, batch_size: int, num_configs: int
+    split: TileSplit,
+    rng: np.random.Generator,
+    batch_size: int,
+    num_configs: int,
+    weights: np.ndarray | None = None,
 ) -> Iterator[dict[str, np.ndarray]]:
-    """One epoch: kernels in a random order, `num_configs` sampled slots each."""
-    order = rng.permutation(len(split))
+    """One epoch: kernels in a random order, `num_configs` sampled slots each.
+
+    With `weights`, an epoch draws as many kernels as the split holds, with
+    replacement, each with its weight's probability (e.g. program-balanced).
+    """
+    if weights is None:
+        order = rng.permutation(len(split))
+    else:
+        order = rng.choice(len(split), size=len(split), replace=True, p=weights)
     for start in range(0, len(order), batch_size):
         ids = order[start : start + batch_size].tolist()
         slots = [sample_config_slots(rng, int(split.num_configs[i]), num_configs) for i in ids]
@@ -110,6 +131,37 @@ class Trainer:
         return float(np.mean(losses)) if losses else float("nan"), correct / max(pairs, 1.0)
 
 
+def learning_rate(
+    args: TrainArgs, steps_per_epoch: int
+) -> float | tf.keras.optimizers.schedules.LearningRateSchedule:
+    """`--lr` (constant, the baseline), or Keras' cosine decay over every training step.
+
+    With warm-up, the rate rises linearly from lr / 100 to lr over
+    `warmup_epochs`, then decays along a cosine to lr / 100 at the last step.
+    """
+    if args.lr_schedule != "cosine":
+        return args.lr
+    total = max(2, args.epochs * steps_per_epoch)
+    warmup = min(args.warmup_epochs * steps_per_epoch, total - 1)
+    return tf.keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=args.lr / 100 if warmup else args.lr,
+        decay_steps=total - warmup,
+        alpha=0.01,
+        warmup_target=args.lr if warmup else None,
+        warmup_steps=warmup,
+    )
+
+
+def make_optimizer(args: TrainArgs, steps_per_epoch: int) -> tf.keras.optimizers.Optimizer:
+    """Adam (the baseline) or AdamW, at `learning_rate(args, steps_per_epoch)`."""
+    rate = learning_rate(args, steps_per_epoch)
+    if args.optimizer == "adamw":
+        return tf.keras.optimizers.AdamW(
+            learning_rate=rate, weight_decay=args.weight_decay, clipnorm=args.clip_norm
+        )
+    return tf.keras.optimizers.Adam(learning_rate=rate, clipnorm=args.clip_norm)
+
+
 def prepare_splits(
     args: TrainArgs, splits: tuple[str, ...], log: Callable[[str], None], progress: bool
 ) -> tuple[dict[str, TileSplit], FeatureStats, Path]:
@@ -153,7 +205,8 @@ def train(
 
     model = build_model(args.model, args.configs, args.model_kwargs())
     create_variables(model)
-    optimizer = tf.keras.optimizers.Adam(learning_rate=args.lr, clipnorm=args.clip_norm)
+    num_train_batches = -(-len(train_split) // args.batch)
+    optimizer = make_optimizer(args, num_train_batches)
     optimizer.build(model.trainable_variables)  # slots made inside the step would retrace it
     loss_fn = metrics.make_loss_fn(metrics.parse_losses(args.losses))
     trainer = Trainer(model, loss_fn, optimizer, args.configs)
@@ -167,7 +220,7 @@ def train(
     ]
     if args.validate_batches > 0:
         val_batches = val_batches[: args.validate_batches]
-    num_train_batches = -(-len(train_split) // args.batch)
+    weights = program_balanced_weights(train_split) if args.sampling == "balanced" else None
 
     out_dir.mkdir(parents=True, exist_ok=True)
     writer = tf.summary.create_file_writer(str(out_dir / f"tb_{run_hash}"))
@@ -180,7 +233,9 @@ def train(
         args.epochs, desc=f"train {args.model}", unit="epoch", disable=not progress
     )
     for epoch in epochs:
-        dataset = prefetched(lambda: sampled_batches(train_split, rng, args.batch, args.configs))
+        dataset = prefetched(
+            lambda: sampled_batches(train_split, rng, args.batch, args.configs, weights)
+        )
         train_loss, train_opa = trainer.run(
             trainer.train_step, dataset, num_train_batches, f"epoch {epoch}", progress
         )

@@ -4,10 +4,12 @@
 - `sage`: GraphSAGE-style convolution over both directions of `feed`.
 - `res_gcn`: residual GCN convolution over both directions of `feed`.
 - `gat`: GATv2 attention over both directions of `feed`, residual + LayerNorm.
+- `config_encoder`: per-dimension config tokens beside the kernel's matching dims.
 - `pointwise`: a Dense layer for inputs of any rank through one MatMul.
 - `readout`: pooling op states per kernel and the per-config scoring head.
 """
 
+from baselines.tiles.layers.config_encoder import PerDimConfigEncoder
 from baselines.tiles.layers.gat import GATv2Block
 from baselines.tiles.layers.op_encoder import OpEncoder
 from baselines.tiles.layers.pointwise import PointwiseDense
@@ -19,6 +21,7 @@ __all__ = [
     "ConfigScoringHead",
     "GATv2Block",
     "KernelPooling",
+    "PerDimConfigEncoder",
     "OpEncoder",
     "PointwiseDense",
     "ResGCNConv",

@@ -1,0 +1,80 @@
+"""Top-K errors of saved models and of their ensemble, overall and per program.
+
+    members = [SavedRanker.load(d).score(raw_valid) for d in model_dirs]
+    table = error_table(raw_valid, {"model_a": members[0], "ensemble": ensemble_scores(members)})
+    print(markdown(table))
+
+A row is one (model, program) pair; program "ALL" is every kernel. Programs are
+the file-name prefixes before the trailing hash ("benchmarks" upstream).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from baselines.tiles import metrics
+from baselines.tiles.data import TileSplit
+from baselines.tiles.errors import PipelineError
+
+COLUMNS = (
+    "model",
+    "program",
+    "kernels",
+    "top1_err",
+    "top5_err",
+    "top10_err",
+    "kaggle_score",
+    "opa",
+)
+
+
+def error_table(
+    split: TileSplit, scores_by_model: Mapping[str, Sequence[np.ndarray]]
+) -> list[dict]:
+    """Rows of COLUMNS: per model, "ALL" first, then each program by name."""
+    if not split.has_labels:
+        raise PipelineError(
+            f"split {split.name} has no runtimes (hidden labels); evaluate on valid instead"
+        )
+    ids = [str(t) for t in split.tile_ids]
+    runtimes = split.normalized_runtimes()
+    rows = []
+    for label, scores in scores_by_model.items():
+        groups = [("ALL", metrics.summarize(ids, scores, runtimes))]
+        groups += list(metrics.summarize_by_program(ids, scores, runtimes).items())
+        for program, m in groups:
+            rows.append(
+                {
+                    "model": label,
+                    "program": program,
+                    "kernels": int(m["kernels"]),
+                    "top1_err": m["1"],
+                    "top5_err": m["5"],
+                    "top10_err": m["10"],
+                    "kaggle_score": m["kaggle_score"],
+                    "opa": m["opa"],
+                }
+            )
+    return rows
+
+
+def _cell(value) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def markdown(rows: Sequence[dict]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_cell(r[c]) for c in COLUMNS) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(rows: Sequence[dict]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({c: _cell(r[c]) for c in COLUMNS} for r in rows)
+    return buffer.getvalue()

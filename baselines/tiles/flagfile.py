@@ -1,0 +1,83 @@
+"""Flagfiles: a recipe as a file of flags, absl's convention.
+
+A flagfile holds one `--flag=value` per line; blank lines and lines starting
+with `#` or `//` are ignored, and `--flagfile=OTHER` inside one includes
+another (a relative OTHER is read from the including file's folder). On a command line, `--flagfile=FILE` is replaced by the file's flags
+where it stands, so flags after it override it and flags before it are
+overridden by it (the last occurrence of a flag wins).
+
+    argv = expand_flagfiles(["--flagfile=configs/recommended.flags", "--epochs=5"],
+                            known_flags={"epochs", "model", ...})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+from baselines.tiles.errors import PipelineError
+
+MAX_DEPTH = 8
+
+
+def _flag_name(arg: str) -> str:
+    return arg[2:].split("=", 1)[0]
+
+
+def read_flagfile(path: Path | str, known_flags: Collection[str], depth: int = 0) -> list[str]:
+    """The flags of one file (included files expanded), checked against `known_flags`."""
+    path = Path(path).expanduser()
+    if depth >= MAX_DEPTH:
+        raise PipelineError(
+            f"--flagfile: {path}: files include each other more than {MAX_DEPTH} deep"
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PipelineError(f"--flagfile: {path} not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise PipelineError(f"--flagfile: cannot read {path} ({reason})") from None
+    flags: list[str] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "//")):
+            continue
+        where = f"--flagfile: {path} line {number}"
+        if not line.startswith("--") or not _flag_name(line) or " " in _flag_name(line):
+            raise PipelineError(f"{where}: expected one --flag=value per line, got {line!r}")
+        name = _flag_name(line)
+        if name == "flagfile":
+            if "=" not in line or not line.split("=", 1)[1]:
+                raise PipelineError(f"{where}: --flagfile needs a file name (--flagfile=FILE)")
+            nested = Path(line.split("=", 1)[1]).expanduser()
+            # Relative to the including file, so a recipe works from any folder.
+            nested = nested if nested.is_absolute() else path.parent / nested
+            flags += read_flagfile(nested, known_flags, depth + 1)
+        elif name not in known_flags:
+            raise PipelineError(
+                f"{where}: unknown flag --{name}; known flags: {', '.join(sorted(known_flags))}"
+            )
+        else:
+            flags.append(line)
+    return flags
+
+
+def expand_flagfiles(argv: Sequence[str], known_flags: Collection[str]) -> list[str]:
+    """`argv` with every `--flagfile=FILE` (or `--flagfile FILE`) replaced by its flags."""
+    out: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--flagfile":
+            path = next(args, None)
+            if path is None or path.startswith("--"):
+                raise PipelineError("--flagfile needs a file name (--flagfile=FILE)")
+            out += read_flagfile(path, known_flags)
+        elif arg.startswith("--flagfile="):
+            path = arg.split("=", 1)[1]
+            if not path:
+                raise PipelineError("--flagfile needs a file name (--flagfile=FILE)")
+            out += read_flagfile(path, known_flags)
+        else:
+            out.append(arg)
+    return out

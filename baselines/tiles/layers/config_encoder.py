@@ -1,0 +1,86 @@
+"""Per-dimension config encoding: each tile bound beside the matching dim of the kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from baselines.tiles.data import CONFIG_FEAT_DIM
+from baselines.tiles.layers.pointwise import PointwiseDense
+
+NUM_DIMS = 6
+# Config columns of dim d: kernel, output and input bounds (SPEC §9).
+BOUND_GROUPS = (0, 8, 16)
+# Node columns of dim d: output shape dim and layout minor_to_major entry.
+SHAPE_COLUMN = 21
+LAYOUT_COLUMN = 134
+TOKEN_WIDTH = len(BOUND_GROUPS) + 2 + NUM_DIMS
+
+
+class PerDimConfigEncoder(tf.keras.layers.Layer):
+    """Encodes a config as a set of six per-dimension tokens, pooled by sum and max.
+
+    The token of dimension d holds the config's kernel, output and input bound
+    of d (columns d, 8 + d and 16 + d, normalized signed logs), the kernel's
+    shape dim d and layout entry d (node columns 21 + d and 134 + d), and a
+    one-hot of d. The kernel's dims come from an attention over its ops, scored
+    from their message-passing states: the model learns which op's output is
+    the tiled tensor (usually a non-tuple root, but not in every real kernel).
+    A shared MLP maps every token; the output is
+    `[sum_d MLP(token_d) ; max_d MLP(token_d) ; config features]`.
+
+        encoder = PerDimConfigEncoder(units=64)
+        encoded = encoder(graph, op_states, configs)  # [b, k, 24] -> [b, k, 2 * 64 + 24]
+    """
+
+    def __init__(self, units: int, activation="leaky_relu", **kw):
+        super().__init__(**kw)
+        self.units = units
+        self.tiled_op_score = tf.keras.layers.Dense(1, name="tiled_op_score")
+        self.token_layers = [
+            PointwiseDense(units, activation=activation, name="token_0"),
+            PointwiseDense(units, activation=activation, name="token_1"),
+        ]
+
+    @property
+    def output_width(self) -> int:
+        return 2 * self.units + CONFIG_FEAT_DIM
+
+    def build(self, input_shape=None) -> None:
+        """Creates the weights for op states of shape `input_shape` ([num_ops, d])."""
+        if input_shape is not None and tf.TensorShape(input_shape).rank == 2:
+            self.tiled_op_score.build(tf.TensorShape(input_shape))
+            width = TOKEN_WIDTH
+            for layer in self.token_layers:
+                layer.build(tf.TensorShape([None, width]))
+                width = layer.units
+        super().build(input_shape)
+
+    def call(self, graph: tfgnn.GraphTensor, op_states: tf.Tensor, configs: tf.Tensor) -> tf.Tensor:
+        feats = graph.node_sets["op"]["feats"]
+        weights = tfgnn.softmax(
+            graph, tfgnn.CONTEXT, node_set_name="op", feature_value=self.tiled_op_score(op_states)
+        )
+        columns = [SHAPE_COLUMN + d for d in range(NUM_DIMS)]
+        columns += [LAYOUT_COLUMN + d for d in range(NUM_DIMS)]
+        dims = tfgnn.pool_nodes_to_context(
+            graph, "op", "sum", feature_value=weights * tf.gather(feats, columns, axis=1)
+        )  # [b, 12]
+        bounds = tf.stack(
+            [configs[..., g : g + NUM_DIMS] for g in BOUND_GROUPS], axis=-1
+        )  # [b, k, 6, 3]
+        kernel_dims = tf.stack([dims[:, :NUM_DIMS], dims[:, NUM_DIMS:]], axis=-1)  # [b, 6, 2]
+        kernel_dims = tf.broadcast_to(
+            kernel_dims[:, None], tf.concat([tf.shape(bounds)[:3], [2]], 0)
+        )
+        position = tf.broadcast_to(
+            tf.constant(np.eye(NUM_DIMS, dtype=np.float32)),
+            tf.concat([tf.shape(bounds)[:3], [NUM_DIMS]], 0),
+        )
+        tokens = tf.concat([bounds, kernel_dims, position], axis=-1)  # [b, k, 6, 11]
+        for layer in self.token_layers:
+            tokens = layer(tokens)
+        return tf.concat(
+            [tf.reduce_sum(tokens, axis=2), tf.reduce_max(tokens, axis=2), configs], axis=-1
+        )

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Evaluates saved models, alone and as an ensemble, on every validation kernel.
+
+    python tiles_evaluate.py --dirs out/model_<h1>,out/model_<h2>,out/model_<h3>
+
+Prints top-1/5/10 error, Kaggle score and OPA per benchmark (program) for each
+model and, with two or more models, for their ensemble (the mean of per-kernel
+standardized scores, as `tiles_gen_predictions_csv.py --dir a,b` ranks), and
+writes the table as `<output>.md` and `<output>.csv`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from baselines.tiles.startup import prepare_tensorflow_import
+
+prepare_tensorflow_import()
+
+from baselines.tiles.errors import run_cli
+from baselines.tiles.train_args import DEFAULT_DATA_ROOT
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--dirs", required=True, help="model folders (<out_dir>/model_<hash>), comma-separated"
+    )
+    parser.add_argument(
+        "--data_root",
+        default=None,
+        help="folder holding the split (default: the first run's data root, then "
+        f"{DEFAULT_DATA_ROOT})",
+    )
+    parser.add_argument("--cache_dir", default=None, help="optional cache of the loaded split")
+    parser.add_argument("--split", default="valid", choices=("valid", "train", "test"))
+    parser.add_argument(
+        "--output", default="evaluation", help="writes <output>.md and <output>.csv"
+    )
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
+    from baselines.tiles.predict import parse_model_dirs
+
+    model_dirs = parse_model_dirs(args.dirs, "--dirs")
+    from baselines.tiles.data import load_split
+    from baselines.tiles.evaluate import csv_text, error_table, markdown
+    from baselines.tiles.io_utils import atomic_write_text
+    from baselines.tiles.predict import SavedRanker, choose_data_root, ensemble_scores
+    from baselines.tiles.run_files import read_run_for_model
+
+    records = [read_run_for_model(d)[0] for d in model_dirs]
+    root, origin = choose_data_root(args.data_root, records[0].get("data_root"))
+    print(f"data: {root / args.split} (from {origin})", flush=True)
+    split = load_split(root / args.split, name=args.split, cache_dir=args.cache_dir)
+    scores = {}
+    for d, record in zip(model_dirs, records):
+        label = f"{record['model']} {d.name}"
+        scores[label] = SavedRanker.load(d, record).score(split, progress=False)
+    if len(scores) > 1:
+        scores["ensemble"] = ensemble_scores(list(scores.values()))
+    rows = error_table(split, scores)
+    text = markdown(rows)
+    output = Path(args.output).expanduser()
+    atomic_write_text(output.with_name(output.name + ".md"), text)
+    atomic_write_text(output.with_name(output.name + ".csv"), csv_text(rows))
+    print(text, end="")
+    print(f"wrote {output}.md and {output}.csv")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main, fast_exit=True)
