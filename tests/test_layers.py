@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from baselines.tiles.graph import dummy_batch, graph_from_batch, to_tensors
@@ -124,19 +125,28 @@ def numpy_per_dim_encoding(encoder, feats, kernel_of_op, op_states, configs):
     (w0, b0), (w1, b1) = (
         (layer.kernel.numpy(), layer.bias.numpy()) for layer in encoder.token_layers
     )
-    logits = (op_states @ w_score + b_score)[:, 0]
+    logits = op_states @ w_score + b_score  # [ops, heads]
     out = []
     for b in range(configs.shape[0]):
         ops = np.flatnonzero(kernel_of_op == b)
-        a = np.exp(logits[ops] - logits[ops].max())
-        a /= a.sum()
-        shape = a @ feats[ops][:, 21:27]  # attention-weighted output dims 0..5
-        layout = a @ feats[ops][:, 134:140]
+        shape, layout = [], []
+        for h in range(logits.shape[1]):
+            a = np.exp(logits[ops, h] - logits[ops, h].max())
+            a /= a.sum()
+            shape.append(a @ feats[ops][:, 21:27])  # attention-weighted output dims 0..5
+            layout.append(a @ feats[ops][:, 134:140])
         rows = []
         for cfg in configs[b]:
             tokens = np.array(
                 [
-                    [cfg[d], cfg[8 + d], cfg[16 + d], shape[d], layout[d], *np.eye(6)[d]]
+                    [
+                        cfg[d],
+                        cfg[8 + d],
+                        cfg[16 + d],
+                        *[s[d] for s in shape],
+                        *[lay[d] for lay in layout],
+                        *np.eye(6)[d],
+                    ]
                     for d in range(6)
                 ]
             )
@@ -146,7 +156,8 @@ def numpy_per_dim_encoding(encoder, feats, kernel_of_op, op_states, configs):
     return np.array(out)
 
 
-def test_per_dim_config_encoder_matches_its_formula(sample_root):
+@pytest.mark.parametrize("heads", [1, 3])
+def test_per_dim_config_encoder_matches_its_formula(sample_root, heads):
     """On the toy set and the real samples: tuple roots, all-zero configs, 1-config kernels."""
     from baselines.tiles import data
     from baselines.tiles.features import FeatureStats
@@ -165,7 +176,7 @@ def test_per_dim_config_encoder_matches_its_formula(sample_root):
     rng = np.random.default_rng(4)
     op_states = rng.normal(size=(int(batch["op_sizes"].sum()), 8)).astype(np.float32)
     configs = batch["config_feats"].reshape(len(ids), k, 24)
-    encoder = PerDimConfigEncoder(units=5, activation="relu")
+    encoder = PerDimConfigEncoder(units=5, activation="relu", num_heads=heads)
     encoder.build(tf.TensorShape([None, 8]))
     for v in encoder.weights:  # away from zero biases, so that every term shows
         v.assign(rng.normal(size=v.shape).astype(np.float32))

@@ -46,8 +46,14 @@ def test_forward_shapes(name, toy_valid):
     assert embedding.shape[0] == data.OPCODE_VOCAB_SIZE  # fixed, whatever the data holds
 
 
-@pytest.mark.parametrize("name", list(models.MODELS))
-def test_build_makes_the_variables_a_forward_pass_makes(name, toy_valid):
+VARIANTS = [(name, {}) for name in models.MODELS] + [
+    ("LateJoinGAT", {"config_encoding": "per_dim"}),
+    ("LateJoinGAT", {"config_encoding": "per_dim", "tiled_op_heads": 3}),
+]
+
+
+@pytest.mark.parametrize("name, extra", VARIANTS)
+def test_build_makes_the_variables_a_forward_pass_makes(name, extra, toy_valid):
     """`build()` (used to restore a model for prediction) matches lazy creation.
 
     `forward` bypasses Keras' automatic build, so each layer creates its weights
@@ -57,7 +63,7 @@ def test_build_makes_the_variables_a_forward_pass_makes(name, toy_valid):
     made = []
     for create in ("forward", "build"):
         tf.keras.utils.set_random_seed(0)
-        model = models.build_model(name, 3, {"hidden_dim": 16, "op_embedding_dim": 8})
+        model = models.build_model(name, 3, {"hidden_dim": 16, "op_embedding_dim": 8, **extra})
         if create == "forward":
             model.forward(graph, 3)
         else:
@@ -92,6 +98,10 @@ def test_gat_kwargs_shape_the_model():
         models.build_model("LateJoinGAT", 2, {"hidden_dim": 30, "num_heads": 4})
     with pytest.raises(PipelineError, match="does not take"):
         models.build_model("MLP", 2, {"num_heads": 4})
+    with pytest.raises(PipelineError, match="config_encoding must be one of flat, per_dim"):
+        models.build_model("LateJoinGAT", 2, {"config_encoding": "tokens"})
+    with pytest.raises(PipelineError, match="tiled_op_heads 2 needs config_encoding 'per_dim'"):
+        models.build_model("LateJoinGAT", 2, {"tiled_op_heads": 2})
     with pytest.raises(PipelineError, match="unknown model"):
         models.build_model("GraphTransformer", 2, {})
 

@@ -76,8 +76,13 @@ class TileModel(tf.keras.Model):
         num_heads: int = 4,
         dropout: float | None = None,
         config_encoding: str = "flat",
+        tiled_op_heads: int = 1,
     ):
         super().__init__(name=type(self).__name__.lower())
+        if tiled_op_heads < 1 or (tiled_op_heads != 1 and config_encoding != "per_dim"):
+            raise ValueError(
+                f"tiled_op_heads {tiled_op_heads} needs config_encoding 'per_dim' and a value >= 1"
+            )
         if config_encoding not in CONFIG_ENCODINGS:
             raise ValueError(
                 f"config_encoding must be one of {', '.join(CONFIG_ENCODINGS)}, "
@@ -94,6 +99,7 @@ class TileModel(tf.keras.Model):
             num_heads=num_heads,
             dropout=dropout,
             config_encoding=config_encoding,
+            tiled_op_heads=tiled_op_heads,
         )
         self.num_configs = num_configs
         self.num_ops = num_ops
@@ -103,6 +109,7 @@ class TileModel(tf.keras.Model):
         self.num_heads = num_heads
         self.dropout_rate = dropout
         self.config_encoding = config_encoding
+        self.tiled_op_heads = tiled_op_heads
         self.op_encoder = OpEncoder(num_ops, op_embedding_dim, hidden_dim, activation)
         self.head = ConfigScoringHead([hidden_dim, hidden_dim], activation, dropout)
 
@@ -152,7 +159,7 @@ class LateJoinModel(TileModel):
         self.pool = KernelPooling(self.reductions)
         if self.config_encoding == "per_dim":
             self.config_encoder = PerDimConfigEncoder(
-                self.hidden_dim, self.activation, name="config_encoder"
+                self.hidden_dim, self.activation, self.tiled_op_heads, name="config_encoder"
             )
         if self.config_interaction:
             self.kernel_gate = tf.keras.layers.Dense(self.hidden_dim, name="kernel_gate")
@@ -326,7 +333,8 @@ MODEL_KWARGS: dict[str, tuple[str, ...]] = {
     "LateJoinSAGE": COMMON_KWARGS + ("num_layers", "dropout"),
     "EarlyJoinResGCN": COMMON_KWARGS + ("num_layers", "dropout"),
     "LateJoinResGCN": COMMON_KWARGS + ("num_layers", "dropout"),
-    "LateJoinGAT": COMMON_KWARGS + ("num_layers", "num_heads", "dropout", "config_encoding"),
+    "LateJoinGAT": COMMON_KWARGS
+    + ("num_layers", "num_heads", "dropout", "config_encoding", "tiled_op_heads"),
 }
 
 

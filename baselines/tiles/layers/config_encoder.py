@@ -15,7 +15,6 @@ BOUND_GROUPS = (0, 8, 16)
 # Node columns of dim d: output shape dim and layout minor_to_major entry.
 SHAPE_COLUMN = 21
 LAYOUT_COLUMN = 134
-TOKEN_WIDTH = len(BOUND_GROUPS) + 2 + NUM_DIMS
 
 
 class PerDimConfigEncoder(tf.keras.layers.Layer):
@@ -27,6 +26,8 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
     one-hot of d. The kernel's dims come from an attention over its ops, scored
     from their message-passing states: the model learns which op's output is
     the tiled tensor (usually a non-tuple root, but not in every real kernel).
+    With `num_heads` > 1, each head attends on its own, so a token can also see
+    an operand's dims beside the output's.
     A shared MLP maps every token; the output is
     `[sum_d MLP(token_d) ; max_d MLP(token_d) ; config features]`.
 
@@ -34,10 +35,13 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
         encoded = encoder(graph, op_states, configs)  # [b, k, 24] -> [b, k, 2 * 64 + 24]
     """
 
-    def __init__(self, units: int, activation="leaky_relu", **kw):
+    def __init__(self, units: int, activation="leaky_relu", num_heads: int = 1, **kw):
         super().__init__(**kw)
+        if num_heads < 1:
+            raise ValueError(f"tiled_op_heads must be at least 1, got {num_heads}")
         self.units = units
-        self.tiled_op_score = tf.keras.layers.Dense(1, name="tiled_op_score")
+        self.num_heads = num_heads
+        self.tiled_op_score = tf.keras.layers.Dense(num_heads, name="tiled_op_score")
         self.token_layers = [
             PointwiseDense(units, activation=activation, name="token_0"),
             PointwiseDense(units, activation=activation, name="token_1"),
@@ -51,7 +55,7 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
         """Creates the weights for op states of shape `input_shape` ([num_ops, d])."""
         if input_shape is not None and tf.TensorShape(input_shape).rank == 2:
             self.tiled_op_score.build(tf.TensorShape(input_shape))
-            width = TOKEN_WIDTH
+            width = len(BOUND_GROUPS) + 2 * self.num_heads + NUM_DIMS
             for layer in self.token_layers:
                 layer.build(tf.TensorShape([None, width]))
                 width = layer.units
@@ -64,21 +68,27 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
         )
         columns = [SHAPE_COLUMN + d for d in range(NUM_DIMS)]
         columns += [LAYOUT_COLUMN + d for d in range(NUM_DIMS)]
-        dims = tfgnn.pool_nodes_to_context(
-            graph, "op", "sum", feature_value=weights * tf.gather(feats, columns, axis=1)
-        )  # [b, 12]
+        # [ops, heads, 12] -> per kernel [b, heads, 12]
+        picked = weights[:, :, None] * tf.gather(feats, columns, axis=1)[:, None, :]
+        dims = tfgnn.pool_nodes_to_context(graph, "op", "sum", feature_value=picked)
         bounds = tf.stack(
             [configs[..., g : g + NUM_DIMS] for g in BOUND_GROUPS], axis=-1
         )  # [b, k, 6, 3]
-        kernel_dims = tf.stack([dims[:, :NUM_DIMS], dims[:, NUM_DIMS:]], axis=-1)  # [b, 6, 2]
+        kernel_dims = tf.concat(
+            [
+                tf.transpose(dims[:, :, :NUM_DIMS], [0, 2, 1]),
+                tf.transpose(dims[:, :, NUM_DIMS:], [0, 2, 1]),
+            ],
+            axis=-1,
+        )  # [b, 6, 2 * heads]: shape dims of every head, then layout entries
         kernel_dims = tf.broadcast_to(
-            kernel_dims[:, None], tf.concat([tf.shape(bounds)[:3], [2]], 0)
+            kernel_dims[:, None], tf.concat([tf.shape(bounds)[:3], [2 * self.num_heads]], 0)
         )
         position = tf.broadcast_to(
             tf.constant(np.eye(NUM_DIMS, dtype=np.float32)),
             tf.concat([tf.shape(bounds)[:3], [NUM_DIMS]], 0),
         )
-        tokens = tf.concat([bounds, kernel_dims, position], axis=-1)  # [b, k, 6, 11]
+        tokens = tf.concat([bounds, kernel_dims, position], axis=-1)  # [b, k, 6, 9 + 2 heads]
         for layer in self.token_layers:
             tokens = layer(tokens)
         return tf.concat(
