@@ -19,12 +19,15 @@ then scored on the full valid and test splits through the prediction path
 per-kernel standardized scores). Reported: val and test top-1/5/10 error, OPA,
 Kaggle score and training wall time, mean ± std over seeds, the ensemble's
 figures and a per-program table; written to `<out>/quality.{json,md}`.
+Trained runs stay in `<out>/runs/<size>_<set>/<recipe>-<digest>/s<seed>` and
+are reused while the recipe's expanded flags (the digest) are unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import statistics
@@ -57,6 +60,18 @@ def recipe_path(name: str) -> Path:
     if not path.is_file():
         raise PipelineError(f"--recipes: no flagfile for '{name}' (looked for {path})")
     return path
+
+
+def recipe_digest(recipe: Path) -> str:
+    """Hash of a recipe's expanded flags: a changed recipe never reuses old runs."""
+    import dataclasses
+
+    from baselines.tiles.flagfile import expand_flagfiles
+    from baselines.tiles.train_args import TrainArgs
+
+    known = {f.name for f in dataclasses.fields(TrainArgs)}
+    flags = expand_flagfiles([f"--flagfile={recipe}"], known)
+    return hashlib.sha256("\n".join(flags).encode()).hexdigest()[:8]
 
 
 def generate(root: Path, size: str, hardware: str, seed: int) -> None:
