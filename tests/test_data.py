@@ -300,3 +300,20 @@ def test_process_pool_reading_matches_threads_and_reports_bad_files(tmp_path, mo
     _corrupt("nan", root / "train" / "k017.npz")
     with pytest.raises(PipelineError, match="k017.npz: node_feat contains NaN"):
         data.read_files("train", sorted((root / "train").glob("*.npz")), 2, False)
+
+
+def test_npy_headers_are_parsed_one_thread_at_a_time(tmp_path, monkeypatch):
+    """numpy parses .npy headers with ast, which CPython 3.11 cannot run in two
+    threads at once (random SystemError); the threaded loader must serialize it."""
+    root = make_root(tmp_path, counts=(12, 0, 0))
+    real = np.lib.format.read_array
+    unlocked = []
+
+    def checked(*args, **kwargs):
+        if not data._NPY_HEADER_LOCK.locked():
+            unlocked.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(np.lib.format, "read_array", checked)
+    split = data.read_files("train", sorted((root / "train").glob("*.npz")), 4, False)
+    assert len(split) == 12 and not unlocked

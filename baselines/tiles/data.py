@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import multiprocessing
 import os
+import threading
 import zipfile
+import zlib
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -146,19 +149,45 @@ def _bad(path: Path | str, problem: str) -> PipelineError:
     return PipelineError(f"{path}: {problem}")
 
 
+# numpy parses every .npy header with ast.literal_eval, and CPython 3.11's
+# compile() is not thread-safe: parsing headers in several threads at once
+# fails at random with "SystemError: AST constructor recursion depth mismatch"
+# (python/cpython#106905). Threads decompress in parallel (zlib drops the GIL)
+# and take turns only for the header and the copy into an array.
+_NPY_HEADER_LOCK = threading.Lock()
+
+
+def _read_npz_members(path: Path, keys: Sequence[str], advice: str) -> dict[str, np.ndarray]:
+    """The named arrays of an npz (zip of .npy files), safe to call from many threads."""
+    with zipfile.ZipFile(path) as archive:
+        members = {n.removesuffix(".npy"): n for n in archive.namelist()}
+        missing = [k for k in keys if k not in members]
+        if missing:
+            raise _bad(path, f"missing key(s) {', '.join(missing)}; {advice}")
+        arrays = {}
+        for key in keys:
+            data = archive.read(members[key])
+            with _NPY_HEADER_LOCK:
+                arrays[key] = np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
+        return arrays
+
+
 def read_kernel(path: Path | str) -> Kernel:
     """Reads and validates one kernel file; raises PipelineError on any defect."""
     path = Path(path)
     advice = "re-download or regenerate this file, or remove it from the split"
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            missing = [k for k in REQUIRED_KEYS if k not in npz.files]
-            if missing:
-                raise _bad(path, f"missing key(s) {', '.join(missing)}; {advice}")
-            raw = {k: npz[k] for k in REQUIRED_KEYS}
+        raw = _read_npz_members(path, REQUIRED_KEYS, advice)
     except PipelineError:
         raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
+    except (
+        zipfile.BadZipFile,
+        zlib.error,
+        EOFError,
+        OSError,
+        ValueError,
+        NotImplementedError,
+    ) as e:
         reason = " ".join(str(e).split()) or type(e).__name__
         raise _bad(path, f"not a readable npz file ({reason}); {advice}") from None
     return validate_kernel(path, path.stem, raw)
