@@ -218,9 +218,8 @@ def main() -> int:
         for name, recipe in recipes.items():
             records = []
             for seed in range(args.seeds):
-                run_dir = (
-                    out / "runs" / f"{args.size}_{hardware}" / name.replace("/", "_") / f"s{seed}"
-                )
+                folder = f"{name.replace('/', '_')}-{recipe_digest(recipe)}"
+                run_dir = out / "runs" / f"{args.size}_{hardware}" / folder / f"s{seed}"
                 records.append(train_run(recipe, data_root, run_dir, seed, []))
                 print(f"{hardware} {name} seed {seed}: {records[-1]['final_error']}", flush=True)
             tables = evaluate([r["model_dir"] for r in records], splits)
