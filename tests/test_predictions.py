@@ -45,19 +45,24 @@ def read_rows(path):
 def trained(tmp_path_factory):
     """A toy-data model trained from a foreign working directory."""
     work = tmp_path_factory.mktemp("work")
+    return work, train_toy_model(work, "LateJoinSAGE", epochs=2, out="out")
+
+
+def train_toy_model(work, model: str, epochs: int, out: str):
+    """Runs tiles_train.py on the bundled toy set from `work`; returns the model folder."""
     proc = run_script(
         "tiles_train.py",
-        "--model=LateJoinSAGE",
+        f"--model={model}",
         "--toy_data=True",
-        "--epochs=2",
+        f"--epochs={epochs}",
         f"--data_root={data.BUNDLED_TOY_ROOT}",
-        "--out_dir=out",
+        f"--out_dir={out}",
         "--cache_dir=cache",
         cwd=work,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    (model_dir,) = (work / "out").glob("model_*")
-    return work, model_dir
+    (model_dir,) = (work / out).glob("model_*")
+    return model_dir
 
 
 def test_end_to_end_toy_training_predictions_submission(trained):
@@ -241,18 +246,7 @@ def test_feature_stats_travel_with_the_model(trained):
 
 def test_tiles_evaluate_reports_each_model_and_the_ensemble(trained, tmp_path):
     work, model_dir = trained
-    proc = run_script(
-        "tiles_train.py",
-        "--model=MLP",
-        "--toy_data=True",
-        "--epochs=1",
-        f"--data_root={data.BUNDLED_TOY_ROOT}",
-        "--out_dir=out_mlp",
-        "--cache_dir=cache",
-        cwd=work,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    (mlp_dir,) = (work / "out_mlp").glob("model_*")
+    mlp_dir = train_toy_model(work, "MLP", epochs=1, out="out_mlp")
     proc = run_script(
         "tiles_evaluate.py", f"--dirs={model_dir},{mlp_dir}", "--output=ev", cwd=tmp_path
     )
