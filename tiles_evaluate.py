@@ -46,21 +46,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = build_parser().parse_args()
-    from baselines.tiles.predict import parse_model_dirs
-
-    model_dirs = parse_model_dirs(args.dirs, "--dirs")
     from baselines.tiles.data import load_split
     from baselines.tiles.evaluate import csv_text, error_table, markdown
     from baselines.tiles.io_utils import atomic_write_text
-    from baselines.tiles.predict import SavedRanker, choose_data_root, ensemble_scores
-    from baselines.tiles.run_files import read_run_for_model
+    from baselines.tiles.predict import (
+        SavedRanker,
+        choose_data_root,
+        ensemble_scores,
+        read_model_list,
+    )
 
-    records = [read_run_for_model(d)[0] for d in model_dirs]
-    root, origin = choose_data_root(args.data_root, records[0].get("data_root"))
+    models = read_model_list(args.dirs, "--dirs")
+    root, origin = choose_data_root(args.data_root, models[0][1].get("data_root"))
     print(f"data: {root / args.split} (from {origin})", flush=True)
     split = load_split(root / args.split, name=args.split, cache_dir=args.cache_dir)
     scores = {}
-    for d, record in zip(model_dirs, records):
+    for d, record in models:
         label = f"{record['model']} {d.name}"
         scores[label] = SavedRanker.load(d, record).score(split, progress=False)
     if len(scores) > 1:

@@ -57,20 +57,18 @@ def main() -> int:
     args = build_parser().parse_args()
     if args.top < 1:
         raise PipelineError(f"--top: must be at least 1, got {args.top}")
-    from baselines.tiles.predict import parse_model_dirs
-
-    model_dirs = parse_model_dirs(args.dir, "--dir")
     from baselines.tiles.data import load_split
     from baselines.tiles.predict import (
         SavedRanker,
         choose_data_root,
         ensemble_scores,
         ranking_rows,
+        read_model_list,
     )
-    from baselines.tiles.run_files import read_run_for_model
     from baselines.tiles.submission import HEADER, write_csv_atomic
 
-    records = [read_run_for_model(d)[0] for d in model_dirs]
+    models = read_model_list(args.dir, "--dir")
+    records = [record for _, record in models]
     root, origin = choose_data_root(args.data_root, records[0].get("data_root"))
     names = ", ".join(r["model"] for r in records)
     print(f"data: {root} (from {origin}); model {names}", flush=True)
@@ -82,7 +80,7 @@ def main() -> int:
         loading = pool.submit(
             load_split, root / args.split, name=args.split, cache_dir=args.cache_dir
         )
-        rankers = [SavedRanker.load(d, r) for d, r in zip(model_dirs, records)]
+        rankers = [SavedRanker.load(d, record) for d, record in models]
         for ranker in rankers:
             ranker.scorer.warm_up()
         split = loading.result()

@@ -88,10 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
     """Flags (with `--flagfile=FILE` expanded in place; later flags win) as TrainArgs."""
-    parser = build_parser()
-    known = {f.name for f in dataclasses.fields(TrainArgs)}
-    argv = expand_flagfiles(sys.argv[1:] if argv is None else argv, known)
-    return TrainArgs(**vars(parser.parse_args(argv)))
+    argv = expand_flagfiles(sys.argv[1:] if argv is None else argv, TrainArgs.flag_names())
+    return TrainArgs(**vars(build_parser().parse_args(argv)))
 
 
 def main() -> int:

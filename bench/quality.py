@@ -26,7 +26,6 @@ are reused while the recipe's expanded flags (the digest) are unchanged.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import os
@@ -64,13 +63,10 @@ def recipe_path(name: str) -> Path:
 
 def recipe_digest(recipe: Path) -> str:
     """Hash of a recipe's expanded flags: a changed recipe never reuses old runs."""
-    import dataclasses
-
     from baselines.tiles.flagfile import expand_flagfiles
     from baselines.tiles.train_args import TrainArgs
 
-    known = {f.name for f in dataclasses.fields(TrainArgs)}
-    flags = expand_flagfiles([f"--flagfile={recipe}"], known)
+    flags = expand_flagfiles([f"--flagfile={recipe}"], TrainArgs.flag_names())
     return hashlib.sha256("\n".join(flags).encode()).hexdigest()[:8]
 
 
@@ -87,11 +83,11 @@ def generate(root: Path, size: str, hardware: str, seed: int) -> None:
     atomic_write_text(marker, json.dumps(params))
 
 
-def train_run(recipe: Path, data_root: Path, out_dir: Path, seed: int, extra: list[str]) -> dict:
+def train_run(recipe: Path, data_root: Path, out_dir: Path, seed: int) -> dict:
     """Trains one seed of a recipe (reused when its run file exists); returns the record."""
     runs = sorted(out_dir.glob("run_*.jsonz"))
     if not runs:
-        cmd = [sys.executable, str(ROOT / "tiles_train.py"), f"--flagfile={recipe}", *extra]
+        cmd = [sys.executable, str(ROOT / "tiles_train.py"), f"--flagfile={recipe}"]
         cmd += [f"--seed={seed}", f"--data_root={data_root}", f"--out_dir={out_dir}"]
         cmd += [f"--cache_dir={data_root.parent / 'cache'}", "--test_mode=metrics"]
         started = time.perf_counter()
@@ -101,8 +97,9 @@ def train_run(recipe: Path, data_root: Path, out_dir: Path, seed: int, extra: li
             raise PipelineError(f"training {recipe.name} seed {seed} failed: {tail[0]}")
         (out_dir / "wall_s.txt").write_text(f"{time.perf_counter() - started:.1f}\n")
         runs = sorted(out_dir.glob("run_*.jsonz"))
-    with gzip.open(runs[0]) as f:
-        record = json.loads(f.read())
+    from baselines.tiles.run_files import read_run_file  # needs TensorFlow: imported late
+
+    record = read_run_file(runs[0])
     record["wall_s"] = float((out_dir / "wall_s.txt").read_text())
     record["model_dir"] = str(out_dir / f"model_{record['run_hash']}")
     return record
@@ -220,7 +217,7 @@ def main() -> int:
             for seed in range(args.seeds):
                 folder = f"{name.replace('/', '_')}-{recipe_digest(recipe)}"
                 run_dir = out / "runs" / f"{args.size}_{hardware}" / folder / f"s{seed}"
-                records.append(train_run(recipe, data_root, run_dir, seed, []))
+                records.append(train_run(recipe, data_root, run_dir, seed))
                 print(f"{hardware} {name} seed {seed}: {records[-1]['final_error']}", flush=True)
             tables = evaluate([r["model_dir"] for r in records], splits)
             results[f"{hardware}|{name}"] = summarize(

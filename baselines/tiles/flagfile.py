@@ -21,10 +21,6 @@ from baselines.tiles.errors import PipelineError
 MAX_DEPTH = 8
 
 
-def _flag_name(arg: str) -> str:
-    return arg[2:].split("=", 1)[0]
-
-
 def read_flagfile(path: Path | str, known_flags: Collection[str], depth: int = 0) -> list[str]:
     """The flags of one file (included files expanded), checked against `known_flags`."""
     path = Path(path).expanduser()
@@ -45,13 +41,13 @@ def read_flagfile(path: Path | str, known_flags: Collection[str], depth: int = 0
         if not line or line.startswith(("#", "//")):
             continue
         where = f"--flagfile: {path} line {number}"
-        if not line.startswith("--") or not _flag_name(line) or " " in _flag_name(line):
+        name, _, value = line[2:].partition("=")
+        if not line.startswith("--") or not name or " " in name:
             raise PipelineError(f"{where}: expected one --flag=value per line, got {line!r}")
-        name = _flag_name(line)
         if name == "flagfile":
-            if "=" not in line or not line.split("=", 1)[1]:
+            if not value:
                 raise PipelineError(f"{where}: --flagfile needs a file name (--flagfile=FILE)")
-            nested = Path(line.split("=", 1)[1]).expanduser()
+            nested = Path(value).expanduser()
             # Relative to the including file, so a recipe works from any folder.
             nested = nested if nested.is_absolute() else path.parent / nested
             flags += read_flagfile(nested, known_flags, depth + 1)

@@ -239,8 +239,11 @@ def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]
     ]
 
 
-def parse_model_dirs(text: str, flag: str) -> list[Path]:
-    """A comma-separated list of model folders; refuses empty items and missing ones."""
+def read_model_list(text: str, flag: str) -> list[tuple[Path, dict[str, Any]]]:
+    """Model folders from a comma-separated list, each with its run record.
+
+    Refuses empty items, missing folders or run files, and a folder listed twice.
+    """
     items = [item.strip() for item in text.split(",")]
     if not text.strip() or any(not item for item in items):
         raise PipelineError(
@@ -248,13 +251,14 @@ def parse_model_dirs(text: str, flag: str) -> list[Path]:
             "e.g. out/model_<hash1>,out/model_<hash2>"
         )
     dirs = [Path(item).expanduser() for item in items]
+    if len(set(dirs)) != len(dirs):
+        raise PipelineError(f"{flag}: a model is listed twice in {text!r}")
+    models = []
     for d in dirs:
         if not d.is_dir():
             raise PipelineError(f"{flag}: {d}: model folder not found; pass <out_dir>/model_<hash>")
-        read_run_for_model(d)  # the run file must be there and readable too
-    if len(set(dirs)) != len(dirs):
-        raise PipelineError(f"{flag}: a model is listed twice in {text!r}")
-    return dirs
+        models.append((d, read_run_for_model(d)[0]))
+    return models
 
 
 def ranking_rows(

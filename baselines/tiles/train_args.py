@@ -56,6 +56,11 @@ class TrainArgs:
     warmup_epochs: int = 0
     sampling: str = "uniform"
 
+    @classmethod
+    def flag_names(cls) -> frozenset[str]:
+        """One command-line flag per field, named like it."""
+        return frozenset(f.name for f in dataclasses.fields(cls))
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -48,10 +48,8 @@ def set_determinism(seed: int) -> None:
 def program_balanced_weights(split: TileSplit) -> np.ndarray:
     """Per-kernel sampling probabilities that give every program the same share."""
     programs = [metrics.program_of(str(t)) for t in split.tile_ids]
-    counts: dict[str, int] = {}
-    for p in programs:
-        counts[p] = counts.get(p, 0) + 1
-    weights = np.array([1.0 / counts[p] for p in programs])
+    _, program_index, counts = np.unique(programs, return_inverse=True, return_counts=True)
+    weights = 1.0 / counts[program_index]
     return weights / weights.sum()
 
 
