@@ -23,6 +23,7 @@ import io
 import json
 import multiprocessing
 import os
+import shutil
 import threading
 import zipfile
 import zlib
@@ -34,7 +35,7 @@ import numpy as np
 import tqdm
 
 from baselines.tiles.errors import PipelineError
-from baselines.tiles.io_utils import atomic_directory
+from baselines.tiles.io_utils import publish_once
 
 NODE_FEAT_DIM = 140
 CONFIG_FEAT_DIM = 24
@@ -394,9 +395,16 @@ _ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "nam
 
 
 def save_split_cache(split: TileSplit, cache_path: Path) -> None:
-    """Writes a split as a folder of .npy files, atomically (temp folder, then rename)."""
+    """Writes a split as a folder of .npy files, atomically (temp folder, then rename).
+
+    The folder's name is a fingerprint of the source files, so processes that
+    build the same cache at once (sweep workers sharing --cache_dir) write the
+    same content: the first rename wins and the others drop their copy.
+    """
     cache_path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_directory(cache_path) as tmp:
+    if cache_path.exists() and load_split_cache(cache_path) is None:
+        shutil.rmtree(cache_path, ignore_errors=True)  # unreadable leftover: rebuild it
+    with publish_once(cache_path) as tmp:
         for field in _ARRAY_FIELDS:
             np.save(tmp / f"{field}.npy", getattr(split, field), allow_pickle=False)
         (tmp / "meta.json").write_text(json.dumps({"name": split.name}))

@@ -18,6 +18,7 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -110,29 +111,91 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "
             raise PipelineError(f"cannot write {path}: {e.strerror or e}") from e
 
 
+def _default_dir_mode() -> int:
+    """Mode a plain `os.mkdir` would give a new folder (0o777 minus umask).
+
+    `tempfile.mkdtemp` makes 0o700 folders; published outputs should look like
+    every other output of the user's, so their mode is set from the umask.
+    """
+    file_mode = _default_file_mode()  # 0o666 & ~umask: the umask's r/w bits
+    execute = (file_mode & 0o444) >> 2  # search permission wherever read is allowed
+    return file_mode | execute
+
+
+def _make_temp_dir(dest: Path) -> Path:
+    if not dest.parent.is_dir():
+        raise PipelineError(f"cannot write {dest}: directory {dest.parent} does not exist")
+    try:
+        return Path(tempfile.mkdtemp(prefix=f"{dest.name}.tmp-", dir=dest.parent))
+    except OSError as e:
+        raise PipelineError(f"cannot write {dest}: {e.strerror or e}") from e
+
+
+_DEST_TAKEN = (errno.ENOTEMPTY, errno.EEXIST)
+
+
+def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
+    """Renames folder `tmp` onto `dest`, moving an existing `dest` aside first.
+
+    Several processes may publish the same folder at once (two runs with the
+    same hash, Beam workers sharing a cache): each attempt moves the current
+    `dest` aside and renames its own folder in; a rename that loses the race
+    finds `dest` taken again and retries. The last writer wins, nobody fails.
+    """
+    for _ in range(attempts):
+        try:
+            os.rename(tmp, dest)  # atomic; fails if another non-empty `dest` exists
+            return
+        except OSError as e:
+            if e.errno not in _DEST_TAKEN:
+                raise
+        old = Path(tempfile.mkdtemp(prefix=f"{dest.name}.tmp-old-", dir=dest.parent))
+        try:
+            os.rename(dest, old / dest.name)
+        except FileNotFoundError:
+            pass  # another writer moved it aside first
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
+    raise OSError(errno.EBUSY, f"{dest} kept changing under {attempts} concurrent writers")
+
+
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yields an empty temporary folder beside `path`; swaps it onto `path` on success.
 
     An existing `path` is replaced only after the block succeeded, so a crash
-    leaves either the old folder or nothing, never a half-written one.
+    leaves either the old folder or nothing, never a half-written one. With
+    concurrent writers of the same `path`, every writer succeeds and the last
+    one's folder stays.
     """
     dest = Path(path)
-    if not dest.parent.is_dir():
-        raise PipelineError(f"cannot write {dest}: directory {dest.parent} does not exist")
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f"{dest.name}.tmp-", dir=dest.parent))
-    except OSError as e:
-        raise PipelineError(f"cannot write {dest}: {e.strerror or e}") from e
+    tmp = _make_temp_dir(dest)
     try:
         yield tmp
-        if dest.exists():
-            old = Path(tempfile.mkdtemp(prefix=f"{dest.name}.tmp-old-", dir=dest.parent))
-            os.replace(dest, old / dest.name)
-            os.replace(tmp, dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, dest)
+        os.chmod(tmp, _default_dir_mode())
+        _swap_in(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def publish_once(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Like `atomic_directory` for content-addressed folders: the first writer wins.
+
+    For folders whose name is a hash of their content (caches): when another
+    process has published `path` while this one was writing, both hold the same
+    content, so this one's copy is dropped and the winner's is kept.
+    """
+    dest = Path(path)
+    tmp = _make_temp_dir(dest)
+    try:
+        yield tmp
+        os.chmod(tmp, _default_dir_mode())
+        try:
+            os.rename(tmp, dest)
+        except OSError as e:
+            if e.errno not in _DEST_TAKEN:
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
