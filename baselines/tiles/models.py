@@ -338,6 +338,20 @@ MODEL_KWARGS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Upstream's kwarg names (its models and its sweep, SPEC §10) -> this project's
+# names; None: upstream has it, these models have no part for it yet. A run
+# file keeps the names the user passed; `build_model` maps them.
+KWARG_ALIASES: dict[str, str | None] = {
+    "num_gnns": "num_layers",
+    "op_embed_dim": "op_embedding_dim",
+    "hidden_activation": "activation",
+    "mlp_layers": None,
+    "final_mlp_layers": None,
+    "directed": None,
+    "reduction": None,
+}
+
+
 def create_variables(model: TileModel, compiled: bool = True) -> None:
     """Creates the model's variables, for training (`compiled`) or inference.
 
@@ -362,11 +376,35 @@ def create_variables(model: TileModel, compiled: bool = True) -> None:
 def build_model(
     name: str, num_configs: int, model_kwargs: dict[str, Any] | None = None
 ) -> TileModel:
-    """Instantiates a model class by name; bad names or kwargs raise PipelineError."""
+    """Instantiates a model class by name; bad names or kwargs raise PipelineError.
+
+    Upstream's kwarg names (`KWARG_ALIASES`: `num_gnns`, `op_embed_dim`,
+    `hidden_activation`) are taken for this project's; an alias given together
+    with the name it stands for is refused.
+    """
     if name not in MODELS:
         raise PipelineError(f"--model: unknown model '{name}'; choose one of {', '.join(MODELS)}")
-    kwargs = dict(model_kwargs or {})
-    unknown = sorted(set(kwargs) - set(MODEL_KWARGS[name]))
+    given = dict(model_kwargs or {})
+    missing = sorted(k for k in given if k in KWARG_ALIASES and KWARG_ALIASES[k] is None)
+    if missing:
+        raise PipelineError(
+            f"--model_kwargs_json: upstream's {', '.join(missing)} has no counterpart in "
+            f"these models yet; {name} takes {', '.join(MODEL_KWARGS[name])}"
+        )
+    kwargs: dict[str, Any] = {}
+    for key, value in given.items():
+        canonical = KWARG_ALIASES.get(key) or key
+        if canonical != key and canonical in given:
+            raise PipelineError(
+                f"--model_kwargs_json: {key} is upstream's name for {canonical}; "
+                f"give one of them, not both"
+            )
+        kwargs[canonical] = value
+    unknown = sorted(
+        k if k == c else f"{k} (= {c})"
+        for k, c in ((k, KWARG_ALIASES.get(k) or k) for k in given)
+        if c not in MODEL_KWARGS[name]
+    )
     if unknown:
         raise PipelineError(
             f"--model_kwargs_json: {name} does not take {', '.join(unknown)}; "
