@@ -323,13 +323,13 @@ def test_a_crash_leaves_no_partial_set(tmp_path, monkeypatch):
     calls = []
     real_write = synthetic.write_npz
 
-    def failing_write(path, arrays):
+    def failing_write(path, arrays, *args):
         calls.append(path)
         if len(calls) == 4:
             raise RuntimeError("disk full")
-        return real_write(path, arrays)
+        return real_write(path, arrays, *args)
 
-    monkeypatch.setattr(make_synthetic.synthetic, "write_npz", failing_write)
+    monkeypatch.setattr(synthetic.dataset, "write_npz", failing_write)
     with pytest.raises(RuntimeError):
         make_synthetic.main(["--out", str(tmp_path / "set"), *SMALL])
     assert list(tmp_path.iterdir()) == []
@@ -378,3 +378,86 @@ def test_script_writes_a_labelled_set_on_other_hardware(tmp_path):
     for f in sorted((out / "test").glob("*.npz")):
         assert np.load(f)["config_runtime"].min() > 0
         assert NAME_TRAIN.match(f.stem)
+
+
+# ---------------------------------------------------------------------------
+# Release-size presets (data/make_synthetic.py --preset).
+
+RELEASE = synthetic.GeneratorOptions(sizes=synthetic.RELEASE_SIZES)
+
+
+def test_preset_counts_scale_the_release_kernel_counts():
+    assert synthetic.preset_counts("release") == {"train": 5709, "valid": 676, "test": 844}
+    # 5709/8 = 713.6, 676/8 = 84.5 and 844/8 = 105.5, rounded half up.
+    assert synthetic.preset_counts("release_eighth") == {"train": 714, "valid": 85, "test": 106}
+    assert synthetic.preset_counts("release_half") == {"train": 2855, "valid": 338, "test": 422}
+    with pytest.raises(ValueError):
+        synthetic.preset_counts("release_tenth")
+
+
+def test_release_plan_has_the_release_totals_and_long_tails():
+    """Planned sizes of every kernel of the 1x set (cheap: no kernel is built)."""
+    nodes, configs = [], []
+    for split, count in synthetic.preset_counts("release").items():
+        n, c = synthetic.planned_sizes(0, split, np.arange(count), synthetic.RELEASE_SIZES)
+        nodes.append(n)
+        configs.append(c)
+    nodes, configs = np.concatenate(nodes), np.concatenate(configs)
+    # Planned for configurable kernels; about 5% of kernels keep 1-32 all-zero rows
+    # and 12% are 2-node kernels, so the plan sits above the real release's figures.
+    assert 13.4e6 <= configs.sum() <= 14.8e6
+    assert 42 <= nodes.mean() <= 47
+    assert configs.max() >= 30000 and np.median(configs) < 0.5 * configs.mean()
+    assert nodes.max() >= 300 and np.median(nodes) < 0.7 * nodes.mean()
+
+
+def test_release_kernels_follow_the_plan_over_any_window():
+    """150 consecutive kernels from a random start: realized sizes match the plan.
+
+    The plan's quasi-random quantiles cover the distributions evenly in any
+    window, so a window's mean is close to the set's (a random sample of a tail
+    this heavy would be off by 25% or more).
+    """
+    start = int(np.random.default_rng(7).integers(5, 5709 - 150))
+    indices = np.arange(start, start + 150)
+    planned_nodes, planned = synthetic.planned_sizes(0, "train", indices, synthetic.RELEASE_SIZES)
+    kernels = [synthetic.generate_kernel(0, "train", int(i), RELEASE) for i in indices]
+    configs = np.array([len(k.arrays["config_feat"]) for k in kernels])
+    nodes = np.array([len(k.arrays["node_opcode"]) for k in kernels])
+    configurable = np.array([k.arrays["config_feat"].any() for k in kernels])
+    assert configurable.mean() > 0.85
+    assert np.mean(configs[configurable] == planned[configurable]) > 0.9
+    grown = nodes[nodes > 2]
+    assert np.mean(np.abs(grown - planned_nodes[nodes > 2]) <= 3) > 0.9
+    assert 0.75 * 1840 <= configs.mean() <= 1.25 * 1840
+    assert 0.8 * 40 <= nodes.mean() <= 1.2 * 40
+    assert np.percentile(configs, 95) >= 3 * np.median(configs)
+    assert nodes.max() >= 100
+    for k in kernels[:20]:
+        assert list(k.arrays) == list(synthetic.ARRAY_DTYPES)
+        assert k.arrays["config_feat"].shape[1] == 24 and k.arrays["node_feat"].shape[1] == 140
+
+
+def test_generated_files_do_not_depend_on_the_worker_count(tmp_path):
+    counts = {"train": 10, "valid": 3, "test": 4}
+    one = tmp_path / "one"
+    two = tmp_path / "two"
+    make_synthetic.write_dataset(one, counts, 3, RELEASE, progress=False, workers=1)
+    make_synthetic.write_dataset(two, counts, 3, RELEASE, progress=False, workers=2)
+    files = _files(one)
+    assert len(files) == 17 and files == _files(two)
+    for path in sorted((one / "test").glob("*.npz")):  # hidden labels, as in the real release
+        _check_kernel_file(path, "test")
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_preset_refuses_explicit_size_flags_in_one_line(tmp_path):
+    out = tmp_path / "x"
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--preset", "release_eighth", "--train=5"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and "--train" in result.stderr
+    assert not out.exists()

@@ -29,9 +29,10 @@ kernels, ~1,840 configs and ~40 nodes per kernel on average, long tails) use
 several processes, byte-identical whatever their number.
 
 Modules: `fileformat` (keys, columns, opcodes, programs), `cost_model`
-(hardware constants, runtime model, tile candidates), `graphs` (op-graph
-sampler), `options` (size knobs and presets), `kernels` (whole kernels),
-`npz` (writer), `dataset` (parallel split writer).
+(hardware constants, runtime model, tile menus, plausibility), `graphs`
+(op-graph sampler), `configs` (which tile configs a kernel lists), `options`
+(size knobs, release presets), `kernels` (whole kernels), `npz` (writer),
+`dataset` (parallel split writer).
 """
 
 from baselines.tiles.synthetic.cost_model import (
@@ -51,8 +52,10 @@ from baselines.tiles.synthetic.cost_model import (
     config_features,
     default_tiles,
     estimate_runtime_ns,
+    release_tile_candidates,
     tile_candidates,
 )
+from baselines.tiles.synthetic.dataset import KernelInfo, write_split
 from baselines.tiles.synthetic.fileformat import *  # noqa: F403 (columns, opcodes, programs)
 from baselines.tiles.synthetic.fileformat import __all__ as _fileformat_names
 from baselines.tiles.synthetic.kernels import (
@@ -62,7 +65,15 @@ from baselines.tiles.synthetic.kernels import (
     kernel_rng,
 )
 from baselines.tiles.synthetic.npz import write_npz
-from baselines.tiles.synthetic.options import GeneratorOptions
+from baselines.tiles.synthetic.options import (
+    PRESETS,
+    RELEASE_COUNTS,
+    RELEASE_SIZES,
+    GeneratorOptions,
+    SizeDistribution,
+    planned_sizes,
+    preset_counts,
+)
 
 __all__ = [
     *_fileformat_names,
@@ -80,13 +91,22 @@ __all__ = [
     "CostSpec",
     "GeneratorOptions",
     "Hardware",
+    "KernelInfo",
     "OperandSpec",
+    "PRESETS",
+    "RELEASE_COUNTS",
+    "RELEASE_SIZES",
+    "SizeDistribution",
     "SyntheticKernel",
     "config_features",
     "default_tiles",
     "estimate_runtime_ns",
     "generate_kernel",
     "kernel_rng",
+    "planned_sizes",
+    "preset_counts",
+    "release_tile_candidates",
     "tile_candidates",
     "write_npz",
+    "write_split",
 ]

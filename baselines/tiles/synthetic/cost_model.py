@@ -238,6 +238,21 @@ def tile_candidates(size: int) -> np.ndarray:
     return np.array(sorted(values), dtype=np.int64)
 
 
+def release_tile_candidates(size: int) -> np.ndarray:
+    """The larger tile menu of release-size sets: `tile_candidates` plus divisors,
+    multiples of 8 up to 256, multiples of 128, and ceil splits into 2..16 parts.
+
+    Real output bounds hold sizes like 5, 10, 14 and 20 (SPEC §9), and real
+    kernels list thousands of configs, more than powers of two allow.
+    """
+    values = set(tile_candidates(size).tolist())
+    values.update(d for d in range(1, min(size, 4096) + 1) if size % d == 0)
+    values.update(range(8, min(size, 256) + 1, 8))
+    values.update(range(128, size + 1, 128))
+    values.update(-(-size // parts) for parts in range(2, 17))
+    return np.array(sorted(values), dtype=np.int64)
+
+
 def config_features(spec: CostSpec, out_tiles: np.ndarray, k_tiles: np.ndarray) -> np.ndarray:
     """config_feat rows [c, 24] for tile configs: kernel, output and input bounds.
 

@@ -7,17 +7,14 @@ import math
 
 import numpy as np
 
+from baselines.tiles.synthetic.configs import ReleaseConfigSpace, sample_configs
 from baselines.tiles.synthetic.cost_model import (
-    DEFAULT_HARDWARE,
     MACHINE_SLOWDOWNS,
     NOISE_SIGMA,
     CostSpec,
-    Hardware,
-    _plausible,
     config_features,
     default_tiles,
     estimate_runtime_ns,
-    tile_candidates,
 )
 from baselines.tiles.synthetic.fileformat import (
     ARRAY_DTYPES,
@@ -38,9 +35,7 @@ from baselines.tiles.synthetic.graphs import (
     _Graph,
     _Plan,
 )
-from baselines.tiles.synthetic.options import (
-    GeneratorOptions,
-)
+from baselines.tiles.synthetic.options import GeneratorOptions, planned_sizes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,10 +76,20 @@ def _kernel_name(rng: np.random.Generator, split: str, program: str) -> str:
 
 
 def _plan(
-    rng: np.random.Generator, index: int, etype: ElementType, opts: GeneratorOptions
+    rng: np.random.Generator,
+    index: int,
+    etype: ElementType,
+    opts: GeneratorOptions,
+    nodes: int | None = None,
+    configs: int | None = None,
 ) -> tuple[_Plan, int, bool]:
-    """Family, size and quirks of a kernel; the first five of a split are fixed quirks."""
-    families = [f for f in _FAMILY_WEIGHTS if _FAMILY_MIN_NODES[f] <= opts.max_nodes]
+    """Family, size and quirks of a kernel; the first five of a split are fixed quirks.
+
+    `nodes` and `configs` (release-size sets) replace the log-uniform draws,
+    which are still made so that the default sets keep their random stream.
+    """
+    max_nodes, max_configs = opts.node_limit, opts.config_limit
+    families = [f for f in _FAMILY_WEIGHTS if _FAMILY_MIN_NODES[f] <= max_nodes]
     weights = np.array([_FAMILY_WEIGHTS[f] for f in families])
     family = families[int(rng.choice(len(families), p=weights / weights.sum()))]
     target = _log_uniform_int(rng, 3, max(3, opts.max_nodes))
@@ -93,11 +98,13 @@ def _plan(
     n_configs = _log_uniform_int(rng, opts.min_configs, opts.max_configs)
     duplicate = rng.random() < 0.2
     zero_rows = int(rng.integers(1, 33))
+    target = target if nodes is None else nodes
+    n_configs = n_configs if configs is None else configs
     if index == 0:  # the only config of a kernel that cannot be tiled
         family, configurable, zero_rows = "move", False, 1
     elif index == 1:  # two identical all-zero rows (a re-measured default)
         family, configurable, zero_rows = "move", False, 2
-    elif index == 2 and opts.max_nodes >= 5:  # tuple output: several roots
+    elif index == 2 and max_nodes >= 5:  # tuple output: several roots
         family, multi, target = "elementwise", True, max(target, 5)
     elif index == 3:
         configurable, n_configs, duplicate = True, 2, False
@@ -106,52 +113,54 @@ def _plan(
     if family == "move":
         target, multi = 2, False
         if not configurable:
-            n_configs, duplicate = min(zero_rows, opts.max_configs), False
+            n_configs, duplicate = min(zero_rows, max_configs), False
     else:
         configurable = True
-        target = min(opts.max_nodes, max(target, _FAMILY_MIN_NODES[family]))
+        target = min(max_nodes, max(target, _FAMILY_MIN_NODES[family]))
         multi = multi and family in ("elementwise", "dot", "conv") and target >= 5
-    n_configs = min(n_configs, opts.max_configs)
+    n_configs = min(n_configs, max_configs)
     return _Plan(family, target, etype, multi, configurable), n_configs, duplicate
 
 
-def _sample_configs(
-    rng: np.random.Generator,
-    spec: CostSpec,
-    count: int,
-    duplicate: bool,
-    hw: Hardware = DEFAULT_HARDWARE,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Tile configs: the default first, then distinct random ones (maybe the default again).
+# A release-size kernel planned with more configs than its graph's tile space
+# holds is rebuilt (a new family and shape from the same generator) up to this
+# many times; after that it keeps the largest space seen.
+MAX_GRAPH_ATTEMPTS = 24
 
-    Random configs that `_plausible` rejects are skipped, like an autotuner that
-    never tries absurdly small tiles.
-    """
-    default, default_k = default_tiles(spec)
-    candidates = [tile_candidates(d) for d in spec.out_dims]
-    if spec.contraction is not None:
-        candidates.append(tile_candidates(spec.contraction.k))
-    else:
-        candidates.append(np.zeros(1, dtype=np.int64))
-    seen = {default + (default_k,)}
-    rows = [default + (default_k,)]
-    wanted = count - (1 if duplicate and count >= 3 else 0)
-    for _ in range(8):
-        missing = wanted - len(rows)
-        if missing <= 0:
+
+def _release_kernel(
+    rng: np.random.Generator,
+    seed: int,
+    split: str,
+    index: int,
+    etype: ElementType,
+    opts: GeneratorOptions,
+) -> tuple[_Plan, _Graph, CostSpec, np.ndarray, np.ndarray]:
+    """Graph and tile configs of a kernel of a release-size set (`opts.sizes`)."""
+    nodes, configs = planned_sizes(seed, split, index, opts.sizes)
+    best = None
+    for _ in range(MAX_GRAPH_ATTEMPTS):
+        plan, n_configs, duplicate = _plan(rng, index, etype, opts, int(nodes[0]), int(configs[0]))
+        g = _Graph()
+        spec = _BUILDERS[plan.family](g, rng, plan)
+        if not spec.configurable:
+            return plan, g, spec, *_unconfigured(spec, n_configs)
+        space = ReleaseConfigSpace(spec, opts.hardware)
+        capacity = space.capacity(rng)
+        if best is None or capacity > best[0]:
+            best = (capacity, plan, g, spec, space, n_configs, duplicate)
+        # Room to spare: a sampled estimate can be optimistic.
+        if capacity >= 1.25 * n_configs:
             break
-        draws = 2 * missing + 8
-        block = np.stack([c[rng.integers(len(c), size=draws)] for c in candidates], axis=1)
-        for row in map(tuple, block[_plausible(spec, block, hw)].tolist()):
-            if row not in seen:
-                seen.add(row)
-                rows.append(row)
-                if len(rows) == wanted:
-                    break
-    if duplicate and count >= 3:
-        rows.insert(int(rng.integers(1, len(rows) + 1)), rows[0])
-    table = np.array(rows, dtype=np.int64)
-    return table[:, :-1], table[:, -1]
+    _, plan, g, spec, space, n_configs, duplicate = best
+    return plan, g, spec, *space.sample(rng, n_configs, duplicate)
+
+
+def _unconfigured(spec: CostSpec, n_configs: int) -> tuple[np.ndarray, np.ndarray]:
+    """`n_configs` copies of the default tile (their config features are all zero)."""
+    default, default_k = default_tiles(spec)
+    tiles = np.tile(np.array([default], dtype=np.int64), (n_configs, 1))
+    return tiles, np.full(n_configs, default_k, dtype=np.int64)
 
 
 def generate_kernel(
@@ -170,18 +179,20 @@ def generate_kernel(
         etype = BF16
     else:
         etype = F32 if rng.random() < 0.5 else BF16
-    plan, n_configs, duplicate = _plan(rng, index, etype, options)
-    g = _Graph()
-    spec = _BUILDERS[plan.family](g, rng, plan)
-
+    if options.sizes is None:
+        plan, n_configs, duplicate = _plan(rng, index, etype, options)
+        g = _Graph()
+        spec = _BUILDERS[plan.family](g, rng, plan)
+        if spec.configurable:
+            tiles, k_tiles = sample_configs(rng, spec, n_configs, duplicate, options.hardware)
+        else:
+            tiles, k_tiles = _unconfigured(spec, n_configs)
+    else:
+        plan, g, spec, tiles, k_tiles = _release_kernel(rng, seed, split, index, etype, options)
     if spec.configurable:
-        tiles, k_tiles = _sample_configs(rng, spec, n_configs, duplicate, options.hardware)
         config_feat = config_features(spec, tiles, k_tiles)
     else:
-        default, default_k = default_tiles(spec)
-        tiles = np.tile(np.array([default], dtype=np.int64), (n_configs, 1))
-        k_tiles = np.full(n_configs, default_k, dtype=np.int64)
-        config_feat = np.zeros((n_configs, CONFIG_FEAT_DIM), dtype=np.float32)
+        config_feat = np.zeros((len(tiles), CONFIG_FEAT_DIM), dtype=np.float32)
     model = estimate_runtime_ns(spec, tiles, k_tiles, options.hardware)
     slowdown = float(_choice(rng, MACHINE_SLOWDOWNS))
     noise = np.exp(rng.normal(0.0, NOISE_SIGMA, size=len(model)))
