@@ -275,22 +275,21 @@ def main(argv: list[str] | None = None) -> int:
     runs, out_dir = todo.runs, todo.out_dir
     options, runner, parsed = beam_options(todo.beam_args)
     local = runner in DIRECT_RUNNERS
+    workers = max(1, int(parsed.get("direct_num_workers") or os.cpu_count() or 1))
+    workers = 1 if parsed.get("direct_running_mode") == "in_memory" else workers
     tf_threads = todo.flags.tf_threads
     if tf_threads is None:  # the machine's cores shared by the local worker processes
-        workers = max(1, int(parsed["direct_num_workers"] or os.cpu_count() or 1))
         tf_threads = max(1, (os.cpu_count() or 1) // workers) if local else 0
     pipeline = make_pipeline(options, runner)
     where = runner
     if local:
         where += (
-            f" ({parsed['direct_num_workers']} workers, {parsed['direct_running_mode']}, "
+            f" ({workers} worker{'s' * (workers > 1)}, {parsed['direct_running_mode']}, "
             f"TensorFlow threads per worker: {tf_threads})"
         )
     note = f" ({todo.repeats} repeated runs dropped)" if todo.repeats else ""
-    print(
-        f"sweep {todo.sweep.name}: {len(runs)} runs{note} on {where}; out_dir {out_dir}",
-        flush=True,
-    )
+    count = f"{len(runs)} run{'s' * (len(runs) > 1)}"
+    print(f"sweep {todo.sweep.name}: {count}{note} on {where}; out_dir {out_dir}", flush=True)
     sweep_pipeline(pipeline, runs, out_dir, todo.flags.ensemble_top, tf_threads)
     started = time.time()
     try:

@@ -421,6 +421,8 @@ def test_local_sweep_trains_in_worker_processes_and_reports_a_failed_run(tmp_pat
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("error: 1 of 3 runs failed")
     assert "on DirectRunner (2 workers, multi_processing" in proc.stdout
+    starts = re.findall(r"\] start in process (\d+): MLP", proc.stdout)
+    assert len(starts) == 3 and len(set(starts)) == 2  # runs spread over the 2 worker processes
 
     # The same runs as tiles_train.py with these flags would make (hash = name of the files).
     flags = dict(toy_data=True, data_root=str(TOY_ROOT), out_dir=str(out), cache_dir=str(cache))

@@ -23,6 +23,7 @@ import io
 import itertools
 import json
 import math
+import os
 import shlex
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -245,7 +246,7 @@ def run_one(
         "flags": args.to_dict(),
         "model_dir": str(Path(args.out_dir).expanduser() / f"model_{run_hash}"),
     }
-    log(f"{label} start: {args.model} {args.model_kwargs_json}")
+    log(f"{label} start in process {os.getpid()}: {args.model} {args.model_kwargs_json}")
     started = time.perf_counter()
     try:
         record = train(args, progress=False, log=lambda line: log(f"{label} {line}"))
