@@ -47,7 +47,7 @@ from baselines.tiles.graph import (
     to_tensors,
 )
 from baselines.tiles.metrics import require_finite_scores, top_configs
-from baselines.tiles.models import TileModel, configs_per_kernel
+from baselines.tiles.models import EarlyJoinModel, TileModel, configs_per_kernel
 from baselines.tiles.run_files import read_run_for_model, restore_model
 from baselines.tiles.submission import TILE_PREFIX
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT
@@ -67,16 +67,21 @@ def plan_calls(
     max_elements: int,
     max_configs: int,
     max_kernels: int = 256,
+    early_join: bool = True,
 ) -> list[Call]:
     """Splits large kernels into chunks and packs small ones; covers every config once.
 
-    Bounds per call: ops x slots <= max_elements (unless a single kernel's ops
-    alone exceed it: then one config per call) and kernels x slots <= max_configs.
+    Bounds per call: kernels x slots <= max_configs, and for early-join models
+    (states [ops, configs, hidden]) ops x slots <= max_elements (unless a single
+    kernel's ops alone exceed it: then one config per call). Late-join models
+    hold states per op and per config, never per pair, so for them ops (not
+    ops x slots) <= max_elements, and a kernel is cut only by max_configs:
+    cutting it by ops x slots would rerun its message passing once per chunk.
     """
     calls: list[Call] = []
     small: list[int] = []
     for i, (c, n) in enumerate(zip(num_configs.tolist(), num_nodes.tolist())):
-        chunk = max(1, min(max_configs, max_elements // max(n, 1)))
+        chunk = max(1, min(max_configs, max_elements // max(n, 1))) if early_join else max_configs
         if c > chunk:
             calls += [
                 Call(((i, s, min(s + chunk, c)),), min(chunk, c - s)) for s in range(0, c, chunk)
@@ -91,7 +96,7 @@ def plan_calls(
         n = int(num_nodes[i])
         fits = (
             len(group) < max_kernels
-            and (nodes + n) * slots <= max_elements
+            and (nodes + n) * (slots if early_join else 1) <= max_elements
             and (len(group) + 1) * slots <= max_configs
         )
         if group and not fits:
@@ -111,17 +116,25 @@ def _packed(group: list[int], num_configs: np.ndarray) -> Call:
 class ConfigScorer:
     """Scores configurations with `model.forward` under one compiled function.
 
-    `max_elements` bounds ops x configuration slots per call (the early-join
-    state size); `max_configs` bounds configuration slots per call. The default
-    keeps early-join states at 8 MiB (32k x 64 floats): on the 2-core benchmark
-    machine that ranked fastest (1.35 s against 1.6 s for 16x larger calls, whose
-    states fall out of cache; smaller calls pay per-call overhead instead).
+    `max_elements` bounds ops x configuration slots per call for early-join
+    models (their state size) and ops per call for the others; `max_configs`
+    bounds configuration slots per call (default 8192 for early-join models,
+    4096 for late-join ones). The early-join default keeps states at 8 MiB
+    (32k x 64 floats): on the 2-core benchmark machine that ranked fastest (1.35
+    s against 1.6 s for 16x larger calls, whose states fall out of cache; smaller
+    calls pay per-call overhead instead). Late-join models score a release-size
+    test split (1.5M configs) about 1.5x faster when large kernels are cut only
+    by configs (one message-passing run per 4096 configs instead of one per
+    32k / ops).
     """
 
-    def __init__(self, model: TileModel, max_elements: int = 1 << 15, max_configs: int = 8192):
+    def __init__(
+        self, model: TileModel, max_elements: int = 1 << 15, max_configs: int | None = None
+    ):
         self.model = model
+        self.early_join = isinstance(model, EarlyJoinModel)
         self.max_elements = max_elements
-        self.max_configs = max_configs
+        self.max_configs = max_configs or (8192 if self.early_join else 4096)
         self.traces = 0
         self._score = tf.function(
             self._score_batch, input_signature=[BATCH_SIGNATURE], autograph=False
@@ -169,7 +182,13 @@ class ConfigScorer:
         self, split: TileSplit, progress: bool = True, desc: str | None = None
     ) -> list[np.ndarray]:
         """Scores of every kernel's configurations, in file order."""
-        calls = plan_calls(split.num_configs, split.num_nodes, self.max_elements, self.max_configs)
+        calls = plan_calls(
+            split.num_configs,
+            split.num_nodes,
+            self.max_elements,
+            self.max_configs,
+            early_join=self.early_join,
+        )
         with tqdm.tqdm(
             total=len(split),
             desc=desc or f"rank {split.name}",

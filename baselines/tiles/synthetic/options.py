@@ -70,10 +70,10 @@ class SizeDistribution:
 # kernel, long tail), ~40 nodes per kernel (tail to several hundred).
 RELEASE_COUNTS = {"train": 5709, "valid": 676, "test": 844}
 RELEASE_SIZES = SizeDistribution(
-    plan_configs_mean=1975.0,
+    plan_configs_mean=2060.0,
     configs_sigma=1.3,
     max_configs=60000,
-    plan_nodes_mean=44.5,
+    plan_nodes_mean=46.0,
     nodes_sigma=1.0,
     max_nodes=1000,
 )

@@ -1,0 +1,593 @@
+#!/usr/bin/env python3
+"""Scaling benchmark: load, train and predict on synthetic sets sized like the real release.
+
+    .venv/bin/python bench/scale.py --work /work/scale_out                  # 1x only
+    .venv/bin/python bench/scale.py --work /work/scale_out --sizes eighth,quarter,half,full
+
+For each size, the set is generated once (`data/make_synthetic.py --preset
+release[_half|_quarter|_eighth]`: 5709/676/844 kernels at 1x, ~12.9M configs,
+~1,840 configs and ~40 nodes per kernel with long tails; test labels hidden as
+in the real release) and reused from `<work>/data/` afterwards. Then, each in a
+fresh process whose wall time and peak RSS are measured (`--repeats` times,
+medians):
+
+- cold load (empty cache folder: read every file, write the cache) and warm
+  load (cache present) of the three splits through `load_splits`, and the
+  cache's size on disk;
+- one training epoch through the library (`train_lib.train` with a `TrainArgs`
+  from the recipe's flags, epochs=1, warm cache): EarlyJoinSAGE with every
+  default (`configs/baseline.flags`) and the recommended recipe
+  (`configs/recommended.flags`, LateJoinGAT); reported: epoch time, ranking
+  time of the full validation split, the run's wall time and peak RSS;
+- prediction of the whole test split end to end with each trained model
+  (`tiles_gen_predictions_csv.py`, no cache): wall time, ranking-loop time,
+  peak RSS.
+
+Also: float32 matmul throughput on 2 threads (`tf.linalg.matmul`), the FLOPs
+of EarlyJoinSAGE's prediction of the test split (its matmuls, counted from the
+model code: `early_join_flops`) and the resulting arithmetic floor; with two
+or more sizes, the growth exponent k of every figure (figure ∝ configs^k, least
+squares on log-log). Peak RSS is that of the largest single process (load
+workers are separate processes). Writes `<work>/scale.json` and
+`<work>/scale.md` (after every size) and prints each target as met or missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import run_bench  # the measuring helpers: a fresh process per step, its wall time and peak RSS
+
+from baselines.tiles.errors import PipelineError, run_cli
+from baselines.tiles.io_utils import atomic_write_text
+
+SIZES = {"eighth": "release_eighth", "quarter": "release_quarter", "half": "release_half"}
+SIZES["full"] = "release"
+SIZE_ORDER = ("eighth", "quarter", "half", "full")
+RECIPES = {
+    "EarlyJoinSAGE": ROOT / "configs" / "baseline.flags",
+    "recommended": ROOT / "configs" / "recommended.flags",
+}
+ENV = run_bench.ENV
+GB = 1000.0  # MB per GB in the targets
+
+# Targets at 1x on 2 cores, 24 GiB (issue 11).
+TARGET_TRAIN_RSS_MB = 6 * GB
+TARGET_PREDICT_RSS_MB = 3 * GB
+TARGET_PREDICT_S = 15.0
+TARGET_MAX_GROWTH = 1.1  # "nothing grows faster than linearly", with room for timing noise
+TARGET_FLOOR_RATIO = 2.0
+
+
+# ---------------------------------------------------------------------------
+# Arithmetic: growth exponents and the early-join floor.
+
+
+def growth_exponent(sizes: list[float], values: list[float]) -> float:
+    """k of values ∝ sizes^k: the least-squares slope of log(value) on log(size)."""
+    if len(sizes) != len(values) or len(sizes) < 2:
+        raise ValueError("need at least two (size, value) pairs")
+    x = np.log(np.asarray(sizes, dtype=np.float64))
+    y = np.log(np.asarray(values, dtype=np.float64))
+    if np.ptp(x) == 0:
+        raise ValueError("sizes must differ")
+    x = x - x.mean()
+    return float((x * (y - y.mean())).sum() / (x * x).sum())
+
+
+@dataclasses.dataclass(frozen=True)
+class EarlyJoinShape:
+    """EarlyJoinSAGE's widths at its defaults (baselines/tiles/models.py, layers/)."""
+
+    hidden: int = 64  # hidden_dim
+    op_embedding: int = 64  # op_embedding_dim
+    layers: int = 3  # num_layers
+    node_feat: int = 140
+    config_feat: int = 24
+    head: tuple[int, ...] = (64, 64)  # ConfigScoringHead([hidden, hidden]) + a 1-unit output
+
+
+def early_join_flops(
+    num_nodes: np.ndarray,
+    num_configs: np.ndarray,
+    num_edges: np.ndarray,
+    shape: EarlyJoinShape = EarlyJoinShape(),
+) -> dict[str, float]:
+    """FLOPs (multiply-add = 2) of EarlyJoinSAGE scoring every config of every kernel.
+
+    Per kernel with n ops, m edges and c configs, from `EarlyJoinModel.forward`:
+    - op encoder, Dense([embedding ; node feats]) and join_op Dense: per op;
+    - join_config Dense (24 -> hidden): per config;
+    - each SAGE layer: self and neighbour Dense (hidden x hidden) on every
+      [op, config] state (2 matmuls over n*c rows), and the neighbour sum, a
+      sparse matmul with the 2m entries of A + A^T over c*hidden columns;
+    - the head MLP on every pooled [config] state.
+    Element-wise work (activations, L2 norm, pooling sums) is not counted.
+    """
+    n = np.asarray(num_nodes, dtype=np.float64)
+    c = np.asarray(num_configs, dtype=np.float64)
+    m = np.asarray(num_edges, dtype=np.float64)
+    h = shape.hidden
+    dense_pairs = float((n * c).sum()) * shape.layers * 2 * (2 * h * h)
+    sparse = float((2 * m * c).sum()) * shape.layers * 2 * h
+    per_op = 2 * (shape.op_embedding + shape.node_feat) * h + 2 * h * h
+    widths = (h, *shape.head, 1)
+    per_config = 2 * shape.config_feat * h + sum(2 * a * b for a, b in zip(widths[:-1], widths[1:]))
+    ops = float(n.sum()) * per_op
+    configs = float(c.sum()) * per_config
+    return {
+        "state_matmuls": dense_pairs,
+        "neighbour_sums": sparse,
+        "per_op": ops,
+        "per_config": configs,
+        "total": dense_pairs + sparse + ops + configs,
+    }
+
+
+# ---------------------------------------------------------------------------
+# Child processes (run through run_bench.measure for their peak RSS).
+
+
+def _parse_value(text: str, like):
+    if isinstance(like, bool):
+        value = text.strip().lower()
+        if value not in ("1", "0", "true", "false", "yes", "no"):
+            raise PipelineError(f"expected true or false, got {text!r}")
+        return value in ("1", "true", "yes")
+    return type(like)(text)
+
+
+def train_args_from_flags(flags: list[str], **overrides):
+    """A TrainArgs from `--flag=value` lines (flagfiles expanded), then `overrides`."""
+    from baselines.tiles.flagfile import expand_flagfiles
+    from baselines.tiles.train_args import TrainArgs
+
+    defaults = TrainArgs()
+    values = {}
+    for flag in expand_flagfiles(flags, TrainArgs.flag_names()):
+        name, _, text = flag[2:].partition("=")
+        values[name] = _parse_value(text, getattr(defaults, name))
+    values.update(overrides)
+    return TrainArgs(**values)
+
+
+def _train_child(spec_json: str) -> int:
+    """One training run through the library; prints its timings as JSON."""
+    from baselines.tiles.startup import prepare_tensorflow_import
+
+    prepare_tensorflow_import()
+    spec = json.loads(spec_json)
+    args = train_args_from_flags(
+        [f"--flagfile={spec['recipe']}"],
+        epochs=1,
+        data_root=spec["data_root"],
+        cache_dir=spec["cache_dir"],
+        out_dir=spec["out_dir"],
+        results_csv=str(Path(spec["out_dir"]) / "results.csv"),
+        test_mode="predictions",
+    )
+    from baselines.tiles.train_lib import train
+
+    record = train(args, progress=False, log=lambda _: None)
+    out = dict(record["timings"], model_dir=str(Path(args.out_dir) / f"model_{record['run_hash']}"))
+    out["val_top5_err"] = record["final_error"]["val"]["5"]
+    print(json.dumps(out))
+    return 0
+
+
+def _matmul_child(threads: str) -> int:
+    """float32 matmul throughput (GFLOP/s) on `threads` threads, two shapes."""
+    from baselines.tiles.startup import prepare_tensorflow_import
+
+    prepare_tensorflow_import()
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(int(threads))
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    result = {}
+    # [states, 64] x [64, 64]: the shape of EarlyJoinSAGE's state matmuls (32k
+    # states a call, predict.ConfigScorer's default), and a large square one.
+    # Eager calls run one after another on the CPU; the output is a full
+    # matrix (a sliced or reduced one lets Grappler shrink the matmul).
+    for name, (rows, inner, cols), reps in (
+        ("state_64", (32768, 64, 64), 100),
+        ("square_1024", (1024, 1024, 1024), 20),
+    ):
+        a = tf.random.normal([rows, inner], dtype=tf.float32)
+        b = tf.random.normal([inner, cols], dtype=tf.float32)
+        tf.linalg.matmul(a, b).numpy()  # warm up
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            for _ in range(reps):
+                out = tf.linalg.matmul(a, b)
+            out.numpy()
+            times.append(time.perf_counter() - started)
+        result[name] = 2.0 * rows * inner * cols * reps / statistics.median(times) / 1e9
+    print(json.dumps(result))
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# Steps.
+
+
+def generate(work: Path, size: str, seed: int) -> tuple[Path, float | None]:
+    """The set of a size (generated once; a finished set is marked by its parameters)."""
+    root = work / "data" / f"{SIZES[size]}_s{seed}"
+    from baselines.tiles import synthetic
+
+    # The size distribution is part of the key: a recalibrated generator makes a new set.
+    params = {"preset": SIZES[size], "seed": seed, "sizes": repr(synthetic.RELEASE_SIZES)}
+    marker = work / "data" / f"{SIZES[size]}_s{seed}.json"
+    if marker.is_file() and json.loads(marker.read_text()) == params and root.is_dir():
+        return root, None
+    cmd = [sys.executable, str(ROOT / "data" / "make_synthetic.py"), f"--out={root}"]
+    cmd += [f"--preset={SIZES[size]}", f"--seed={seed}", "--quiet"]
+    print(f"generating {root} ...", flush=True)
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise PipelineError(f"generating {root} failed: {proc.stderr.strip()[-300:]}")
+    seconds = time.perf_counter() - started
+    print(proc.stdout.strip(), flush=True)
+    atomic_write_text(marker, json.dumps(params))
+    return root, seconds
+
+
+def _dir_mb(path: Path) -> float:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+
+
+def bench_load(data_root: Path, work: Path, repeats: int) -> tuple[dict, Path]:
+    """Cold and warm load of the three splits; returns figures and the last cache folder."""
+    runs = []
+    cache = work / "cache_0"
+    for r in range(repeats):
+        if cache.exists():
+            shutil.rmtree(cache)
+        cache = work / f"cache_{r}"
+        snippet = run_bench.LOAD_SNIPPET.format(
+            root=str(ROOT), data=str(data_root), cache=str(cache)
+        )
+        cold = run_bench.measure([sys.executable, "-c", snippet], work)
+        warm = run_bench.measure([sys.executable, "-c", snippet], work)
+        info = json.loads(warm["stdout"].strip().splitlines()[-1])
+        runs.append(
+            {
+                "cold_load_s": json.loads(cold["stdout"].strip().splitlines()[-1])["seconds"],
+                "cold_load_rss_mb": cold["peak_rss_mb"],
+                "warm_load_s": info["seconds"],
+                "warm_load_rss_mb": warm["peak_rss_mb"],
+                "cache_mb": _dir_mb(cache),
+                "kernels": info["kernels"],
+                "configs": info["configs"],
+            }
+        )
+    return _medians(runs), cache
+
+
+def bench_train(name: str, data_root: Path, cache: Path, work: Path, repeats: int) -> dict:
+    runs = []
+    for r in range(repeats):
+        out = work / f"train_{name}_{r}"
+        spec = {
+            "recipe": str(RECIPES[name]),
+            "data_root": str(data_root),
+            "cache_dir": str(cache),
+            "out_dir": str(out),
+        }
+        res = run_bench.measure([sys.executable, __file__, "--_train", json.dumps(spec)], work)
+        timings = json.loads(res["stdout"].strip().splitlines()[-1])
+        runs.append(
+            {
+                "wall_s": res["wall_s"],
+                "peak_rss_mb": res["peak_rss_mb"],
+                "epoch_s": timings["train_s"],
+                "val_ranking_s": timings["val_eval_s"],
+                "test_ranking_s": timings["test_eval_s"],
+                "load_s": timings["load_s"],
+                "val_top5_err": timings["val_top5_err"],
+                "model_dir": timings["model_dir"],
+            }
+        )
+    summary = _medians([{k: v for k, v in r.items() if k != "model_dir"} for r in runs])
+    summary["model_dir"] = runs[0]["model_dir"]
+    return summary
+
+
+def bench_predict(model_dir: str, data_root: Path, work: Path, repeats: int, kernels: int) -> dict:
+    """run_bench's prediction step (tiles_gen_predictions_csv.py, no cache)."""
+    p = run_bench.bench_predict(model_dir, data_root, work, repeats)
+    return {
+        "wall_s": p["wall_s"],
+        "peak_rss_mb": p["peak_rss_mb"],
+        "ranking_s": kernels / p["kernels_per_s"],
+        "kernels_per_s": p["kernels_per_s"],
+    }
+
+
+def matmul_throughput(work: Path) -> dict:
+    res = run_bench.measure([sys.executable, __file__, "--_matmul", "2"], work)
+    return json.loads(res["stdout"].strip().splitlines()[-1])
+
+
+def test_split_flops(cache: Path, data_root: Path) -> dict:
+    from baselines.tiles.data import load_split
+
+    test = load_split(data_root / "test", name="test", cache_dir=cache, progress=False)
+    flops = early_join_flops(test.num_nodes, test.num_configs, np.diff(test.edge_offsets))
+    flops["pairs"] = float((test.num_nodes * test.num_configs).sum())
+    flops["kernels"] = len(test)
+    flops["configs"] = int(test.num_configs.sum())
+    return flops
+
+
+def _medians(runs: list[dict]) -> dict:
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def bench_size(size: str, args, work: Path) -> dict:
+    data_root, gen_s = generate(work, size, args.seed)
+    scratch = work / "runs" / size
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
+    result = {"preset": SIZES[size], "data_root": str(data_root), "generate_s": gen_s}
+    result["load"], cache = bench_load(data_root, scratch, args.repeats)
+    print(json.dumps({size: {"load": result["load"]}}), flush=True)
+    flops = test_split_flops(cache, data_root)
+    result["test"] = {"kernels": flops.pop("kernels"), "configs": flops.pop("configs")}
+    result["train"], result["predict"] = {}, {}
+    for name in args.recipes.split(","):
+        t = bench_train(name, data_root, cache, scratch, args.repeats)
+        model_dir = t.pop("model_dir")
+        result["train"][name] = t
+        print(json.dumps({size: {f"train {name}": t}}), flush=True)
+        p = bench_predict(model_dir, data_root, scratch, args.repeats, result["test"]["kernels"])
+        result["predict"][name] = p
+        print(json.dumps({size: {f"predict {name}": p}}), flush=True)
+    # Measured right after the predictions: the machine is shared, its speed drifts.
+    throughput = result["matmul_gflops"] = matmul_throughput(work)
+    floor_s = flops["total"] / (throughput["state_64"] * 1e9)
+    result["early_join"] = {
+        "flops": flops,
+        "floor_s": floor_s,
+        "floor_square_s": flops["total"] / (throughput["square_1024"] * 1e9),
+    }
+    if "EarlyJoinSAGE" in result["predict"]:
+        ranking = result["predict"]["EarlyJoinSAGE"]["ranking_s"]
+        result["early_join"]["ranking_over_floor"] = ranking / floor_s
+    if not args.keep_runs:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+# ---------------------------------------------------------------------------
+# Report.
+
+
+def figures(r: dict) -> dict[str, float]:
+    """Every figure of one size, by row label (what the growth fit runs over)."""
+    out = {
+        "cold load s (3 splits)": r["load"]["cold_load_s"],
+        "warm load s (3 splits)": r["load"]["warm_load_s"],
+        "cache on disk MB": r["load"]["cache_mb"],
+        "cold load peak RSS MB": r["load"]["cold_load_rss_mb"],
+        "warm load peak RSS MB": r["load"]["warm_load_rss_mb"],
+    }
+    for name, t in r["train"].items():
+        out[f"{name} train: epoch s"] = t["epoch_s"]
+        out[f"{name} train: full-val ranking s"] = t["val_ranking_s"]
+        out[f"{name} train: run wall s"] = t["wall_s"]
+        out[f"{name} train: peak RSS MB"] = t["peak_rss_mb"]
+    for name, p in r["predict"].items():
+        out[f"{name} predict test: wall s"] = p["wall_s"]
+        out[f"{name} predict test: ranking s"] = p["ranking_s"]
+        out[f"{name} predict test: peak RSS MB"] = p["peak_rss_mb"]
+    ej = r["early_join"]
+    out["EarlyJoinSAGE test prediction GFLOP"] = ej["flops"]["total"] / 1e9
+    out["EarlyJoinSAGE arithmetic floor s"] = ej["floor_s"]
+    return out
+
+
+def growth(results: dict) -> dict[str, float]:
+    sizes = [s for s in SIZE_ORDER if s in results]
+    if len(sizes) < 2:
+        return {}
+    configs = [results[s]["load"]["configs"] for s in sizes]
+    table = {s: figures(results[s]) for s in sizes}
+    return {
+        label: growth_exponent(configs, [table[s][label] for s in sizes])
+        for label in table[sizes[0]]
+        if all(table[s].get(label, 0) > 0 for s in sizes)
+    }
+
+
+def targets(results: dict, k: dict) -> list[tuple[str, str, str]]:
+    """(target, measured, verdict) rows."""
+    rows = []
+    full = results.get("full")
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    for name in ("EarlyJoinSAGE", "recommended"):
+        label = f"{name} training peak RSS <= 6 GB at 1x"
+        if full is None or name not in full["train"]:
+            rows.append((label, "1x not run", "n/a"))
+        else:
+            rss = full["train"][name]["peak_rss_mb"]
+            rows.append((label, f"{rss / GB:.2f} GB", verdict(rss <= TARGET_TRAIN_RSS_MB)))
+    for name in ("EarlyJoinSAGE", "recommended"):
+        label = f"{name} prediction peak RSS <= 3 GB at 1x"
+        if full is None or name not in full["predict"]:
+            rows.append((label, "1x not run", "n/a"))
+        else:
+            rss = full["predict"][name]["peak_rss_mb"]
+            rows.append((label, f"{rss / GB:.2f} GB", verdict(rss <= TARGET_PREDICT_RSS_MB)))
+    label = "recommended: predict all test kernels end to end <= 15 s at 1x"
+    if full is None or "recommended" not in full["predict"]:
+        rows.append((label, "1x not run", "n/a"))
+    else:
+        wall = full["predict"]["recommended"]["wall_s"]
+        rows.append((label, f"{wall:.1f} s", verdict(wall <= TARGET_PREDICT_S)))
+    label = f"nothing grows faster than linearly (every k <= {TARGET_MAX_GROWTH})"
+    if not k:
+        rows.append((label, "needs 2 sizes", "n/a"))
+    else:
+        worst = max(k, key=k.get)
+        rows.append(
+            (label, f"max k {k[worst]:.2f} ({worst})", verdict(k[worst] <= TARGET_MAX_GROWTH))
+        )
+    for size in SIZE_ORDER:
+        ej = results.get(size, {}).get("early_join", {})
+        if "ranking_over_floor" in ej:
+            ratio = ej["ranking_over_floor"]
+            ranking = results[size]["predict"]["EarlyJoinSAGE"]["ranking_s"]
+            rows.append(
+                (
+                    f"EarlyJoinSAGE prediction within 2x of its arithmetic floor ({size})",
+                    f"{ratio:.2f}x (ranking {ranking:.1f} s, floor {ej['floor_s']:.1f} s)",
+                    verdict(ratio <= TARGET_FLOOR_RATIO),
+                )
+            )
+    return rows
+
+
+def _fmt(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def markdown(result: dict) -> str:
+    results = result["sizes"]
+    sizes = [s for s in SIZE_ORDER if s in results]
+    k = growth(results)
+    lines = [
+        f"Machine: {result['machine']}; code {result.get('code', '?')}; "
+        f"{result['repeats']} repeat(s), medians; seed {result['seed']}. "
+        "Floor = FLOPs of EarlyJoinSAGE's test prediction / float32 "
+        "matmul throughput on 2 threads for [32768, 64] x [64, 64] (its state matmuls), "
+        "measured after each size's predictions; the 1024^3 floor uses a square matmul.",
+        "",
+        "| figure | " + " | ".join(sizes) + " | growth k |",
+        "|---|" + "---|" * len(sizes) + "---|",
+    ]
+    kernels = " | ".join(
+        f"{results[s]['load']['kernels']} / {results[s]['load']['configs'] / 1e6:.2f}M"
+        for s in sizes
+    )
+    lines.append(f"| kernels / configs (3 splits) | {kernels} | |")
+    tests = " | ".join(
+        f"{results[s]['test']['kernels']} / {results[s]['test']['configs'] / 1e6:.2f}M"
+        for s in sizes
+    )
+    lines.append(f"| test kernels / configs | {tests} | |")
+    table = {s: figures(results[s]) for s in sizes}
+    for label in table[sizes[0]]:
+        cells = " | ".join(_fmt(table[s][label]) if label in table[s] else "-" for s in sizes)
+        lines.append(
+            f"| {label} | {cells} | {k[label]:.2f} |" if label in k else f"| {label} | {cells} | |"
+        )
+    ratios = " | ".join(
+        f"{results[s]['early_join'].get('ranking_over_floor', float('nan')):.2f}" for s in sizes
+    )
+    lines.append(f"| EarlyJoinSAGE ranking / floor | {ratios} | |")
+    for key, label in (("state_64", "[32768,64]x[64,64]"), ("square_1024", "1024^3")):
+        cells = " | ".join(f"{results[s]['matmul_gflops'][key]:.0f}" for s in sizes)
+        lines.append(f"| matmul GFLOP/s, {label} | {cells} | |")
+    cells = " | ".join(
+        _fmt(results[s]["predict"]["EarlyJoinSAGE"]["ranking_s"] / ej["floor_square_s"])
+        if "EarlyJoinSAGE" in results[s]["predict"] and (ej := results[s]["early_join"])
+        else "-"
+        for s in sizes
+    )
+    lines.append(f"| EarlyJoinSAGE ranking / 1024^3 floor | {cells} | |")
+    lines += ["", "| target | measured | verdict |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in targets(results, k)]
+    return "\n".join(lines) + "\n"
+
+
+def _code_version() -> str:
+    """The commit measured, marked "+changes" when the working tree differs from it."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return f"{head}{' +changes' if dirty else ''}" or "unknown"
+
+
+def main() -> int:
+    if len(sys.argv) == 3 and sys.argv[1] == "--_train":
+        return _train_child(sys.argv[2])
+    if len(sys.argv) == 3 and sys.argv[1] == "--_matmul":
+        return _matmul_child(sys.argv[2])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--sizes",
+        default="full",
+        help="comma-separated, of eighth, quarter, half, full (= 1x, the real release's size)",
+    )
+    parser.add_argument("--work", default=str(ROOT / "out" / "scale"), help="sets, runs, results")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each step (medians)")
+    parser.add_argument("--seed", type=int, default=0, help="data set seed")
+    parser.add_argument("--recipes", default="EarlyJoinSAGE,recommended")
+    parser.add_argument("--keep_runs", action="store_true", help="keep caches and models")
+    args = parser.parse_args()
+    sizes = [s.strip() for s in args.sizes.split(",")]
+    unknown = [s for s in sizes if s not in SIZES]
+    if unknown or not sizes:
+        raise PipelineError(f"--sizes: unknown {', '.join(unknown)}; choose from {SIZE_ORDER}")
+    bad = [r for r in args.recipes.split(",") if r not in RECIPES]
+    if bad:
+        raise PipelineError(f"--recipes: unknown {', '.join(bad)}; choose from {list(RECIPES)}")
+    if args.repeats < 1:
+        raise PipelineError(f"--repeats: must be at least 1, got {args.repeats}")
+    work = Path(args.work).expanduser().resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    result = {
+        "machine": f"{os.cpu_count()} cores, {run_bench._mem_gb():.0f} GiB",
+        "repeats": args.repeats,
+        "seed": args.seed,
+        "code": _code_version(),
+        "sizes": {},
+    }
+    for size in sorted(set(sizes), key=SIZE_ORDER.index):
+        result["sizes"][size] = bench_size(size, args, work)
+        result["growth"] = growth(result["sizes"])
+        atomic_write_text(work / "scale.json", json.dumps(result, indent=1) + "\n")
+        atomic_write_text(work / "scale.md", markdown(result))
+    text = markdown(result)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
