@@ -5,13 +5,16 @@
     python tiles_train.py --flagfile=configs/recommended.flags --epochs=5
 
 Writes `model_<hash>/`, `run_<hash>.jsonz`, `tb_<hash>/` (TensorBoard) and, with
-`--test_mode=predictions`, `results_<ms timestamp>.csv` into `--out_dir`.
+`--test_mode=predictions`, `results_<ms timestamp>.csv` into `--out_dir`. While
+training, `backup_<hash>/` holds the last finished epoch: the same command
+started again after a crash resumes there.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -21,6 +24,7 @@ from baselines.tiles.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
+from baselines.tiles.distribution import STRATEGIES, check_tf_config
 from baselines.tiles.errors import run_cli
 from baselines.tiles.flagfile import expand_flagfiles
 from baselines.tiles.train_args import TrainArgs
@@ -83,20 +87,41 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             kind = {"int": int, "float": float}.get(field.type, str)
             parser.add_argument(flag, type=kind, default=field.default, help=HELP[field.name])
+    # Not a TrainArgs field: the same recipe on 1 or N devices is the same run (hash).
+    parser.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="default",
+        help="tf.distribute strategy: default (one device), mirrored (all local GPUs, "
+        "else all logical CPUs), multi_worker (MultiWorkerMirroredStrategy, needs TF_CONFIG); "
+        "not part of the run hash (default: %(default)s)",
+    )
     return parser
 
 
+def parse_command(argv: list[str] | None = None) -> tuple[TrainArgs, str]:
+    """Flags (with `--flagfile=FILE` expanded in place; later flags win): TrainArgs, strategy."""
+    argv = sys.argv[1:] if argv is None else argv
+    argv = expand_flagfiles(argv, TrainArgs.flag_names() | {"strategy"})
+    flags = vars(build_parser().parse_args(argv))
+    strategy = flags.pop("strategy")
+    return TrainArgs(**flags), strategy
+
+
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
-    """Flags (with `--flagfile=FILE` expanded in place; later flags win) as TrainArgs."""
-    argv = expand_flagfiles(sys.argv[1:] if argv is None else argv, TrainArgs.flag_names())
-    return TrainArgs(**vars(build_parser().parse_args(argv)))
+    """The TrainArgs of a command line (see `parse_command`)."""
+    return parse_command(argv)[0]
 
 
 def main() -> int:
-    args = parse_args()
+    args, strategy_name = parse_command()
+    if strategy_name == "multi_worker":
+        check_tf_config(os.environ.get("TF_CONFIG"))  # before the slow imports
+    from baselines.tiles.distribution import make_strategy
     from baselines.tiles.train_lib import train  # validates args before loading data
 
-    train(args, log=lambda line: print(line, flush=True))
+    strategy = make_strategy(strategy_name)  # before any other TensorFlow op
+    train(args, log=lambda line: print(line, flush=True), strategy=strategy)
     return 0
 
 

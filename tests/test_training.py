@@ -18,9 +18,10 @@ from baselines.tiles import data, metrics
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import graph_from_batch, to_tensors
+from baselines.tiles.keras_fit import EpochBatches, RankingTrainer
 from baselines.tiles.models import build_model, create_variables
 from baselines.tiles.train_args import TrainArgs
-from baselines.tiles.train_lib import Trainer, sampled_batches, set_determinism, train
+from baselines.tiles.train_lib import set_determinism, train
 
 SPEC_DEFAULTS = {
     "model": "EarlyJoinSAGE",
@@ -102,23 +103,21 @@ def test_listmle_steps_lower_loss_and_beat_random_opa(toy_splits):
     set_determinism(0)
     model = build_model("LateJoinSAGE", 10, {"hidden_dim": 32})
     create_variables(model)
-    optimizer = tf.keras.optimizers.Adam(1e-2)
-    optimizer.build(model.trainable_variables)
-    trainer = Trainer(model, metrics.make_loss_fn([("ListMLELoss", 1.0)]), optimizer, 10)
-    val = [
-        to_tensors(b)
-        for b in sampled_batches(toy_splits["valid"], np.random.default_rng(1), 10, 10)
-    ]
-    train_batches = [
-        to_tensors(b)
-        for epoch in range(4)
-        for b in sampled_batches(toy_splits["train"], np.random.default_rng(epoch), 10, 10)
-    ]
-    first_loss, _ = trainer.run(trainer.eval_step, train_batches[:10], 10, "", False)
-    trainer.run(trainer.train_step, train_batches, len(train_batches), "", False)
-    last_loss, _ = trainer.run(trainer.eval_step, train_batches[:10], 10, "", False)
-    _, val_opa = trainer.run(trainer.eval_step, val, len(val), "", False)
-    assert len(train_batches) >= 36
+    trainer = RankingTrainer(model, metrics.make_loss_fn([("ListMLELoss", 1.0)]), 10)
+    trainer.compile(optimizer=tf.keras.optimizers.Adam(1e-2))
+    trainer.optimizer.build(model.trainable_variables)
+    train_batches = EpochBatches(toy_splits["train"], 10, 10, seed=0)
+    probe = EpochBatches(toy_splits["train"], 10, 10, seed=0, fixed_epoch=0)
+    val = EpochBatches(toy_splits["valid"], 10, 10, seed=1, fixed_epoch=0)
+
+    def evaluate(batches):
+        return trainer.evaluate(batches.dataset(), steps=batches.steps, verbose=0, return_dict=True)
+
+    first_loss = evaluate(probe)["loss"]
+    trainer.fit(train_batches.dataset(), epochs=4, steps_per_epoch=10, verbose=0)
+    last_loss = evaluate(probe)["loss"]
+    val_opa = evaluate(val)["opa"]
+    assert train_batches.steps == 10
     assert last_loss < first_loss
     assert val_opa > 0.5
     assert trainer.traces == {"train": 1, "eval": 1}  # one trace for all batch shapes
@@ -173,6 +172,7 @@ def test_saved_model_is_the_best_validation_one(tmp_path):
         lr=0.15,  # high enough that validation OPA falls after its peak (epoch 2 of 5)
         clip_norm=10.0,
         configs=8,
+        seed=1,
         toy_data=True,
         data_root=str(data.BUNDLED_TOY_ROOT),
         out_dir=str(tmp_path / "out"),
@@ -187,8 +187,8 @@ def test_saved_model_is_the_best_validation_one(tmp_path):
     stats = FeatureStats.from_dict(record["feature_stats"])
     valid = stats.normalize_split(data.load_split(data.BUNDLED_TOY_ROOT / "valid", progress=False))
     correct = comparable = 0
-    batches = sampled_batches(valid, np.random.default_rng(args.seed + 1), args.batch, args.configs)
-    for batch in batches:
+    batches = EpochBatches(valid, args.batch, args.configs, args.seed + 1, fixed_epoch=0)
+    for batch in batches.batches(epoch=0):
         scores = saved(graph_from_batch(to_tensors(batch))).numpy()
         runtimes = batch["config_runtimes"].reshape(scores.shape)
         for s, r in zip(scores, runtimes):
@@ -268,5 +268,5 @@ def test_balanced_sampling_gives_every_program_the_same_share(toy_splits):
     counts = {p: int(np.sum(programs == p)) for p in set(programs)}
     assert len(set(counts.values())) > 1  # programs of different sizes
     np.testing.assert_allclose(list(shares.values()), 1 / len(shares), rtol=1e-9)
-    drawn = [b["tile_id"] for b in sampled_batches(split, np.random.default_rng(0), 10, 4, weights)]
+    drawn = [b["tile_id"] for b in EpochBatches(split, 10, 4, 0, weights=weights).batches(0)]
     assert sum(len(t) for t in drawn) == len(split)  # an epoch is still one split's worth

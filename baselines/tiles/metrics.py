@@ -44,7 +44,13 @@ def _masked_mse(runtimes: tf.Tensor, scores: tf.Tensor) -> tf.Tensor:
 
 
 def _ranking_loss(loss: tf.keras.losses.Loss) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
-    return lambda runtimes, scores: loss(ranking_labels(runtimes), -scores)
+    # Unreduced, then averaged here: the same value as Keras' default reduction,
+    # which Keras refuses inside a tf.distribute replica (it cannot know the
+    # global batch). The trainer scales by the replica count itself.
+    return lambda runtimes, scores: tf.reduce_mean(loss(ranking_labels(runtimes), -scores))
+
+
+_NONE = tf.keras.losses.Reduction.NONE
 
 
 def _loss_factories() -> dict[str, Callable[[], Callable]]:
@@ -53,9 +59,11 @@ def _loss_factories() -> dict[str, Callable[[], Callable]]:
 
     return {
         "ListMLELoss": lambda: _ranking_loss(
-            tfr.keras.losses.ListMLELoss(temperature=LISTMLE_TEMPERATURE)
+            tfr.keras.losses.ListMLELoss(temperature=LISTMLE_TEMPERATURE, reduction=_NONE)
         ),
-        "PairwiseHingeLoss": lambda: _ranking_loss(tfr.keras.losses.PairwiseHingeLoss()),
+        "PairwiseHingeLoss": lambda: _ranking_loss(
+            tfr.keras.losses.PairwiseHingeLoss(reduction=_NONE)
+        ),
         "MSE": lambda: _masked_mse,
     }
 

@@ -120,6 +120,9 @@ class TrainArgs:
         if not self.lr > 0 or not self.clip_norm > 0:
             raise PipelineError("--lr and --clip_norm must be positive")
         check_writable_dir(Path(self.out_dir).expanduser(), "--out_dir")
+        if self.results_csv and self.test_mode == "predictions":
+            # Checked now, not after hours of training.
+            check_writable_dir(Path(self.results_csv).expanduser().parent, "--results_csv")
 
 
 def check_writable_dir(path: Path, flag: str) -> None:

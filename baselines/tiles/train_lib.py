@@ -3,36 +3,30 @@
     record = train(TrainArgs(model="MLP", toy_data=True, epochs=5))
     record["final_error"]["val"]     # {"1": ..., "5": ..., "10": ...}
 
-Each epoch samples `configs` configurations per train kernel (kernels with fewer
-are padded and masked, see graph.py), runs one compiled train step per batch,
-then measures OPA on a fixed sample of validation batches. The parameters of the
-best validation OPA are restored at the end, the full validation split is
-ranked with all its configurations, and the run is saved (run_files.py).
+Keras `fit` runs the epochs (keras_fit.py). Each epoch samples `configs`
+configurations per train kernel (kernels with fewer are padded and masked, see
+graph.py), runs one compiled train step per batch, then measures OPA on a fixed
+sample of validation batches. Early stopping on val OPA ends on the best
+epoch's parameters, the full validation split is ranked with all its
+configurations, and the run is saved (run_files.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
-import tqdm
+from tqdm.keras import TqdmCallback
 
-from baselines.tiles import metrics
+from baselines.tiles import distribution, keras_fit, metrics
 from baselines.tiles.data import OPCODE_VOCAB_SIZE, TileSplit, load_splits, resolve_data_root
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.graph import (
-    BATCH_SIGNATURE,
-    assemble_batch,
-    graph_from_batch,
-    sample_config_slots,
-    to_tensors,
-)
-from baselines.tiles.models import TileModel, build_model, create_variables
+from baselines.tiles.models import build_model, create_variables
 from baselines.tiles.predict import ConfigScorer, ranking_rows
 from baselines.tiles.run_files import save_model, write_run_file
 from baselines.tiles.submission import HEADER, write_csv_atomic
@@ -51,82 +45,6 @@ def program_balanced_weights(split: TileSplit) -> np.ndarray:
     _, program_index, counts = np.unique(programs, return_inverse=True, return_counts=True)
     weights = 1.0 / counts[program_index]
     return weights / weights.sum()
-
-
-def sampled_batches(
-    split: TileSplit,
-    rng: np.random.Generator,
-    batch_size: int,
-    num_configs: int,
-    weights: np.ndarray | None = None,
-) -> Iterator[dict[str, np.ndarray]]:
-    """One epoch: kernels in a random order, `num_configs` sampled slots each.
-
-    With `weights`, an epoch draws as many kernels as the split holds, with
-    replacement, each with its weight's probability (e.g. program-balanced).
-    """
-    if weights is None:
-        order = rng.permutation(len(split))
-    else:
-        order = rng.choice(len(split), size=len(split), replace=True, p=weights)
-    for start in range(0, len(order), batch_size):
-        ids = order[start : start + batch_size].tolist()
-        slots = [sample_config_slots(rng, int(split.num_configs[i]), num_configs) for i in ids]
-        yield assemble_batch(split, ids, slots, num_configs)
-
-
-def prefetched(batches: Callable[[], Iterator[dict]], depth: int = 2) -> tf.data.Dataset:
-    """Assembles numpy batches on a background thread while the model trains."""
-    return tf.data.Dataset.from_generator(batches, output_signature=BATCH_SIGNATURE).prefetch(depth)
-
-
-@dataclasses.dataclass
-class Trainer:
-    """Compiled train and evaluation steps; each traces once for any batch shape."""
-
-    model: TileModel
-    loss_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
-    optimizer: tf.keras.optimizers.Optimizer
-    num_configs: int
-    traces: dict[str, int] = dataclasses.field(default_factory=lambda: {"train": 0, "eval": 0})
-
-    def __post_init__(self):
-        self.train_step = tf.function(
-            self._train_step, input_signature=[BATCH_SIGNATURE], autograph=False
-        )
-        self.eval_step = tf.function(
-            self._eval_step, input_signature=[BATCH_SIGNATURE], autograph=False
-        )
-
-    def _forward(self, batch, training):
-        graph = graph_from_batch(batch)
-        runtimes = tf.reshape(batch["config_runtimes"], [-1, self.num_configs])
-        scores = self.model.forward(graph, self.num_configs, training=training)
-        return runtimes, scores
-
-    def _train_step(self, batch):
-        self.traces["train"] += 1  # Python side effect: counts traces, not steps.
-        with tf.GradientTape() as tape:
-            runtimes, scores = self._forward(batch, training=True)
-            loss = self.loss_fn(runtimes, scores)
-        variables = self.model.trainable_variables
-        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return (loss, *metrics.pair_counts(runtimes, scores))
-
-    def _eval_step(self, batch):
-        self.traces["eval"] += 1
-        runtimes, scores = self._forward(batch, training=False)
-        return (self.loss_fn(runtimes, scores), *metrics.pair_counts(runtimes, scores))
-
-    def run(self, step, batches, total: int, desc: str, progress: bool) -> tuple[float, float]:
-        """Mean loss and pooled OPA of `step` over `batches`."""
-        losses, correct, pairs = [], 0.0, 0.0
-        for batch in tqdm.tqdm(batches, total=total, desc=desc, leave=False, disable=not progress):
-            loss, c, p = step(batch)
-            losses.append(float(loss))
-            correct += float(c)
-            pairs += float(p)
-        return float(np.mean(losses)) if losses else float("nan"), correct / max(pairs, 1.0)
 
 
 def learning_rate(
@@ -183,12 +101,25 @@ def evaluate_split(
 
 
 def train(
-    args: TrainArgs, *, progress: bool = True, log: Callable[[str], None] = print
+    args: TrainArgs,
+    *,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    strategy: tf.distribute.Strategy | None = None,
 ) -> dict[str, Any]:
-    """Trains, evaluates and saves one run; returns its run record."""
+    """Trains, evaluates and saves one run; returns its run record.
+
+    Keras `fit` carries the loop under `strategy` (default: one device). A run
+    killed mid-training resumes at its last finished epoch when started again
+    with the same arguments (`BackupAndRestore` in `<out_dir>/backup_<hash>`).
+    Under multi-worker training only the chief evaluates and writes files; the
+    other workers return a record without evaluations.
+    """
     args.validate()
+    strategy = strategy or tf.distribute.get_strategy()
     set_determinism(args.seed)
     run_hash = args.run_hash()
+    chief = distribution.is_chief(strategy)
     out_dir = Path(args.out_dir).expanduser()
     splits_needed = ("train", "valid", "test")
     timings: dict[str, float] = {}
@@ -201,65 +132,78 @@ def train(
         f"{len(data['test'])} test kernels)"
     )
 
-    model = build_model(args.model, args.configs, args.model_kwargs())
-    create_variables(model)
-    num_train_batches = -(-len(train_split) // args.batch)
-    optimizer = make_optimizer(args, num_train_batches)
-    optimizer.build(model.trainable_variables)  # slots made inside the step would retrace it
-    loss_fn = metrics.make_loss_fn(metrics.parse_losses(args.losses))
-    trainer = Trainer(model, loss_fn, optimizer, args.configs)
-
-    rng = np.random.default_rng(args.seed)
-    val_batches = [
-        to_tensors(b)
-        for b in sampled_batches(
-            valid_split, np.random.default_rng(args.seed + 1), args.batch, args.configs
-        )
-    ]
-    if args.validate_batches > 0:
-        val_batches = val_batches[: args.validate_batches]
+    replicas = strategy.num_replicas_in_sync
     weights = program_balanced_weights(train_split) if args.sampling == "balanced" else None
+    train_batches = keras_fit.EpochBatches(
+        train_split,
+        args.batch,
+        args.configs,
+        args.seed,
+        weights=weights,
+        num_replicas=replicas,
+        # Read when the first batch is drawn, after BackupAndRestore restored
+        # the optimizer: a resumed run continues at its epoch.
+        first_epoch=lambda: int(trainer.optimizer.iterations.numpy()) // train_batches.steps,
+    )
+    # Validation draws one fixed sample of configs per kernel, the same every epoch.
+    val_batches = keras_fit.EpochBatches(
+        valid_split,
+        args.batch,
+        args.configs,
+        args.seed + 1,
+        fixed_epoch=0,
+        max_steps=args.validate_batches,
+        num_replicas=replicas,
+    )
+    with strategy.scope():
+        model = build_model(args.model, args.configs, args.model_kwargs())
+        create_variables(model)
+        trainer = keras_fit.RankingTrainer(
+            model, metrics.make_loss_fn(metrics.parse_losses(args.losses)), args.configs
+        )
+        trainer.compile(optimizer=make_optimizer(args, train_batches.steps))
+        # Slots made inside the first step would trace the step a second time.
+        trainer.optimizer.build(model.trainable_variables)
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    writer = tf.summary.create_file_writer(str(out_dir / f"tb_{run_hash}"))
-    curve: dict[str, list] = {
-        k: [] for k in ("epoch", "train_loss", "train_opa", "val_loss", "val_opa")
-    }
-    best_opa, best_epoch, best_weights = -1.0, 0, None
-    started = time.perf_counter()
-    epochs = tqdm.trange(
-        args.epochs, desc=f"train {args.model}", unit="epoch", disable=not progress
+    backup_dir = out_dir / f"backup_{run_hash}"
+    early_stopping = keras_fit.ResumableEarlyStopping(
+        args.early_stop, backup_dir, writes_state=chief
     )
-    for epoch in epochs:
-        dataset = prefetched(
-            lambda: sampled_batches(train_split, rng, args.batch, args.configs, weights)
-        )
-        train_loss, train_opa = trainer.run(
-            trainer.train_step, dataset, num_train_batches, f"epoch {epoch}", progress
-        )
-        val_loss, val_opa = trainer.run(
-            trainer.eval_step, val_batches, len(val_batches), "validate", progress
-        )
-        for key, value in zip(curve, (epoch, train_loss, train_opa, val_loss, val_opa)):
-            curve[key].append(value)
-        with writer.as_default(step=epoch):
-            for key in ("train_loss", "train_opa", "val_loss", "val_opa"):
-                tf.summary.scalar(key, curve[key][-1])
-        epochs.set_postfix(loss=f"{train_loss:.4f}", val_opa=f"{val_opa:.4f}")
-        if val_opa > best_opa:
-            best_opa, best_epoch = val_opa, epoch
-            best_weights = [v.numpy() for v in model.variables]
-        elif epoch - best_epoch >= args.early_stop:
-            log(f"early stop after epoch {epoch}: no val OPA gain for {args.early_stop} epochs")
-            break
-    writer.flush()
+    callbacks = [
+        early_stopping,  # before the backup: its state must be on disk first
+        tf.keras.callbacks.TensorBoard(
+            str(out_dir / f"tb_{run_hash}"), write_graph=False, profile_batch=0
+        ),
+        tf.keras.callbacks.BackupAndRestore(str(backup_dir / "keras")),
+    ]
+    if progress:
+        callbacks.append(TqdmCallback(verbose=1, desc=f"train {args.model}"))
+    if backup_dir.exists():
+        log(f"resuming from {backup_dir} (remove it to train from the start)")
+    started = time.perf_counter()
+    trainer.fit(
+        distribution.distributed(strategy, train_batches),
+        epochs=args.epochs,
+        steps_per_epoch=train_batches.steps,
+        validation_data=distribution.distributed(strategy, val_batches),
+        validation_steps=val_batches.steps,
+        callbacks=callbacks,
+        verbose=0,
+    )
     train_seconds = time.perf_counter() - started
-    for variable, value in zip(model.variables, best_weights):
-        variable.assign(value)
+    curve, best_epoch = early_stopping.curve, early_stopping.best_epoch
+    if early_stopping.stopped_epoch:
+        log(
+            f"early stop after epoch {early_stopping.stopped_epoch}: "
+            f"no val OPA gain for {args.early_stop} epochs"
+        )
     log(
-        f"best val OPA {best_opa:.4f} at epoch {best_epoch}; "
+        f"best val OPA {early_stopping.best:.4f} at epoch {best_epoch}; "
         f"train step traced {trainer.traces['train']}x, eval step {trainer.traces['eval']}x"
     )
+    if not chief:
+        return {"args": args.to_dict(), "run_hash": run_hash, "chief": False, "train_curve": curve}
 
     scorer = ConfigScorer(model)
     clock = time.perf_counter()
@@ -296,6 +240,7 @@ def train(
         "best_epoch": best_epoch,
         "timings": {**timings, "train_s": train_seconds},
         "traces": dict(trainer.traces, predict=scorer.traces),
+        "replicas": replicas,
         "final_error": final_error,
         "val_summary": val_summary,
         "test_predictions": test_predictions,
@@ -303,6 +248,7 @@ def train(
     save_model(model, out_dir / f"model_{run_hash}")
     write_run_file(out_dir / f"run_{run_hash}.jsonz", record)
     log("val top-1/5/10 error: " + " / ".join(f"{final_error['val'][k]:.4f}" for k in top_ks))
+    shutil.rmtree(backup_dir, ignore_errors=True)  # finished: a rerun starts afresh
     log(f"saved {out_dir / f'model_{run_hash}'} and {out_dir / f'run_{run_hash}.jsonz'}")
     if args.test_mode == "predictions":
         csv_path = Path(args.results_csv or out_dir / f"results_{int(time.time() * 1000)}.csv")

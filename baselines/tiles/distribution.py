@@ -1,0 +1,85 @@
+"""tf.distribute for training: which strategy `--strategy` names, and who writes.
+
+    check_tf_config(os.environ.get("TF_CONFIG"))   # cheap; before importing TensorFlow
+    strategy = make_strategy("mirrored")           # before any other TensorFlow op
+    dataset = distributed(strategy, epoch_batches)  # for Keras fit
+    if is_chief(strategy): ...                      # only the chief saves
+
+TensorFlow is imported inside the functions, so the entry script can check a
+flag before paying for the import.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from baselines.tiles.errors import PipelineError
+
+STRATEGIES = ("default", "mirrored", "multi_worker")
+
+
+def make_strategy(name: str) -> Any:
+    """The tf.distribute strategy `--strategy` names.
+
+    - default: one device (no distribution).
+    - mirrored: every local GPU, or every logical CPU device when there is none.
+    - multi_worker: MultiWorkerMirroredStrategy over the cluster in TF_CONFIG.
+    Must run before TensorFlow has made any other op (a rule of multi-worker).
+    """
+    import os
+
+    import tensorflow as tf
+
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        return tf.distribute.MirroredStrategy([d.name for d in devices])
+    if name == "multi_worker":
+        check_tf_config(os.environ.get("TF_CONFIG"))
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise PipelineError(f"--strategy: '{name}' is not one of {', '.join(STRATEGIES)}")
+
+
+def check_tf_config(text: str | None) -> None:
+    """TF_CONFIG must name a cluster and this process's task in it."""
+    advice = (
+        "set TF_CONFIG to e.g. "
+        '\'{"cluster": {"worker": ["host1:port", "host2:port"]}, '
+        '"task": {"type": "worker", "index": 0}}\' on every worker '
+        '(README "Training on N machines")'
+    )
+    if not text:
+        raise PipelineError(f"--strategy=multi_worker: TF_CONFIG is not set; {advice}")
+    try:
+        config = json.loads(text)
+        task_type, index = config["task"]["type"], int(config["task"]["index"])
+        members = config["cluster"][task_type]
+        if not 0 <= index < len(members):
+            raise IndexError(f"task index {index} is not in cluster['{task_type}']")
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        raise PipelineError(f"--strategy=multi_worker: bad TF_CONFIG ({e}); {advice}") from None
+
+
+def is_chief(strategy: Any) -> bool:
+    """True for the one process that writes models, run files and logs."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    if task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return task_type == "worker" and task_id == 0 and not has_chief
+
+
+def distributed(strategy: Any, batches: Any) -> Any:
+    """`keras_fit.EpochBatches` as Keras `fit` takes them under `strategy`."""
+    import tensorflow as tf
+
+    if strategy.num_replicas_in_sync == 1 and not isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    ):
+        return batches.dataset()
+    return strategy.distribute_datasets_from_function(batches.dataset)
