@@ -322,6 +322,25 @@ def bench_predict(model_dir: str, data_root: Path, work: Path, repeats: int, ker
     }
 
 
+def keep_model(model_dir: str, into: Path, size: str) -> None:
+    """Keeps a trained model (folder and run file) for sizes whose training fails."""
+    if into.exists():
+        shutil.rmtree(into)
+    into.mkdir(parents=True)
+    src = Path(model_dir)
+    shutil.copytree(src, into / src.name)
+    run_file = src.parent / f"run_{src.name.removeprefix('model_')}.jsonz"
+    shutil.copy2(run_file, into / run_file.name)
+    (into / "size.txt").write_text(size)
+
+
+def kept_model(folder: Path) -> tuple[str | None, str | None]:
+    models = sorted(folder.glob("model_*")) if folder.is_dir() else []
+    if not models:
+        return None, None
+    return str(models[0]), (folder / "size.txt").read_text().strip()
+
+
 def matmul_throughput(work: Path) -> dict:
     res = run_bench.measure([sys.executable, __file__, "--_matmul", "2"], work)
     return json.loads(res["stdout"].strip().splitlines()[-1])
@@ -355,11 +374,20 @@ def bench_size(size: str, args, work: Path) -> dict:
     result["test"] = {"kernels": flops.pop("kernels"), "configs": flops.pop("configs")}
     result["train"], result["predict"] = {}, {}
     for name in args.recipes.split(","):
-        t = bench_train(name, data_root, cache, scratch, args.repeats)
-        model_dir = t.pop("model_dir")
-        result["train"][name] = t
-        print(json.dumps({size: {f"train {name}": t}}), flush=True)
+        try:
+            t = bench_train(name, data_root, cache, scratch, args.repeats)
+        except PipelineError as e:  # recorded, and the benchmark goes on
+            result["train"][name] = {"failed": str(e)[-300:]}
+            print(json.dumps({size: {f"train {name}": result["train"][name]}}), flush=True)
+        else:
+            result["train"][name] = t
+            print(json.dumps({size: {f"train {name}": t}}), flush=True)
+            keep_model(t.pop("model_dir"), work / "models" / name, size)
+        model_dir, model_size = kept_model(work / "models" / name)
+        if model_dir is None:
+            continue
         p = bench_predict(model_dir, data_root, scratch, args.repeats, result["test"]["kernels"])
+        p["model_from"] = model_size  # another size's model when this size's training failed
         result["predict"][name] = p
         print(json.dumps({size: {f"predict {name}": p}}), flush=True)
     # Measured right after the predictions: the machine is shared, its speed drifts.
@@ -392,6 +420,8 @@ def figures(r: dict) -> dict[str, float]:
         "warm load peak RSS MB": r["load"]["warm_load_rss_mb"],
     }
     for name, t in r["train"].items():
+        if "failed" in t:
+            continue
         out[f"{name} train: epoch s"] = t["epoch_s"]
         out[f"{name} train: full-val ranking s"] = t["val_ranking_s"]
         out[f"{name} train: run wall s"] = t["wall_s"]
@@ -416,6 +446,9 @@ def growth(results: dict) -> dict[str, float]:
         label: growth_exponent(configs, [table[s][label] for s in sizes])
         for label in table[sizes[0]]
         if all(table[s].get(label, 0) > 0 for s in sizes)
+        and not any(
+            results[s]["predict"].get(label.split()[0], {}).get("model_from", s) != s for s in sizes
+        )
     }
 
 
@@ -431,6 +464,8 @@ def targets(results: dict, k: dict) -> list[tuple[str, str, str]]:
         label = f"{name} training peak RSS <= 6 GB at 1x"
         if full is None or name not in full["train"]:
             rows.append((label, "1x not run", "n/a"))
+        elif "failed" in full["train"][name]:
+            rows.append((label, "training failed: " + full["train"][name]["failed"][-120:], "n/a"))
         else:
             rss = full["train"][name]["peak_rss_mb"]
             rows.append((label, f"{rss / GB:.2f} GB", verdict(rss <= TARGET_TRAIN_RSS_MB)))
@@ -503,7 +538,8 @@ def markdown(result: dict) -> str:
     )
     lines.append(f"| test kernels / configs | {tests} | |")
     table = {s: figures(results[s]) for s in sizes}
-    for label in table[sizes[0]]:
+    labels = list(dict.fromkeys(label for s in sizes for label in table[s]))
+    for label in labels:
         cells = " | ".join(_fmt(table[s][label]) if label in table[s] else "-" for s in sizes)
         lines.append(
             f"| {label} | {cells} | {k[label]:.2f} |" if label in k else f"| {label} | {cells} | |"
@@ -522,6 +558,15 @@ def markdown(result: dict) -> str:
         for s in sizes
     )
     lines.append(f"| EarlyJoinSAGE ranking / 1024^3 floor | {cells} | |")
+    for s in sizes:
+        for name, t in results[s]["train"].items():
+            if "failed" in t:
+                lines.append(f"| {name} train ({s}) | failed: {t['failed'][-160:]} | |")
+        for name, p in results[s]["predict"].items():
+            if p.get("model_from", s) != s:
+                lines.append(
+                    f"| {name} predict ({s}) | with the model trained at {p['model_from']} | |"
+                )
     lines += ["", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in targets(results, k)]
     return "\n".join(lines) + "\n"
@@ -560,6 +605,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0, help="data set seed")
     parser.add_argument("--recipes", default="EarlyJoinSAGE,recommended")
     parser.add_argument("--keep_runs", action="store_true", help="keep caches and models")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the sizes already in <work>/scale.json (same seed and repeats)",
+    )
     args = parser.parse_args()
     sizes = [s.strip() for s in args.sizes.split(",")]
     unknown = [s for s in sizes if s not in SIZES]
@@ -579,7 +629,15 @@ def main() -> int:
         "code": _code_version(),
         "sizes": {},
     }
-    for size in sorted(set(sizes), key=SIZE_ORDER.index):
+    previous = work / "scale.json"
+    if args.reuse and previous.is_file():
+        old = json.loads(previous.read_text())
+        if (old["seed"], old["repeats"]) == (args.seed, args.repeats):
+            result["sizes"] = {s: r for s, r in old["sizes"].items() if s in sizes}
+            result["code"] = (
+                f"{old.get('code')} (reused: {', '.join(result['sizes'])}), {result['code']}"
+            )
+    for size in sorted(set(sizes) - set(result["sizes"]), key=SIZE_ORDER.index):
         result["sizes"][size] = bench_size(size, args, work)
         result["growth"] = growth(result["sizes"])
         atomic_write_text(work / "scale.json", json.dumps(result, indent=1) + "\n")
