@@ -306,14 +306,16 @@ def test_npy_headers_are_parsed_one_thread_at_a_time(tmp_path, monkeypatch):
     """numpy parses .npy headers with ast, which CPython 3.11 cannot run in two
     threads at once (random SystemError); the threaded loader must serialize it."""
     root = make_root(tmp_path, counts=(12, 0, 0))
-    real = np.lib.format.read_array
-    unlocked = []
+    real = np.lib.format._read_array_header
+    calls, unlocked = [], []
 
     def checked(*args, **kwargs):
+        calls.append(1)
         if not data._NPY_HEADER_LOCK.locked():
             unlocked.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(np.lib.format, "read_array", checked)
+    monkeypatch.setattr(np.lib.format, "_read_array_header", checked)
     split = data.read_files("train", sorted((root / "train").glob("*.npz")), 4, False)
     assert len(split) == 12 and not unlocked
+    assert len(calls) == 12 * len(data.REQUIRED_KEYS)  # every header went through the check
