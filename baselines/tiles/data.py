@@ -25,8 +25,9 @@ import multiprocessing
 import os
 import shutil
 import threading
+import time
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,7 +35,7 @@ import numpy as np
 import tqdm
 
 from baselines.tiles.errors import PipelineError
-from baselines.tiles.io_utils import publish_once
+from baselines.tiles.io_utils import atomic_write_text, publish_once
 
 NODE_FEAT_DIM = 140
 CONFIG_FEAT_DIM = 24
@@ -43,8 +44,9 @@ CONFIG_FEAT_DIM = 24
 OPCODE_VOCAB_SIZE = 256
 SPLITS = ("train", "valid", "test")
 TOY_MAX_FILES = 100
-# Bump when the cache layout or the validation rules change.
-CACHE_FORMAT_VERSION = 1
+# Bump when the cache layout or the validation rules change. 2: per-array
+# BLAKE2b checksums and shapes in meta.json.
+CACHE_FORMAT_VERSION = 2
 
 REQUIRED_KEYS = (
     "node_feat",
@@ -435,34 +437,183 @@ def files_fingerprint(files: Sequence[Path]) -> str:
 _ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "name"]
 
 
+# Width and dtype of every cached array (None: the row count, checked against
+# the offsets). A cache whose arrays disagree is rebuilt, never used.
+_CACHE_LAYOUT = {
+    "node_feat": ((None, NODE_FEAT_DIM), "float32"),
+    "node_opcode": ((None,), "int32"),
+    "edge_index": ((None, 2), "int32"),
+    "config_feat": ((None, CONFIG_FEAT_DIM), "float32"),
+    "config_runtime": ((None,), "int64"),
+    "config_runtime_normalizers": ((None,), "int64"),
+    "node_offsets": ((None,), "int64"),
+    "edge_offsets": ((None,), "int64"),
+    "config_offsets": ((None,), "int64"),
+}
+# Which offsets index which arrays' rows.
+_OFFSETS_OF = {
+    "node_offsets": ("node_feat", "node_opcode"),
+    "edge_offsets": ("edge_index",),
+    "config_offsets": ("config_feat", "config_runtime", "config_runtime_normalizers"),
+}
+# Records that every array of a cache folder matched its checksum, keyed by
+# each file's inode, size, mtime and ctime. Any write to a file changes its
+# ctime (which no user call can set back), so a matching stamp proves the
+# bytes are the ones verified, and a warm load skips re-hashing 1.5 GB.
+VERIFIED_STAMP = "verified.json"
+# Files changed less than this long ago are verified but not stamped: on a
+# filesystem with coarse timestamps a later write in the same tick could keep
+# the ctime the stamp recorded.
+_STAMP_SETTLE_S = 2.0
+
+
+def _array_digest(array: np.ndarray) -> str:
+    """BLAKE2b of an array's bytes in C order (hashlib drops the GIL on large buffers)."""
+    return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).hexdigest()
+
+
 def save_split_cache(split: TileSplit, cache_path: Path) -> None:
     """Writes a split as a folder of .npy files, atomically (temp folder, then rename).
 
-    The folder's name is a fingerprint of the source files, so processes that
-    build the same cache at once (sweep workers sharing --cache_dir) write the
-    same content: the first rename wins and the others drop their copy.
+    `meta.json` records every array's shape, dtype and BLAKE2b checksum, which
+    every load checks (see `check_split_cache`). The folder's name is a
+    fingerprint of the source files, so processes that build the same cache at
+    once (sweep workers sharing --cache_dir) write the same content: the first
+    rename wins and the others drop their copy. A damaged folder already there
+    is moved aside first, or the first-writer-wins rename would keep it.
     """
     cache_path.parent.mkdir(parents=True, exist_ok=True)
-    if cache_path.exists() and load_split_cache(cache_path) is None:
-        shutil.rmtree(cache_path, ignore_errors=True)  # unreadable leftover: rebuild it
+    if cache_path.exists() and check_split_cache(cache_path)[1] is not None:
+        discard_directory(cache_path)
+    arrays = {}
     with publish_once(cache_path) as tmp:
         for field in _ARRAY_FIELDS:
-            np.save(tmp / f"{field}.npy", getattr(split, field), allow_pickle=False)
-        (tmp / "meta.json").write_text(json.dumps({"name": split.name}))
+            value = getattr(split, field)
+            np.save(tmp / f"{field}.npy", value, allow_pickle=False)
+            arrays[field] = {
+                "shape": list(value.shape),
+                "dtype": value.dtype.str,
+                "blake2b": _array_digest(value),
+            }
+        meta = {"name": split.name, "format": CACHE_FORMAT_VERSION, "arrays": arrays}
+        (tmp / "meta.json").write_text(json.dumps(meta))
+
+
+def discard_directory(path: Path) -> None:
+    """Removes a folder by renaming it aside first, so no reader sees it half deleted."""
+    aside = path.with_name(f"{path.name}.tmp-{os.getpid()}-discard")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return  # another process removed it first
+    except OSError:
+        aside = path
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _stamp_key(cache_path: Path) -> dict[str, list[int]]:
+    key = {}
+    for f in ["meta.json", *(f"{field}.npy" for field in _ARRAY_FIELDS)]:
+        st = (cache_path / f).stat()
+        key[f] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    return key
+
+
+def _stamp_matches(cache_path: Path) -> bool:
+    try:
+        stamp = json.loads((cache_path / VERIFIED_STAMP).read_text())
+        return stamp == _stamp_key(cache_path)
+    except (OSError, ValueError):
+        return False
+
+
+def _write_stamp(cache_path: Path) -> None:
+    key = _stamp_key(cache_path)
+    newest = max(v[3] for v in key.values()) / 1e9
+    if time.time() - newest < _STAMP_SETTLE_S:
+        return
+    try:
+        atomic_write_text(cache_path / VERIFIED_STAMP, json.dumps(key))
+    except (PipelineError, OSError):
+        pass  # a read-only cache is verified on every load instead
+
+
+def _structure_problem(arrays: dict[str, np.ndarray], meta: dict) -> str | None:
+    """What is wrong with a cached split's shapes, dtypes and offsets (cheap: O(kernels))."""
+    for field in _ARRAY_FIELDS:
+        recorded = meta["arrays"].get(field)
+        value = arrays[field]
+        if not isinstance(recorded, dict):
+            return f"meta.json has no entry for {field}"
+        if list(value.shape) != recorded.get("shape") or value.dtype.str != recorded.get("dtype"):
+            return (
+                f"{field}.npy holds {value.dtype.str} {tuple(value.shape)}, meta.json records "
+                f"{recorded.get('dtype')} {recorded.get('shape')}"
+            )
+    for field, (shape, dtype) in _CACHE_LAYOUT.items():
+        value = arrays[field]
+        if value.dtype != np.dtype(dtype) or value.ndim != len(shape):
+            return f"{field}.npy is {value.dtype} with {value.ndim} dims, expected {dtype} {shape}"
+        if any(want is not None and got != want for got, want in zip(value.shape, shape)):
+            return f"{field}.npy has shape {value.shape}, expected {shape}"
+    kernels = arrays["tile_ids"].shape
+    if arrays["tile_ids"].dtype.kind != "U" or len(kernels) != 1:
+        return "tile_ids.npy is not a list of names"
+    for field, owners in _OFFSETS_OF.items():
+        offsets = np.asarray(arrays[field])
+        if offsets.shape != (kernels[0] + 1,):
+            return f"{field}.npy has {offsets.shape[0]} entries for {kernels[0]} kernels"
+        rows = {arrays[o].shape[0] for o in owners}
+        if offsets[0] != 0 or np.any(np.diff(offsets) < 0) or rows != {int(offsets[-1])}:
+            return f"{field}.npy does not cut the rows of {', '.join(owners)} ({sorted(rows)})"
+    return None
+
+
+def check_split_cache(cache_path: Path, verify: bool = True) -> tuple[TileSplit | None, str | None]:
+    """A cached split and None, or None and what is wrong with it (None, None: absent).
+
+    Always checked: meta.json, every array's header against its file size,
+    shapes and dtypes against meta.json and the fixed widths, and the offsets.
+    With `verify`, every array's BLAKE2b checksum too, unless a stamp written
+    by an earlier verification shows that no file changed since (see
+    `VERIFIED_STAMP`). Never raises on a damaged folder.
+    """
+    if not cache_path.exists():
+        return None, None
+    try:
+        meta = json.loads((cache_path / "meta.json").read_text())
+    except (OSError, ValueError) as e:
+        return None, f"meta.json unreadable ({type(e).__name__})"
+    if (
+        not isinstance(meta, dict)
+        or meta.get("format") != CACHE_FORMAT_VERSION
+        or not isinstance(meta.get("name"), str)
+        or not isinstance(meta.get("arrays"), dict)
+    ):
+        return None, "meta.json lacks the format, name or array records"
+    arrays = {}
+    for field in _ARRAY_FIELDS:
+        try:
+            # mmap checks the header's shape against the file size before mapping.
+            arrays[field] = np.load(cache_path / f"{field}.npy", mmap_mode="r", allow_pickle=False)
+        except Exception as e:  # any damage in a file of ours means: rebuild it
+            reason = " ".join(str(e).split())[:120] or type(e).__name__
+            return None, f"{field}.npy unreadable ({type(e).__name__}: {reason})"
+    problem = _structure_problem(arrays, meta)
+    if problem:
+        return None, problem
+    if verify and not _stamp_matches(cache_path):
+        for field in _ARRAY_FIELDS:
+            if _array_digest(arrays[field]) != meta["arrays"][field].get("blake2b"):
+                return None, f"{field}.npy does not match its checksum"
+        _write_stamp(cache_path)
+    arrays["tile_ids"] = np.asarray(arrays["tile_ids"])
+    return TileSplit(name=meta["name"], **arrays), None
 
 
 def load_split_cache(cache_path: Path) -> TileSplit | None:
-    """Memory-maps a cached split, or returns None when it is absent or unreadable."""
-    try:
-        meta = json.loads((cache_path / "meta.json").read_text())
-        arrays = {
-            f: np.load(cache_path / f"{f}.npy", mmap_mode="r", allow_pickle=False)
-            for f in _ARRAY_FIELDS
-        }
-    except (OSError, ValueError):
-        return None
-    arrays["tile_ids"] = np.asarray(arrays["tile_ids"])
-    return TileSplit(name=meta["name"], **arrays)
+    """Memory-maps a verified cached split, or returns None when it is absent or damaged."""
+    return check_split_cache(cache_path)[0]
 
 
 def load_split(
@@ -473,8 +624,12 @@ def load_split(
     cache_dir: Path | str | None = None,
     num_workers: int | None = None,
     progress: bool = True,
+    log: Callable[[str], None] | None = None,
 ) -> TileSplit:
     """Loads one split folder, through the cache when `cache_dir` is given.
+
+    A damaged cache (see `check_split_cache`) is rebuilt from the npz files,
+    said in one line through `log` (default: print).
 
     The cache key covers every file's resolved path, size, mtime and zip
     directory (member CRC-32s), so editing, adding or removing a file never
@@ -486,9 +641,13 @@ def load_split(
     if cache_dir is None:
         return read_files(name, files, num_workers, progress)
     cache_path = Path(cache_dir).expanduser() / f"{name}-{files_fingerprint(files)}"
-    cached = load_split_cache(cache_path)
+    cached, problem = check_split_cache(cache_path)
     if cached is not None:
         return cached
+    if problem is not None:
+        (log or print)(
+            f"cache: {cache_path} is damaged ({problem}); rebuilding it from {split_dir}"
+        )
     split = read_files(name, files, num_workers, progress)
     try:
         save_split_cache(split, cache_path)
@@ -515,12 +674,18 @@ def load_splits(
     toy_data: bool = False,
     cache_dir: Path | str | None = None,
     progress: bool = True,
+    log: Callable[[str], None] | None = None,
 ) -> dict[str, TileSplit]:
     """Loads the named splits of a data root (first 100 files of each with toy_data)."""
     max_files = TOY_MAX_FILES if toy_data else None
     return {
         s: load_split(
-            Path(data_root) / s, name=s, max_files=max_files, cache_dir=cache_dir, progress=progress
+            Path(data_root) / s,
+            name=s,
+            max_files=max_files,
+            cache_dir=cache_dir,
+            progress=progress,
+            log=log,
         )
         for s in splits
     }
