@@ -23,7 +23,7 @@ demo: install
 		--data_root=$(DEMO_DATA) --out_dir=$(DEMO_OUT) --cache_dir=$(DEMO_OUT)/cache
 	$(PY) tiles_gen_predictions_csv.py --dir "$$(ls -td $(DEMO_OUT)/model_* | head -1)" \
 		--data_root=$(DEMO_DATA) --output=$(DEMO_OUT)/predictions_output_model.csv
-	$(PY) create_kaggle_csv.py --data_root=$(DEMO_DATA) \
+	$(PY) create_kaggle_csv.py --data_root=$(DEMO_DATA) --allow_missing \
 		--inputcsv=$(DEMO_OUT)/predictions_output_model.csv --output=$(DEMO_OUT)/predictions_kaggle.csv
 
 test: install

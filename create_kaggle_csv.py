@@ -10,9 +10,12 @@ missing ones with `0;1;2;3;4`).
 Without `--sample`, `sample_submission.csv` is looked for in `--data_root`, its
 parents up to four levels (for the default `~/data/tpugraphs/npz/tile/xla` that
 reaches `~/data/tpugraphs` and a Kaggle bundle root) and the current directory.
-If there is none, the IDs come from the downloaded test splits: tile
-`<data_root>/test/*.npz`, layout `<data_root>/../../layout/<source>/<search>/test`
-(layout rows then get the dummy `0;1;2;3;4`).
+If there is none, the script refuses and prints the Kaggle CLI line that gets
+it. `--allow_missing` is the explicit way to build a partial file anyway: the
+IDs then come from the downloaded test splits: tile `<data_root>/test/*.npz`,
+layout `<data_root>/../../layout/<source>/<search>/test` (layout rows get the
+dummy `0;1;2;3;4`; without layout folders the file has no layout rows and
+Kaggle will not accept it).
 
 Any error prints one line and exits with status 2; no output file is written
 (an existing one is left as it was).
@@ -31,12 +34,18 @@ if str(_HERE) not in sys.path:
 from baselines.tiles import submission
 from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT
+from echo_download_commands import sample_submission_command
 
 SAMPLE_SEARCH_DEPTH = 4  # Parents of --data_root searched for sample_submission.csv.
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].split("\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
     parser.add_argument(
         "--inputcsv",
         default="predictions_output_model.csv",
@@ -45,7 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--sample",
         default=None,
-        help="Kaggle sample_submission.csv (default: look beside the data, see above)",
+        help="Kaggle sample_submission.csv (default: looked for beside the data, see below)",
     )
     parser.add_argument("--output", default="predictions_kaggle.csv", help="submission to write")
     parser.add_argument(
@@ -56,7 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--allow_missing",
         action="store_true",
-        help="fill sample tile IDs that have no prediction with 0;1;2;3;4 instead of failing",
+        help="build a partial file: fill sample tile IDs that have no prediction with "
+        "0;1;2;3;4, and without a sample take the IDs from the test folders",
     )
     return parser.parse_args(argv)
 
@@ -92,7 +102,7 @@ def resolve_sample(
     if found is not None:
         return submission.read_sample_ids(found), str(found), found
     tile_test = data_root / "test"
-    if tile_test.is_dir():
+    if args.allow_missing and tile_test.is_dir():
         layout_root = data_root.parent.parent / "layout"
         rows = submission.sample_ids_from_test_dirs(tile_test, layout_root)
         source = f"the test files in {tile_test}"
@@ -100,10 +110,9 @@ def resolve_sample(
             source += f" and {layout_root}"
         return rows, source, None
     raise PipelineError(
-        f"no {submission.SAMPLE_NAME} in {', '.join(str(d) for d in search_dirs)} and no "
-        f"test split at {tile_test}: download sample_submission.csv from the Kaggle "
-        "competition bundle (predict-ai-model-runtime) and pass --sample PATH, or download "
-        "the data with echo_download_commands.py (and pass --data_root if it is elsewhere)"
+        f"no {submission.SAMPLE_NAME} in {', '.join(str(d) for d in search_dirs)}: get it with "
+        f"`{sample_submission_command('~/data/tpugraphs')}`, then rerun (or pass --sample PATH); "
+        "--allow_missing builds a partial file from the test folders instead"
     )
 
 

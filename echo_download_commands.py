@@ -22,6 +22,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baselines.tiles.errors import run_cli
 
 BASE_URL = "http://download.tensorflow.org/data/tpu_graphs/v0"
+KAGGLE_COMPETITION = "predict-ai-model-runtime"
+
+
+def sample_submission_command(dest: str) -> str:
+    """The Kaggle CLI line that fetches sample_submission.csv (the submission's row list).
+
+    It needs the `kaggle` CLI, an API token and the competition's rules accepted,
+    so it is printed as a comment: piping the output into bash never fails on it.
+    """
+    where = dest if dest.startswith("~/") and " " not in dest else shlex.quote(dest)
+    return (
+        f"kaggle competitions download -c {KAGGLE_COMPETITION} -f sample_submission.csv -p {where}"
+    )
+
+
 SPLITS = ("train", "valid", "test")
 
 
@@ -48,6 +63,10 @@ def download_commands(dest: str, collections: str) -> list[str]:
     for name in tar_names(collections):
         lines.append(f"[ -f {name} ] || curl -fL -o {name} {BASE_URL}/{name}")
         lines.append(f"tar xf {name}")
+    lines.append(
+        "# create_kaggle_csv.py needs Kaggle's sample_submission.csv (Kaggle CLI, API token):"
+    )
+    lines.append(f"# {sample_submission_command(dest)}  (unzip it if it arrives zipped)")
     return lines
 
 

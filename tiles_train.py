@@ -54,6 +54,8 @@ HELP = {
     "warmup_epochs": "epochs of linear warm-up before the cosine decay",
     "sampling": "uniform: every train kernel once per epoch; balanced: kernels drawn so "
     "that every program is seen equally often",
+    "eval_every": "validate (OPA, model selection, early stop) every N epochs and after the "
+    "last; --early_stop still counts epochs",
 }
 
 

@@ -89,6 +89,7 @@ def toy_args(tmp_path, **changes) -> dict:
         "cache_dir": str(tmp_path / "cache"),
         "test_mode": "predictions",
         "results_csv": str(tmp_path / "out" / "results.csv"),
+        "eval_every": 1,
         **changes,
     }
 

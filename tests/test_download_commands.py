@@ -22,7 +22,10 @@ def test_default_prints_tile_lines():
     for name in tars:
         assert f"[ -f {name} ] || curl -fL -o {name} {edc.BASE_URL}/{name}" in out
         assert f"tar xf {name}" in out
-    assert len(out) == 2 + 2 * len(tars)
+    # Plus two comment lines (harmless when piped into bash): how to get the sample.
+    assert len(out) == 2 + 2 * len(tars) + 2
+    assert out[-1].startswith("# kaggle competitions download -c predict-ai-model-runtime")
+    assert all(line.startswith("#") for line in out[-2:])
     assert all("layout" not in line for line in out)
 
 

@@ -79,6 +79,11 @@ def test_end_to_end_toy_training_predictions_submission(trained):
         assert all(0 <= i < c for i in ranking)
 
     proc = run_script("create_kaggle_csv.py", f"--data_root={data.BUNDLED_TOY_ROOT}", cwd=work)
+    assert proc.returncode == 2 and "kaggle competitions download" in proc.stderr  # no sample
+    assert not (work / "predictions_kaggle.csv").exists()
+    proc = run_script(
+        "create_kaggle_csv.py", f"--data_root={data.BUNDLED_TOY_ROOT}", "--allow_missing", cwd=work
+    )
     assert proc.returncode == 0, proc.stderr
     assert read_rows(work / "predictions_kaggle.csv") == rows
 

@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT))
 from baselines.tiles import submission
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.io_utils import atomic_output, atomic_write_text
+from echo_download_commands import download_commands, sample_submission_command
 
 SCRIPT = ROOT / "create_kaggle_csv.py"
 REAL = ROOT.parent / "shared" / "real_samples"
@@ -305,8 +306,13 @@ def test_no_sample_and_no_test_dir_refused(small_case, tmp_path: pathlib.Path):
     data_root = tmp_path / "data" / "npz" / "tile" / "xla"
     proc = run_script(work, "--inputcsv", "preds.csv", "--data_root", str(data_root))
     assert_refused(
-        proc, work / "predictions_kaggle.csv", "--sample", "echo_download_commands.py", "test"
+        proc, work / "predictions_kaggle.csv", "--sample", "kaggle competitions download"
     )
+    # --allow_missing cannot help without test folders either.
+    proc = run_script(
+        work, "--inputcsv", "preds.csv", "--data_root", str(data_root), "--allow_missing"
+    )
+    assert_refused(proc, work / "predictions_kaggle.csv", "no sample_submission.csv")
 
 
 @pytest.mark.parametrize(
@@ -405,6 +411,14 @@ def test_cli_builds_ids_from_test_dirs(work: pathlib.Path, tmp_path: pathlib.Pat
         work / "preds.csv", [("tile:xla:bb", "2;0"), ("tile:xla:cc", "1"), ("tile:xla:aa", "0;4")]
     )
     proc = run_script(work, "--inputcsv", "preds.csv", "--data_root", str(data_root))
+    # No sample: refused, with the Kaggle CLI line that echo_download_commands prints too.
+    line = assert_refused(proc, work / "predictions_kaggle.csv", "no sample_submission.csv")
+    assert sample_submission_command("~/data/tpugraphs") in line and "--allow_missing" in line
+    printed = download_commands("~/data/tpugraphs", "tile")
+    assert any(sample_submission_command("~/data/tpugraphs") in cmd for cmd in printed)
+    proc = run_script(
+        work, "--inputcsv", "preds.csv", "--data_root", str(data_root), "--allow_missing"
+    )
     assert proc.returncode == 0, proc.stderr
     assert "7 rows (3 tile, 4 layout), 0 tile rows filled" in proc.stdout
     assert f"sample: the test files in {data_root / 'test'}" in proc.stdout

@@ -18,7 +18,7 @@ from baselines.tiles import data, metrics
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import graph_from_batch, to_tensors
-from baselines.tiles.keras_fit import EpochBatches, RankingTrainer
+from baselines.tiles.keras_fit import EpochBatches, RankingTrainer, ResumableEarlyStopping
 from baselines.tiles.models import build_model, create_variables
 from baselines.tiles.train_args import TrainArgs
 from baselines.tiles.train_lib import set_determinism, train
@@ -39,6 +39,7 @@ SPEC_DEFAULTS = {
     "data_root": "~/data/tpugraphs/npz/tile/xla",
     "cache_dir": "~/data/tpugraphs/cache/tile",
     "toy_data": False,
+    "eval_every": 5,  # upstream's train_args.py (SPEC §10)
 }
 
 
@@ -71,6 +72,7 @@ def test_run_hash_is_deterministic_and_covers_every_arg():
         ("--model_kwargs_json=[1]", "expected a JSON object"),
         ('--model_kwargs_json={"heads": 2}', "does not take heads"),
         ("--out_dir=/proc/forbidden/out", "--out_dir: /proc/forbidden/out is not writable"),
+        ("--eval_every=0", "--eval_every: must be at least 1"),
     ],
 )
 def test_bad_flags_fail_before_loading_data(tmp_path, flag, message):
@@ -173,6 +175,7 @@ def test_saved_model_is_the_best_validation_one(tmp_path):
         clip_norm=10.0,
         configs=8,
         seed=1,
+        eval_every=1,
         toy_data=True,
         data_root=str(data.BUNDLED_TOY_ROOT),
         out_dir=str(tmp_path / "out"),
@@ -270,3 +273,54 @@ def test_balanced_sampling_gives_every_program_the_same_share(toy_splits):
     np.testing.assert_allclose(list(shares.values()), 1 / len(shares), rtol=1e-9)
     drawn = [b["tile_id"] for b in EpochBatches(split, 10, 4, 0, weights=weights).batches(0)]
     assert sum(len(t) for t in drawn) == len(split)  # an epoch is still one split's worth
+
+
+def test_eval_every_validates_every_nth_and_the_last_epoch(tmp_path):
+    args = TrainArgs(
+        model="MLP",
+        epochs=7,
+        early_stop=50,
+        eval_every=3,
+        toy_data=True,
+        test_mode="metrics",
+        data_root=str(data.BUNDLED_TOY_ROOT),
+        out_dir=str(tmp_path / "out"),
+        cache_dir=str(tmp_path / "cache"),
+    )
+    assert args.validation_epochs() == [3, 6, 7]
+    record = train(args, progress=False, log=lambda _: None)
+    curve = record["train_curve"]
+    assert curve["epoch"] == list(range(7))
+    validated = [e for e, v in zip(curve["epoch"], curve["val_opa"]) if v is not None]
+    assert validated == [2, 5, 6]  # 0-based: after epochs 3, 6 and 7
+    assert all(v is not None for v in curve["train_loss"])
+    assert record["best_epoch"] in validated
+    assert record["best_val_opa"] == max(curve["val_opa"][e] for e in validated)
+
+
+@pytest.mark.parametrize(
+    "eval_every, opas, stops_at",
+    [
+        # Validation every 2nd epoch, patience 3 epochs: the best is epoch 1;
+        # epoch 3 is 2 epochs later (go on), epoch 5 is 4 epochs later (stop).
+        (2, {1: 0.5, 3: 0.4, 5: 0.4, 7: 0.9}, 5),
+        # Every epoch (Keras' own counting): 3 epochs without a gain.
+        (1, {0: 0.5, 1: 0.4, 2: 0.4, 3: 0.45, 4: 0.9}, 3),
+    ],
+)
+def test_early_stop_patience_counts_epochs_not_validations(tmp_path, eval_every, opas, stops_at):
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.build((None, 1))
+    stopper = ResumableEarlyStopping(3, tmp_path / "state")
+    stopper.set_model(model)
+    stopper.on_train_begin()
+    for epoch in range(8):
+        stopper.on_epoch_begin(epoch)
+        logs = {"loss": 1.0, "opa": 0.5}
+        if epoch in opas:
+            logs.update(val_loss=1.0, val_opa=opas[epoch])
+        stopper.on_epoch_end(epoch, logs)
+        if model.stop_training:
+            break
+    assert stopper.stopped_epoch == stops_at
+    assert stopper.best == 0.5

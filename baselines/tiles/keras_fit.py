@@ -215,7 +215,8 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
     """Keras' early stopping on val OPA that ends on the best epoch's weights.
 
     Keras 2 restores the best weights only when it stops early; here a run that
-    uses all its epochs ends on them too. The state (best OPA, wait, best
+    uses all its epochs ends on them too. With validation every few epochs
+    (Keras `validation_freq`), patience still counts epochs. The state (best OPA, wait, best
     weights, learning curve) is written after every epoch to `state_dir`, before
     `BackupAndRestore` backs up the model, and read back when Keras resumes at a
     later epoch, so a resumed run ends exactly as an uninterrupted one. Only the
@@ -232,12 +233,14 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
         self.curve: dict[str, list] = {k: [] for k in CURVE_KEYS}
         self._first_epoch: int | None = None
         self._already_stopped = False
+        self.last_validated = -1
 
     def on_train_begin(self, logs=None) -> None:
         super().on_train_begin(logs)
         self.curve = {k: [] for k in CURVE_KEYS}
         self._first_epoch = None
         self._already_stopped = False
+        self.last_validated = -1
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
         if self._first_epoch is None:
@@ -254,10 +257,17 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
         if self._already_stopped:
             return
         logs = logs or {}
+        validated = "val_opa" in logs  # not every epoch with --eval_every > 1
         self.curve["epoch"].append(epoch)
         for key, name in zip(CURVE_KEYS[1:], ("loss", "opa", "val_loss", "val_opa")):
-            self.curve[key].append(float(logs.get(name, np.nan)))
-        super().on_epoch_end(epoch, logs)
+            value = logs.get(name)
+            self.curve[key].append(None if value is None else float(value))
+        if validated:
+            # Keras counts `wait` in calls; patience here counts epochs, also
+            # when validation runs only every few epochs.
+            self.wait += epoch - self.last_validated - 1
+            self.last_validated = epoch
+            super().on_epoch_end(epoch, logs)
         if self.writes_state:
             self._save(epoch)
 
@@ -279,6 +289,7 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
             "best": float(self.best),
             "best_epoch": self.best_epoch,
             "stopped_epoch": self.stopped_epoch,
+            "last_validated": self.last_validated,
             "curve": self.curve,
         }
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -304,7 +315,7 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
                 f"missing or damaged ({e}); remove {self.state_dir} to train from the start"
             ) from None
         self.wait, self.best, self.best_epoch = meta["wait"], meta["best"], meta["best_epoch"]
-        self.stopped_epoch = meta["stopped_epoch"]
+        self.stopped_epoch, self.last_validated = meta["stopped_epoch"], meta["last_validated"]
         self.curve = meta["curve"]
         self.best_weights = weights or None
 

@@ -6,7 +6,8 @@
 
 Defaults are the public baseline's (SPEC §4); `seed`, `optimizer`,
 `weight_decay`, `lr_schedule`, `warmup_epochs` and `sampling` are new, and at
-their defaults they train exactly as the baseline does.
+their defaults they train exactly as the baseline does; `eval_every` is
+upstream's (validate every N epochs and after the last one).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class TrainArgs:
     lr_schedule: str = "constant"
     warmup_epochs: int = 0
     sampling: str = "uniform"
+    eval_every: int = 5  # upstream's flag and default (SPEC §10)
 
     @classmethod
     def flag_names(cls) -> frozenset[str]:
@@ -86,6 +88,10 @@ class TrainArgs:
             )
         return kwargs
 
+    def validation_epochs(self) -> list[int]:
+        """1-based epochs after which validation runs: every `eval_every`-th and the last."""
+        return sorted({*range(self.eval_every, self.epochs + 1, self.eval_every), self.epochs})
+
     def validate(self) -> None:
         """Checks everything that can be checked before loading data."""
         # Imported here so that importing TrainArgs stays free of TensorFlow.
@@ -95,7 +101,7 @@ class TrainArgs:
         models.build_model(self.model, self.configs, self.model_kwargs())
         if self.test_mode not in TEST_MODES:
             raise PipelineError(f"--test_mode: '{self.test_mode}' is not one of {TEST_MODES}")
-        for flag in ("epochs", "configs", "batch"):
+        for flag in ("epochs", "configs", "batch", "eval_every"):
             if getattr(self, flag) < 1:
                 raise PipelineError(f"--{flag}: must be at least 1, got {getattr(self, flag)}")
         for flag, allowed in (

@@ -188,6 +188,7 @@ def train(
         steps_per_epoch=train_batches.steps,
         validation_data=distribution.distributed(strategy, val_batches),
         validation_steps=val_batches.steps,
+        validation_freq=args.validation_epochs(),
         callbacks=callbacks,
         verbose=0,
     )
@@ -238,6 +239,7 @@ def train(
         "data_root": str(root),
         "train_curve": curve,
         "best_epoch": best_epoch,
+        "best_val_opa": float(early_stopping.best),
         "timings": {**timings, "train_s": train_seconds},
         "traces": dict(trainer.traces, predict=scorer.traces),
         "replicas": replicas,
