@@ -12,8 +12,9 @@ install: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is needed (TensorFlow 2.15); set PYTHON=/path/to/python3.11")'
+	@echo "Installing the pinned packages into $(VENV) (1-2 minutes, ~2 GB; pip shows each package)"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -r requirements.txt -c constraints.txt
 	@$(PY) -c 'import numpy, sys; sys.exit(0 if numpy.__version__.startswith("1.") else "numpy 2 got in")'
 	touch $@
 

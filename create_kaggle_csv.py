@@ -32,6 +32,7 @@ if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
 from baselines.tiles import submission
+from baselines.tiles.cli import entry_parser
 from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 from echo_download_commands import sample_submission_command
@@ -40,12 +41,7 @@ SAMPLE_SEARCH_DEPTH = 4  # Parents of --data_root searched for sample_submission
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0].split("\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        allow_abbrev=False,
-    )
+    parser = entry_parser(__doc__, epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument(
         "--inputcsv",
         default="predictions_output_model.csv",

@@ -12,13 +12,13 @@ files plus sample_submission.csv.
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from baselines.tiles.cli import entry_parser
 from baselines.tiles.errors import run_cli
 
 BASE_URL = "http://download.tensorflow.org/data/tpu_graphs/v0"
@@ -71,7 +71,7 @@ def download_commands(dest: str, collections: str) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = entry_parser(__doc__)
     parser.add_argument("--dest", default="~/data/tpugraphs", help="download folder")
     parser.add_argument("--collections", choices=("tile", "layout", "all"), default="tile")
     args = parser.parse_args()

@@ -21,12 +21,13 @@ from baselines.tiles.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
+from baselines.tiles.cli import entry_parser
 from baselines.tiles.errors import run_cli
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = entry_parser(__doc__)
     parser.add_argument(
         "--dirs", required=True, help="model folders (<out_dir>/model_<hash>), comma-separated"
     )

@@ -28,12 +28,13 @@ from baselines.tiles.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
+from baselines.tiles.cli import entry_parser
 from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = entry_parser(__doc__)
     parser.add_argument(
         "--dir",
         required=True,

@@ -24,6 +24,7 @@ from baselines.tiles.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
+from baselines.tiles.cli import entry_parser
 from baselines.tiles.distribution import STRATEGIES, check_tf_config
 from baselines.tiles.errors import run_cli
 from baselines.tiles.flagfile import expand_flagfiles
@@ -70,8 +71,8 @@ def parse_bool(text: str) -> bool:
 
 def build_parser() -> argparse.ArgumentParser:
     """One flag per TrainArgs field, with the field's default."""
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
+    parser = entry_parser(
+        __doc__,
         epilog="--flagfile=FILE reads one --flag=value per line (absl's convention); "
         "flags after it override it.",
     )
@@ -96,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="default",
         help="tf.distribute strategy: default (one device), mirrored (all local GPUs, "
         "else all logical CPUs), multi_worker (MultiWorkerMirroredStrategy, needs TF_CONFIG); "
-        "not part of the run hash (default: %(default)s)",
+        "not part of the run hash",
     )
     return parser
 

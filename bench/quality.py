@@ -25,7 +25,6 @@ are reused while the recipe's expanded flags (the digest) are unchanged.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -39,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # this process scores the saved models
 
+from baselines.tiles.cli import entry_parser
 from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.io_utils import atomic_write_text
 
@@ -188,7 +188,7 @@ def markdown(result: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = entry_parser(__doc__)
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--sets", default=",".join(HARDWARE), help="hardware presets to test on")

@@ -20,7 +20,6 @@ baseline figures measured on the same kind of machine and data size (issue #5).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -34,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from baselines.tiles.cli import entry_parser
 from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.io_utils import atomic_write_text
 
@@ -241,7 +241,7 @@ def markdown(result: dict) -> str:
 def main() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "--_measure":
         return _measure_main(sys.argv[2])
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = entry_parser(__doc__)
     parser.add_argument("--full", action="store_true", help="real-release size (slow)")
     parser.add_argument("--models", default="EarlyJoinSAGE,LateJoinGAT")
     parser.add_argument("--epochs", type=int, default=2)

@@ -9,7 +9,6 @@ Writes <out>/toy_models.json and <out>/toy_models.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -22,6 +21,7 @@ from baselines.tiles.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
+from baselines.tiles.cli import entry_parser
 from baselines.tiles.data import BUNDLED_TOY_ROOT
 from baselines.tiles.errors import run_cli
 from baselines.tiles.io_utils import atomic_write_text
@@ -30,7 +30,7 @@ from baselines.tiles.train_args import TrainArgs
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = entry_parser(__doc__)
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--early_stop", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)

@@ -281,6 +281,7 @@ def test_eval_every_validates_every_nth_and_the_last_epoch(tmp_path):
         epochs=7,
         early_stop=50,
         eval_every=3,
+        run_id="eval-test",
         toy_data=True,
         test_mode="metrics",
         data_root=str(data.BUNDLED_TOY_ROOT),
@@ -296,6 +297,26 @@ def test_eval_every_validates_every_nth_and_the_last_epoch(tmp_path):
     assert all(v is not None for v in curve["train_loss"])
     assert record["best_epoch"] in validated
     assert record["best_val_opa"] == max(curve["val_opa"][e] for e in validated)
+    # The TensorBoard run is labelled: HParams with the model, --run_id and the flags.
+    hparams = tensorboard_hparams(tmp_path / "out" / f"tb_{args.run_hash()}")
+    assert hparams["model"] == "MLP" and hparams["run_id"] == "eval-test"
+    assert hparams["eval_every"] == 3 and "out_dir" not in hparams
+
+
+def tensorboard_hparams(tb_dir) -> dict:
+    from tensorboard.backend.event_processing import event_accumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    (events,) = tb_dir.glob("events.out.tfevents.*")  # the run's root: HParams
+    acc = event_accumulator.EventAccumulator(str(events))
+    acc.Reload()
+    content = acc.summary_metadata["_hparams_/session_start_info"].plugin_data.content
+    start = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
+    values = {}
+    for name, value in start.hparams.items():
+        kind = value.WhichOneof("kind")
+        values[name] = getattr(value, kind)
+    return values
 
 
 @pytest.mark.parametrize(
@@ -324,3 +345,38 @@ def test_early_stop_patience_counts_epochs_not_validations(tmp_path, eval_every,
             break
     assert stopper.stopped_epoch == stops_at
     assert stopper.best == 0.5
+
+
+@pytest.mark.parametrize(
+    "script, flags",
+    [
+        ("tiles_train.py", ["--epoch=5"]),
+        ("tiles_gen_predictions_csv.py", ["--dir=x", "--data_ro=x"]),
+        ("tiles_evaluate.py", ["--dirs=a", "--dir=a"]),
+        ("create_kaggle_csv.py", ["--allow"]),
+    ],
+)
+def test_abbreviated_flags_are_refused(script, flags):
+    """argparse would take `--epoch` for `--epochs`; absl (upstream) and this project don't."""
+    flag = flags[-1]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / script), *flags],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert f"unrecognized arguments: {flag}" in proc.stderr
+
+
+def test_help_shows_defaults():
+    text = subprocess.run(
+        [sys.executable, str(ROOT / "tiles_train.py"), "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    text = " ".join(text.split())  # argparse wraps lines
+    assert "(default: EarlyJoinSAGE)" in text and "maximum training epochs (default: 100)" in text

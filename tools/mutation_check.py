@@ -148,7 +148,7 @@ def markdown(results: list[dict], wall: float) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--mutations", type=Path, default=DEFAULT_LIST)
     parser.add_argument("--only", default="", help="run mutations whose name or area contains this")
     parser.add_argument("--out", type=Path, default=REPO / "out" / "mutation")

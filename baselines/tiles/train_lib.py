@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorboard.plugins.hparams import api as hparams_api
 from tqdm.keras import TqdmCallback
 
 from baselines.tiles import distribution, keras_fit, metrics
@@ -76,6 +77,21 @@ def make_optimizer(args: TrainArgs, steps_per_epoch: int) -> tf.keras.optimizers
             learning_rate=rate, weight_decay=args.weight_decay, clipnorm=args.clip_norm
         )
     return tf.keras.optimizers.Adam(learning_rate=rate, clipnorm=args.clip_norm)
+
+
+# Flags that name where things are, not what was trained: left out of HParams.
+_NOT_HPARAMS = ("out_dir", "cache_dir", "results_csv")
+
+
+def tensorboard_hparams(args: TrainArgs) -> dict[str, Any]:
+    """The run's flags as TensorBoard HParams (str, int, float or bool values)."""
+    return {k: v for k, v in args.to_dict().items() if k not in _NOT_HPARAMS}
+
+
+def run_label(args: TrainArgs) -> str:
+    """A readable run name: model, --run_id when given, and the hash's first 8 digits."""
+    parts = [args.model, args.run_id, args.run_hash()[:8]]
+    return "-".join(p for p in parts if p)
 
 
 def prepare_splits(
@@ -177,21 +193,39 @@ def train(
         ),
         tf.keras.callbacks.BackupAndRestore(str(backup_dir / "keras")),
     ]
+    if chief:
+        # Labels the TensorBoard run (folders are named by hash only): the
+        # HParams dashboard lists model, --run_id and the recipe's flags.
+        callbacks.append(
+            hparams_api.KerasCallback(
+                str(out_dir / f"tb_{run_hash}"), tensorboard_hparams(args), trial_id=run_label(args)
+            )
+        )
     if progress:
         callbacks.append(TqdmCallback(verbose=1, desc=f"train {args.model}"))
     if backup_dir.exists():
         log(f"resuming from {backup_dir} (remove it to train from the start)")
     started = time.perf_counter()
-    trainer.fit(
-        distribution.distributed(strategy, train_batches),
-        epochs=args.epochs,
-        steps_per_epoch=train_batches.steps,
-        validation_data=distribution.distributed(strategy, val_batches),
-        validation_steps=val_batches.steps,
-        validation_freq=args.validation_epochs(),
-        callbacks=callbacks,
-        verbose=0,
-    )
+    try:
+        trainer.fit(
+            distribution.distributed(strategy, train_batches),
+            epochs=args.epochs,
+            steps_per_epoch=train_batches.steps,
+            validation_data=distribution.distributed(strategy, val_batches),
+            validation_steps=val_batches.steps,
+            validation_freq=args.validation_epochs(),
+            callbacks=callbacks,
+            verbose=0,
+        )
+    except (OSError, tf.errors.OpError) as e:
+        # TensorBoard's writer and the backup report a full disk as
+        # ResourceExhaustedError; running out of (GPU) memory is not a write.
+        if write_failure_kind(e) is None:
+            raise
+        raise PipelineError(
+            f"cannot write the training logs in {out_dir} (tb_{run_hash}/, backup_{run_hash}/): "
+            f"{describe_write_error(e)}; free space or choose another --out_dir"
+        ) from None
     train_seconds = time.perf_counter() - started
     curve, best_epoch = early_stopping.curve, early_stopping.best_epoch
     if early_stopping.stopped_epoch:
