@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from baselines.tiles.graph import dummy_batch, graph_from_batch, to_tensors
 from baselines.tiles.layers import (
+    ChebConv,
     GATv2Block,
     KernelPooling,
     PointwiseDense,
@@ -38,6 +39,47 @@ def symmetric_adjacency():
     return a
 
 
+def producer_adjacency():
+    """p[u, v] = 1 when u reads v's output (v is one of u's producers)."""
+    p = np.zeros((4, 4))
+    for u, v in EDGES:
+        p[u, v] = 1
+    return p
+
+
+def randomize(layer, rng) -> None:
+    """Random values for every weight, biases included, so that every term shows."""
+    for v in layer.weights:
+        v.assign(rng.normal(size=v.shape).astype(np.float32))
+
+
+def packed_graph(kernels: list[tuple[int, list[tuple[int, int]]]], num_configs: int = 2):
+    """One GraphTensor of several kernels: (op count, local edges u -> v) each."""
+    batch = dummy_batch(num_configs)
+    b, n = len(kernels), sum(k[0] for k in kernels)
+    edges, base = [], 0
+    for size, local in kernels:
+        edges += [(u + base, v + base) for u, v in local]
+        base += size
+    edges = np.array(edges, np.int32).reshape(-1, 2)
+    batch.update(
+        op_sizes=np.array([k[0] for k in kernels], np.int32),
+        feed_sizes=np.array([len(k[1]) for k in kernels], np.int32),
+        config_sizes=np.full(b, num_configs, np.int32),
+        op_opcode=np.zeros(n, np.int32),
+        op_feats=np.zeros((n, 140), np.float32),
+        feed_source=edges[:, 0],
+        feed_target=edges[:, 1],
+        config_feats=np.zeros((b * num_configs, 24), np.float32),
+        config_runtimes=np.ones(b * num_configs, np.float32),
+        config_normalizers=np.ones(b * num_configs, np.float32),
+        config_mask=np.ones(b * num_configs, np.float32),
+        config_index=np.tile(np.arange(num_configs, dtype=np.int32), b),
+        tile_id=np.array([b"k%d" % i for i in range(b)], object),
+    )
+    return graph_from_batch(to_tensors(batch)), n, edges
+
+
 def test_sage_matches_formula_on_2d_and_3d_states():
     rng = np.random.default_rng(0)
     conv = SAGEConv(5, activation="relu")
@@ -53,6 +95,61 @@ def test_sage_matches_formula_on_2d_and_3d_states():
     np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
     flat = conv(graph, tf.constant(states[:, 1])).numpy()  # [n, d]: same per config
     np.testing.assert_allclose(flat, out[:, 1], rtol=1e-5, atol=1e-6)
+
+
+def test_directed_sage_matches_formula_and_ties_back_to_the_undirected_layer():
+    rng = np.random.default_rng(5)
+    conv = SAGEConv(5, activation="relu", directed=True)
+    graph = tiny_graph()
+    states = rng.normal(size=(4, 3, 6)).astype(np.float32)
+    conv.build(tf.TensorShape([None, 6]))
+    randomize(conv, rng)
+    out = conv(graph, tf.constant(states)).numpy()
+    p = producer_adjacency()
+    degree = np.maximum((p + p.T).sum(1, keepdims=True), 1)
+    w_self, b = (v.numpy() for v in conv.self_dense.weights)
+    w_prod = conv.neighbour_denses["producers"].kernel.numpy()
+    w_cons = conv.neighbour_denses["consumers"].kernel.numpy()
+    producers = np.einsum("uv,vkd->ukd", p / degree, states)
+    consumers = np.einsum("uv,vkd->ukd", p.T / degree, states)
+    expected = np.maximum(states @ w_self + b + producers @ w_prod + consumers @ w_cons, 0)
+    expected /= np.maximum(np.linalg.norm(expected, axis=-1, keepdims=True), 1e-6)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+    # Reversing the edges swaps the two parts: the output moves.
+    reversed_graph = packed_graph([(4, [(v, u) for u, v in EDGES])], 2)[0]
+    assert not np.allclose(conv(reversed_graph, tf.constant(states)).numpy(), out, atol=1e-3)
+    # Tied direction weights give the undirected layer.
+    undirected = SAGEConv(5, activation="relu")
+    undirected.build(tf.TensorShape([None, 6]))
+    undirected.self_dense.set_weights(conv.self_dense.get_weights())
+    undirected.neighbour_dense.set_weights([w_prod])
+    conv.neighbour_denses["consumers"].set_weights([w_prod])
+    np.testing.assert_allclose(
+        conv(graph, tf.constant(states)).numpy(),
+        undirected(graph, tf.constant(states)).numpy(),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+def test_directed_res_gcn_matches_formula():
+    rng = np.random.default_rng(6)
+    conv = ResGCNConv(6, activation="relu", directed=True)
+    conv.build(tf.TensorShape([None, 6]))
+    randomize(conv, rng)
+    states = rng.normal(size=(4, 2, 6)).astype(np.float32)
+    out = conv(tiny_graph(), tf.constant(states)).numpy()
+    p = producer_adjacency()
+    d = 1 / np.sqrt((p + p.T).sum(1) + 1)
+    parts = {"producers": d[:, None] * p * d, "consumers": d[:, None] * p.T * d}
+    parts["self"] = np.diag(d * d)
+    update = conv.part_denses["self"].bias.numpy()
+    for name, matrix in parts.items():
+        update = (
+            update
+            + np.einsum("uv,vkd->ukd", matrix, states) @ conv.part_denses[name].kernel.numpy()
+        )
+    np.testing.assert_allclose(out, states + np.maximum(update, 0), rtol=1e-4, atol=1e-4)
 
 
 def test_res_gcn_matches_formula():
@@ -86,6 +183,14 @@ def test_kernel_pooling_per_component():
     states = tf.constant(np.arange(8, dtype=np.float32).reshape(4, 2))
     pooled = KernelPooling(("sum", "max")).call(graph, states).numpy()
     np.testing.assert_allclose(pooled, [[12, 16, 6, 7]])
+    graph = packed_graph([(3, [(1, 0)]), (2, [(1, 0)])])[0]
+    states = np.array([[1, -2], [3, 0], [5, 4], [-1, 7], [2, 2]], np.float32)
+    pooled = KernelPooling(("mean", "max", "sum")).call(graph, tf.constant(states)).numpy()
+    first, second = states[:3], states[3:]
+    want = [np.concatenate([part.mean(0), part.max(0), part.sum(0)]) for part in (first, second)]
+    np.testing.assert_allclose(pooled, want, rtol=1e-6)
+    with pytest.raises(ValueError, match="reduction must be one or more of sum, mean, max"):
+        KernelPooling(("sum", "median"))
 
 
 def test_pointwise_dense_equals_keras_dense_on_any_rank():
@@ -107,8 +212,11 @@ def test_build_with_state_shape_makes_the_weights_a_first_call_makes():
     states = tf.constant(np.ones((4, 8), np.float32))
     for make in (
         lambda: SAGEConv(8),
+        lambda: SAGEConv(8, directed=True),
         lambda: ResGCNConv(8),
+        lambda: ResGCNConv(8, directed=True),
         lambda: GATv2Block(8, num_heads=2),
+        lambda: ChebConv(8, order=3),
     ):
         called, built = make(), make()
         called(graph, states)
@@ -186,3 +294,80 @@ def test_per_dim_config_encoder_matches_its_formula(sample_root, heads):
     assert got.shape == (len(ids), k, encoder.output_width)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     assert max(roots) >= 2  # a kernel with several roots (a tuple output) is in the batch
+
+
+# --- ChebConv against a dense numpy ChebNet ------------------------------------------------
+
+# A 2-node kernel, the 4-node graph above, and a kernel whose op 3 is isolated
+# (its only edge is a self loop, which the Laplacian drops, as PyG does).
+CHEB_KERNELS = [
+    (2, [(1, 0)]),
+    (4, [tuple(e) for e in EDGES]),
+    (4, [(1, 0), (2, 1), (3, 3)]),
+]
+
+
+def dense_scaled_laplacian(n: int, edges: np.ndarray) -> np.ndarray:
+    """L~ = 2 L / 2 - I for L = I - D^-1/2 A D^-1/2 of the undirected graph, built densely."""
+    a = np.zeros((n, n))
+    for u, v in edges:
+        if u != v:
+            a[u, v] = a[v, u] = 1.0
+    degree = a.sum(1)
+    inv_sqrt = np.where(degree > 0, 1 / np.sqrt(np.maximum(degree, 1e-12)), 0.0)
+    laplacian = np.eye(n) - inv_sqrt[:, None] * a * inv_sqrt[None, :]
+    return 2.0 * laplacian / 2.0 - np.eye(n)
+
+
+def dense_cheb(conv: ChebConv, scaled: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """sum_k T_k(L~) x W_k + b with T_0 = I, T_1 = L~, T_k = 2 L~ T_(k-1) - T_(k-2)."""
+    x = x.astype(np.float64)
+    polys = [np.eye(len(scaled)), scaled]
+    while len(polys) < conv.order:
+        polys.append(2 * scaled @ polys[-1] - polys[-2])
+    out = conv.order_denses[0].bias.numpy().astype(np.float64)
+    for t, dense in zip(polys, conv.order_denses):
+        out = out + np.einsum("uv,v...->u...", t, x) @ dense.kernel.numpy()
+    return out
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_cheb_conv_matches_dense_chebnet_on_packed_kernels(order):
+    rng = np.random.default_rng(10 + order)
+    graph, n, edges = packed_graph(CHEB_KERNELS, num_configs=3)
+    scaled = dense_scaled_laplacian(n, edges)
+    # The isolated op's row of L is the identity's, so its row of L~ is zero.
+    isolated = 2 + 4 + 3
+    np.testing.assert_array_equal(scaled[isolated], np.zeros(n))
+    conv = ChebConv(5, order=order)
+    conv.build(tf.TensorShape([None, 6]))
+    randomize(conv, rng)
+    states = rng.normal(size=(n, 3, 6)).astype(np.float32)  # [ops, configs, hidden]
+    out = conv(graph, tf.constant(states)).numpy()
+    np.testing.assert_allclose(out, dense_cheb(conv, scaled, states), rtol=1e-4, atol=1e-4)
+    flat = conv(graph, tf.constant(states[:, 1])).numpy()  # [ops, hidden]
+    np.testing.assert_allclose(flat, dense_cheb(conv, scaled, states[:, 1]), rtol=1e-4, atol=1e-4)
+    # Alone, each kernel gives its rows of the packed result: no edge crosses kernels.
+    start = 0
+    for size, local in CHEB_KERNELS:
+        alone = conv(packed_graph([(size, local)])[0], tf.constant(states[start : start + size]))
+        np.testing.assert_allclose(alone.numpy(), out[start : start + size], rtol=1e-5, atol=1e-5)
+        start += size
+
+
+def test_cheb_conv_orders_reach_their_hops_and_activation_applies():
+    """Order K mixes neighbours up to K - 1 hops away on a 4-op path, and no further."""
+    rng = np.random.default_rng(20)
+    graph = packed_graph([(4, [(1, 0), (2, 1), (3, 2)])])[0]
+    states = rng.normal(size=(4, 3)).astype(np.float32)
+    moved = states.copy()
+    moved[3] += 1.0  # op 3 is 3 hops from op 0
+    for order, reaches_op_0 in ((3, False), (4, True)):
+        conv = ChebConv(2, order=order, activation="relu")
+        conv.build(tf.TensorShape([None, 3]))
+        randomize(conv, rng)
+        before, after = (conv(graph, tf.constant(x)).numpy() for x in (states, moved))
+        assert (np.abs(before[0] - after[0]).max() > 1e-4) == reaches_op_0
+        assert before.min() >= 0  # relu
+    with pytest.raises(ValueError, match="cheb_order must be an integer of at least 1, got 0"):
+        ChebConv(2, order=0)

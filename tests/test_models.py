@@ -11,6 +11,7 @@ from baselines.tiles import data, models
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import assemble_batch, graph_from_batch, sample_config_slots, to_tensors
+from baselines.tiles.layers import ChebConv
 from baselines.tiles.predict import ConfigScorer
 from baselines.tiles.run_files import build_from_record, load_trained_model, save_model
 
@@ -106,7 +107,7 @@ def test_gat_kwargs_shape_the_model():
         models.build_model("GraphTransformer", 2, {})
 
 
-@pytest.mark.parametrize("name", ["EarlyJoinSAGE", "LateJoinGAT"])
+@pytest.mark.parametrize("name", ["EarlyJoinSAGE", "LateJoinGAT", "ChebSAGE"])
 def test_rebuild_and_copy_matches_saved_keras_model(name, toy_valid, tmp_path):
     record = {"model": name, "model_kwargs": {"hidden_dim": 16}, "configs": 3}
     trained = models.build_model(name, 3, record["model_kwargs"])
@@ -134,3 +135,139 @@ def test_rebuild_and_copy_matches_saved_keras_model(name, toy_valid, tmp_path):
         assert c == len(ranked)
     fresh = build_from_record(record)
     assert not np.allclose(fresh(graph), saved(graph))  # the copy did something
+
+
+# --- upstream kwargs: names, aliases, refusals, and what each one does ---------------------
+
+# Upstream's names (SPEC §10) beside this project's canonical ones, per model:
+# every name upstream gives the model a meaning for.
+UPSTREAM = {"num_gnns": 2, "op_embed_dim": 8, "hidden_dim": 16, "hidden_activation": "relu"}
+CANONICAL = {"num_layers": 2, "op_embedding_dim": 8, "hidden_dim": 16, "activation": "relu"}
+HEAD_ONLY_MODELS = ["MLP"]
+GRAPH_MODELS = [name for name in models.MODELS if name not in HEAD_ONLY_MODELS]
+
+
+@pytest.mark.parametrize("name", list(models.MODELS))
+def test_upstream_names_build_the_model_their_canonical_names_build(name):
+    graph_only = ("num_gnns", "num_layers") if name in HEAD_ONLY_MODELS else ()
+    upstream = {k: v for k, v in UPSTREAM.items() if k not in graph_only}
+    canonical = {k: v for k, v in CANONICAL.items() if k not in graph_only}
+    upstream.update(reduction="mean")
+    canonical.update(reduction="mean")
+    if name not in ("EarlyJoinResGCN", "LateJoinResGCN"):
+        upstream["mlp_layers"] = 3
+    else:  # upstream's ResGCN has no mlp_layers meaning the head (see below)
+        upstream["final_mlp_layers"] = 3
+    canonical["final_mlp_layers"] = 3
+    a, b = (models.build_model(name, 4, kw) for kw in (upstream, canonical))
+    assert a.get_config() == b.get_config()
+    for model in (a, b):
+        model.build()
+    assert [v.shape for v in a.variables] == [v.shape for v in b.variables]
+    assert len(a.head.hidden) == 3 and a.reductions == ("mean",)
+
+
+@pytest.mark.parametrize(
+    "name, kwargs, message",
+    [
+        ("MLP", {"mlp_layers": 2, "final_mlp_layers": 2}, "mlp_layers is upstream's name for"),
+        ("LateJoinSAGE", {"num_gnns": 2, "num_layers": 2}, "give one of them, not both"),
+        ("MLP", {"num_gnns": 2}, r"num_gnns \(= num_layers\) means nothing for MLP: it has no gr"),
+        ("MLP", {"directed": True}, "upstream's directed means nothing for MLP: it has no graph"),
+        ("MLP", {"num_layers": 2}, "--model_kwargs_json: num_layers means nothing for MLP: it"),
+        ("EarlyJoinResGCN", {"mlp_layers": 2}, "mlp_layers means nothing for EarlyJoinResGCN: "),
+        ("LateJoinResGCN", {"mlp_layers": 2}, "depth of the MLP inside each graph convolution"),
+        ("LateJoinGAT", {"directed": False}, "LateJoinGAT always attends along each edge dir"),
+        ("ChebSAGE", {"cheb_order": 0}, "bad value for ChebSAGE: cheb_order must be an integer"),
+        ("ChebSAGE", {"cheb_order": 2.5}, "cheb_order must be an integer of at least 1, got 2.5"),
+        ("MLP", {"cheb_order": 2}, "MLP does not take cheb_order"),
+        ("LateJoinSAGE", {"reduction": "median"}, "reduction must be one or more of sum, mean"),
+        ("LateJoinSAGE", {"reduction": ["sum"]}, "reduction must be a string"),
+        ("EarlyJoinSAGE", {"final_mlp_layers": -1}, "final_mlp_layers must be an integer of at"),
+        ("MLP", {"mlp_layers": True}, "final_mlp_layers must be an integer of at least 0, got T"),
+        ("EarlyJoinSAGE", {"directed": "yes"}, "directed must be true or false, got 'yes'"),
+    ],
+)
+def test_meaningless_or_conflicting_kwargs_are_refused_in_one_line(name, kwargs, message):
+    with pytest.raises(PipelineError, match=message) as caught:
+        models.build_model(name, 4, kwargs)
+    assert "\n" not in str(caught.value)
+
+
+def test_new_kwargs_default_to_the_models_before_them():
+    """Defaults: head of 2 hidden layers, sum pooling (GAT: sum, mean, max), undirected
+    (GAT: directed, as its blocks always were)."""
+    for name in models.MODELS:
+        model = models.build_model(name, 4, {})
+        assert [layer.units for layer in model.head.hidden] == [64, 64]
+        gat = name == "LateJoinGAT"
+        assert model.reductions == (("sum", "mean", "max") if gat else ("sum",))
+        assert model.directed == gat
+        if name not in HEAD_ONLY_MODELS:
+            again = models.build_model(
+                name,
+                4,
+                {
+                    "directed": gat,
+                    "reduction": model.get_config()["reduction"],
+                    "final_mlp_layers": 2,
+                },
+            )
+            assert again.get_config() == model.get_config()
+
+
+def numpy_linear_mlp_scores(model, graph, num_configs, reduce) -> np.ndarray:
+    """An MLP with no hidden head layer: w . [reduce_ops(op states) ; config] + b."""
+    states = model.op_encoder(graph).numpy()
+    sizes = graph.node_sets["op"].sizes.numpy()
+    pooled = np.stack([reduce(part, axis=0) for part in np.split(states, np.cumsum(sizes)[:-1])])
+    configs = graph.node_sets["config"]["feats"].numpy().reshape(len(sizes), num_configs, -1)
+    joint = np.concatenate([np.repeat(pooled[:, None], num_configs, 1), configs], -1)
+    return joint @ model.head.out.kernel.numpy()[:, 0] + model.head.out.bias.numpy()[0]
+
+
+@pytest.mark.parametrize("reduction, reduce", [("sum", np.sum), ("mean", np.mean), ("max", np.max)])
+def test_mlp_layers_and_reduction_shape_the_mlp(reduction, reduce, toy_valid):
+    graph = merged_graph(toy_valid, [0, 3, 7], 4)
+    linear = models.build_model("MLP", 4, {"mlp_layers": 0, "reduction": reduction})
+    got = linear.forward(graph, 4).numpy()
+    want = numpy_linear_mlp_scores(linear, graph, 4, reduce)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    deep = models.build_model("MLP", 4, {"mlp_layers": 3, "hidden_dim": 8})
+    deep.build()
+    widths = [tuple(layer.kernel.shape) for layer in [*deep.head.hidden, deep.head.out]]
+    assert widths == [(8 + 24, 8), (8, 8), (8, 8), (8, 1)]
+
+
+@pytest.mark.parametrize("name", ["EarlyJoinSAGE", "LateJoinResGCN", "ChebSAGE"])
+def test_reduction_concatenates_its_poolings_before_the_head(name, toy_valid):
+    model = models.build_model(name, 3, {"hidden_dim": 8, "reduction": "sum+max"})
+    model.build()
+    config_width = 0 if name in ("EarlyJoinSAGE", "ChebSAGE") else 24
+    assert model.head.hidden[0].kernel.shape[0] == model.state_dim() * 2 + config_width
+    assert model.forward(merged_graph(toy_valid, [0, 1], 3), 3).shape == (2, 3)
+
+
+def with_reversed_edges(split):
+    return split.replace(edge_index=split.edge_index[:, ::-1].copy())
+
+
+@pytest.mark.parametrize("name", ["EarlyJoinSAGE", "LateJoinSAGE", "EarlyJoinResGCN", "ChebSAGE"])
+def test_directed_models_tell_producers_from_consumers(name, toy_valid):
+    """Reversing every edge leaves an undirected model's scores and moves a directed one's."""
+    i = int(np.argmax(toy_valid.num_nodes))
+    scores = {}
+    for directed in (False, True):
+        tf.keras.utils.set_random_seed(0)
+        model = models.build_model(name, 4, {"hidden_dim": 8, "directed": directed})
+        for split in (toy_valid, with_reversed_edges(toy_valid)):
+            scores[directed, split is toy_valid] = model(single_kernel_graph(split, i)).numpy()
+    np.testing.assert_allclose(scores[False, True], scores[False, False], rtol=1e-4, atol=1e-5)
+    assert np.abs(scores[True, True] - scores[True, False]).max() > 1e-4
+
+
+def test_cheb_order_sets_the_polynomial_order_of_every_cheb_layer():
+    model = models.build_model("ChebSAGE", 2, {"cheb_order": 5, "num_layers": 2})
+    cheb = [layer for layer in model.message_passing_layers() if isinstance(layer, ChebConv)]
+    assert cheb and all(layer.order == 5 for layer in cheb)
+    assert models.build_model("ChebSAGE", 2, {}).get_config()["cheb_order"] == 3

@@ -10,6 +10,13 @@ kernel from the graph (equal to `num_configs` for training batches).
   *before* message passing (states [ops, configs, hidden]).
 - `LateJoinSAGE`, `LateJoinResGCN`, `LateJoinGAT`: message passing on ops only,
   pooled per kernel, then joined with each config's features.
+- `ChebSAGE`: early join, then a ChebNet branch and a GraphSAGE branch, concatenated.
+
+Common kwargs shape the parts every model has: `hidden_dim`, `op_embedding_dim`,
+`activation`, `final_mlp_layers` (hidden layers of the scoring head),
+`reduction` (how op states are pooled per kernel); graph models add
+`num_layers` and `directed` (separate weights per edge direction). Upstream's
+names are taken too (`KWARG_ALIASES`).
 
 Variables depend only on constructor arguments and the fixed feature widths and
 opcode vocabulary, so a model can be rebuilt from its run file and its weights
@@ -30,6 +37,7 @@ from baselines.tiles.data import CONFIG_FEAT_DIM, OPCODE_VOCAB_SIZE
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.graph import BATCH_SIGNATURE, dummy_batch, graph_from_batch, to_tensors
 from baselines.tiles.layers import (
+    ChebConv,
     ConfigScoringHead,
     GATv2Block,
     KernelPooling,
@@ -42,6 +50,12 @@ from baselines.tiles.layers import (
 
 # "flat": the 24 config columns as they are; "per_dim": PerDimConfigEncoder.
 CONFIG_ENCODINGS = ("flat", "per_dim")
+
+
+def _check_int(name: str, value: Any, least: int) -> None:
+    # bool is an int in Python; JSON true/false for a layer count is a mistake.
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
 
 
 def configs_per_kernel(graph: tfgnn.GraphTensor) -> tf.Tensor:
@@ -64,6 +78,10 @@ class TileModel(tf.keras.Model):
     """
 
     default_dropout = 0.0
+    # Pooling of op states per kernel: TF-GNN reductions joined by "+", concatenated.
+    default_reduction = "sum"
+    # Separate weights per edge direction in message passing (upstream's `directed`).
+    default_directed = False
 
     def __init__(
         self,
@@ -77,8 +95,21 @@ class TileModel(tf.keras.Model):
         dropout: float | None = None,
         config_encoding: str = "flat",
         tiled_op_heads: int = 1,
+        final_mlp_layers: int = 2,
+        reduction: str | None = None,
+        directed: bool | None = None,
+        cheb_order: int = 3,
     ):
         super().__init__(name=type(self).__name__.lower())
+        _check_int("final_mlp_layers", final_mlp_layers, 0)
+        reduction = self.default_reduction if reduction is None else reduction
+        if not isinstance(reduction, str):
+            raise ValueError(
+                f"reduction must be a string such as 'sum' or 'sum+max', got {reduction!r}"
+            )
+        directed = self.default_directed if directed is None else directed
+        if not isinstance(directed, bool):
+            raise ValueError(f"directed must be true or false, got {directed!r}")
         if tiled_op_heads < 1 or (tiled_op_heads != 1 and config_encoding != "per_dim"):
             raise ValueError(
                 f"tiled_op_heads {tiled_op_heads} needs config_encoding 'per_dim' and a value >= 1"
@@ -100,6 +131,10 @@ class TileModel(tf.keras.Model):
             dropout=dropout,
             config_encoding=config_encoding,
             tiled_op_heads=tiled_op_heads,
+            final_mlp_layers=final_mlp_layers,
+            reduction=reduction,
+            directed=directed,
+            cheb_order=cheb_order,
         )
         self.num_configs = num_configs
         self.num_ops = num_ops
@@ -110,8 +145,13 @@ class TileModel(tf.keras.Model):
         self.dropout_rate = dropout
         self.config_encoding = config_encoding
         self.tiled_op_heads = tiled_op_heads
+        self.final_mlp_layers = final_mlp_layers
+        self.directed = directed
+        self.cheb_order = cheb_order
+        self.pool = KernelPooling(tuple(reduction.split("+")))
+        self.reductions = self.pool.reductions
         self.op_encoder = OpEncoder(num_ops, op_embedding_dim, hidden_dim, activation)
-        self.head = ConfigScoringHead([hidden_dim, hidden_dim], activation, dropout)
+        self.head = ConfigScoringHead([hidden_dim] * final_mlp_layers, activation, dropout)
 
     def build(self, input_shape=None) -> None:
         """Creates every variable from the constructor arguments and feature widths.
@@ -133,6 +173,13 @@ class TileModel(tf.keras.Model):
     def message_passing_layers(self) -> list[tf.keras.layers.Layer]:
         return []
 
+    def state_dim(self) -> int:
+        """Width of the op states that message passing hands to pooling."""
+        return self.hidden_dim
+
+    def pooled_dim(self) -> int:
+        return self.state_dim() * len(self.reductions)
+
     def head_input_dim(self) -> int:
         raise NotImplementedError
 
@@ -150,13 +197,11 @@ class TileModel(tf.keras.Model):
 class LateJoinModel(TileModel):
     """Op-only message passing, pooled per kernel, then joined with each config."""
 
-    reductions: tuple[str, ...] = ("sum",)
     # Adds a multiplicative kernel x config term to the head's input (see LateJoinGAT).
     config_interaction = False
 
     def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
         super().__init__(num_configs, num_ops, **kwargs)
-        self.pool = KernelPooling(self.reductions)
         if self.config_encoding == "per_dim":
             self.config_encoder = PerDimConfigEncoder(
                 self.hidden_dim, self.activation, self.tiled_op_heads, name="config_encoder"
@@ -164,9 +209,6 @@ class LateJoinModel(TileModel):
         if self.config_interaction:
             self.kernel_gate = tf.keras.layers.Dense(self.hidden_dim, name="kernel_gate")
             self.config_projection = PointwiseDense(self.hidden_dim, name="config_proj")
-
-    def pooled_dim(self) -> int:
-        return self.hidden_dim * len(self.reductions)
 
     def config_width(self) -> int:
         if self.config_encoding == "per_dim":
@@ -176,7 +218,7 @@ class LateJoinModel(TileModel):
     def build_body(self) -> None:
         super().build_body()
         if self.config_encoding == "per_dim":
-            self.config_encoder.build(tf.TensorShape([None, self.hidden_dim]))
+            self.config_encoder.build(tf.TensorShape([None, self.state_dim()]))
         if self.config_interaction:
             self.kernel_gate.build(tf.TensorShape([None, self.pooled_dim()]))
             self.config_projection.build(tf.TensorShape([None, None, self.config_width()]))
@@ -213,7 +255,9 @@ class _ConvStack:
 
     def build_convs(self) -> None:
         self.convs = [
-            self.conv_class(self.hidden_dim, self.activation, name=f"conv_{i}")
+            self.conv_class(
+                self.hidden_dim, self.activation, directed=self.directed, name=f"conv_{i}"
+            )
             for i in range(self.num_layers)
         ]
 
@@ -256,7 +300,6 @@ class EarlyJoinModel(_ConvStack, TileModel):
         self.join_op = tf.keras.layers.Dense(self.hidden_dim, name="join_op")
         self.join_config = PointwiseDense(self.hidden_dim, use_bias=False, name="join_config")
         self.join_activation = tf.keras.activations.get(self.activation)
-        self.pool = KernelPooling(("sum",))
         self.build_convs()
 
     def build_body(self) -> None:
@@ -265,7 +308,7 @@ class EarlyJoinModel(_ConvStack, TileModel):
         super().build_body()
 
     def head_input_dim(self) -> int:
-        return self.hidden_dim
+        return self.pooled_dim()
 
     def forward(self, graph: tfgnn.GraphTensor, num_configs, training=None) -> tf.Tensor:
         op_states = self.op_encoder(graph)  # [n, d]
@@ -299,12 +342,18 @@ class LateJoinGAT(LateJoinModel):
     0.21 at the default learning rate.
     """
 
-    reductions = ("sum", "mean", "max")
+    default_reduction = "sum+mean+max"
     default_dropout = 0.1
+    default_directed = True
     config_interaction = True
 
     def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
         super().__init__(num_configs, num_ops, **kwargs)
+        if not self.directed:
+            raise ValueError(
+                "directed=false: LateJoinGAT always attends along each edge direction with "
+                "its own weights (directed); there is no shared-weight variant"
+            )
         self.blocks = [
             GATv2Block(self.hidden_dim, self.num_heads, self.dropout_rate, name=f"gat_{i}")
             for i in range(self.num_layers)
@@ -319,36 +368,124 @@ class LateJoinGAT(LateJoinModel):
         return states
 
 
+class ChebSAGE(EarlyJoinModel):
+    """Config features on every op node, then a ChebNet branch and a GraphSAGE branch.
+
+    Both branches start from the same early-join states [ops, configs, hidden]:
+    `num_layers` ChebConv layers (Chebyshev polynomials up to order
+    `cheb_order` - 1 of the symmetrized graph's scaled Laplacian) and
+    `num_layers` SAGEConv layers. Their outputs are concatenated
+    ([ops, configs, 2 hidden]), pooled per kernel and scored by the MLP head.
+    `directed` applies to the SAGE branch (ChebConv's Laplacian is undirected by
+    definition).
+
+    Chosen by measurement on the toy set (`bench/toy_models.py`, 3 seeds, mean
+    val top-5 error): parallel branches with early join 0.076, the same layers
+    interleaved (Cheb, SAGE, Cheb) 0.200, late-join parallel 0.443, late-join
+    interleaved 0.543; EarlyJoinSAGE 0.138.
+    """
+
+    def build_convs(self) -> None:
+        _check_int("cheb_order", self.cheb_order, 1)
+        self.cheb_branch = [
+            ChebConv(self.hidden_dim, self.cheb_order, self.activation, name=f"cheb_{i}")
+            for i in range(self.num_layers)
+        ]
+        self.sage_branch = [
+            SAGEConv(self.hidden_dim, self.activation, directed=self.directed, name=f"sage_{i}")
+            for i in range(self.num_layers)
+        ]
+
+    def message_passing_layers(self) -> list[tf.keras.layers.Layer]:
+        return [*self.cheb_branch, *self.sage_branch]
+
+    def state_dim(self) -> int:
+        return 2 * self.hidden_dim
+
+    def message_passing(self, graph, states, training=None) -> tf.Tensor:
+        branches = []
+        for branch in (self.cheb_branch, self.sage_branch):
+            x = states
+            for conv in branch:
+                x = conv(graph, x)
+            branches.append(x)
+        return tf.concat(branches, axis=-1)
+
+
 # Registered so that `tf.keras.models.load_model` can rebuild a saved model from
 # its config (models are saved without traced functions; see run_files.py).
 MODELS: dict[str, type[TileModel]] = {
     cls.__name__: tf.keras.utils.register_keras_serializable(package="tpugraphs_tiles")(cls)
-    for cls in (MLP, EarlyJoinSAGE, LateJoinSAGE, EarlyJoinResGCN, LateJoinResGCN, LateJoinGAT)
+    for cls in (
+        MLP,
+        EarlyJoinSAGE,
+        LateJoinSAGE,
+        EarlyJoinResGCN,
+        LateJoinResGCN,
+        LateJoinGAT,
+        ChebSAGE,
+    )
 }
 
-COMMON_KWARGS = ("hidden_dim", "op_embedding_dim", "activation")
+# Kwargs for parts every model has: the op encoder, the scoring head, pooling.
+COMMON_KWARGS = (
+    "hidden_dim",
+    "op_embedding_dim",
+    "activation",
+    "dropout",
+    "final_mlp_layers",
+    "reduction",
+)
+GRAPH_KWARGS = ("num_layers", "directed")
 MODEL_KWARGS: dict[str, tuple[str, ...]] = {
-    "MLP": COMMON_KWARGS + ("dropout",),
-    "EarlyJoinSAGE": COMMON_KWARGS + ("num_layers", "dropout"),
-    "LateJoinSAGE": COMMON_KWARGS + ("num_layers", "dropout"),
-    "EarlyJoinResGCN": COMMON_KWARGS + ("num_layers", "dropout"),
-    "LateJoinResGCN": COMMON_KWARGS + ("num_layers", "dropout"),
+    "MLP": COMMON_KWARGS,
+    "EarlyJoinSAGE": COMMON_KWARGS + GRAPH_KWARGS,
+    "LateJoinSAGE": COMMON_KWARGS + GRAPH_KWARGS,
+    "EarlyJoinResGCN": COMMON_KWARGS + GRAPH_KWARGS,
+    "LateJoinResGCN": COMMON_KWARGS + GRAPH_KWARGS,
     "LateJoinGAT": COMMON_KWARGS
-    + ("num_layers", "num_heads", "dropout", "config_encoding", "tiled_op_heads"),
+    + GRAPH_KWARGS
+    + ("num_heads", "config_encoding", "tiled_op_heads"),
+    "ChebSAGE": COMMON_KWARGS + GRAPH_KWARGS + ("cheb_order",),
 }
 
 
 # Upstream's kwarg names (its models and its sweep, SPEC §10) -> this project's
-# names; None: upstream has it, these models have no part for it yet. A run
-# file keeps the names the user passed; `build_model` maps them.
-KWARG_ALIASES: dict[str, str | None] = {
+# names. Upstream's MLP calls its depth `mlp_layers` and its SAGE models call
+# the head after the GNN `final_mlp_layers`: both are the scoring head's depth
+# here, and `final_mlp_layers` is the canonical name because upstream's ResGCN
+# used `mlp_layers` for something else (see UPSTREAM_ELSEWHERE). A run file
+# keeps the names the user passed; `build_model` maps them.
+KWARG_ALIASES: dict[str, str] = {
     "num_gnns": "num_layers",
     "op_embed_dim": "op_embedding_dim",
     "hidden_activation": "activation",
-    "mlp_layers": None,
-    "final_mlp_layers": None,
-    "directed": None,
-    "reduction": None,
+    "mlp_layers": "final_mlp_layers",
+}
+# Every kwarg upstream's models or sweep take (SPEC §10), by upstream's name.
+UPSTREAM_KWARGS = (
+    "num_gnns",
+    "op_embed_dim",
+    "hidden_dim",
+    "mlp_layers",
+    "final_mlp_layers",
+    "hidden_activation",
+    "directed",
+    "reduction",
+)
+# Why a model has no part for an upstream kwarg (canonical name -> reason).
+NO_PART: dict[str, str] = {
+    "num_layers": "it has no graph layers",
+    "directed": "it has no graph layers, so no edge directions",
+}
+# (model, upstream name) pairs where upstream meant another part than the alias's.
+UPSTREAM_ELSEWHERE: dict[tuple[str, str], str] = {
+    (model, "mlp_layers"): (
+        "upstream's ResGCN used mlp_layers for the depth of the MLP inside each graph "
+        "convolution, and these ResGCN layers have one Dense layer each; the scoring "
+        "head's depth is final_mlp_layers"
+    )
+    for model in ("EarlyJoinResGCN", "LateJoinResGCN")
 }
 
 
@@ -379,36 +516,44 @@ def build_model(
     """Instantiates a model class by name; bad names or kwargs raise PipelineError.
 
     Upstream's kwarg names (`KWARG_ALIASES`: `num_gnns`, `op_embed_dim`,
-    `hidden_activation`) are taken for this project's; an alias given together
-    with the name it stands for is refused.
+    `hidden_activation`, `mlp_layers`) are taken for this project's; an alias
+    given together with the name it stands for is refused, and so is an
+    upstream kwarg for a part the model does not have (`num_gnns` for the MLP,
+    `mlp_layers` for the ResGCN models, where upstream meant another part).
     """
     if name not in MODELS:
         raise PipelineError(f"--model: unknown model '{name}'; choose one of {', '.join(MODELS)}")
     given = dict(model_kwargs or {})
-    missing = sorted(k for k in given if k in KWARG_ALIASES and KWARG_ALIASES[k] is None)
-    if missing:
-        raise PipelineError(
-            f"--model_kwargs_json: upstream's {', '.join(missing)} has no counterpart in "
-            f"these models yet; {name} takes {', '.join(MODEL_KWARGS[name])}"
-        )
+    takes = f"{name} takes {', '.join(MODEL_KWARGS[name])}"
     kwargs: dict[str, Any] = {}
     for key, value in given.items():
-        canonical = KWARG_ALIASES.get(key) or key
+        canonical = KWARG_ALIASES.get(key, key)
         if canonical != key and canonical in given:
             raise PipelineError(
                 f"--model_kwargs_json: {key} is upstream's name for {canonical}; "
                 f"give one of them, not both"
             )
+        if (name, key) in UPSTREAM_ELSEWHERE:
+            raise PipelineError(
+                f"--model_kwargs_json: {key} means nothing for {name}: "
+                f"{UPSTREAM_ELSEWHERE[name, key]}"
+            )
+        if canonical not in MODEL_KWARGS[name] and (key in UPSTREAM_KWARGS or canonical in NO_PART):
+            shown = key if key == canonical else f"{key} (= {canonical})"
+            whose = "upstream's " if key in UPSTREAM_KWARGS else ""
+            reason = NO_PART.get(canonical, "it has no part for it")
+            raise PipelineError(
+                f"--model_kwargs_json: {whose}{shown} means nothing for {name}: {reason}; {takes}"
+            )
         kwargs[canonical] = value
     unknown = sorted(
         k if k == c else f"{k} (= {c})"
-        for k, c in ((k, KWARG_ALIASES.get(k) or k) for k in given)
+        for k, c in ((k, KWARG_ALIASES.get(k, k)) for k in given)
         if c not in MODEL_KWARGS[name]
     )
     if unknown:
         raise PipelineError(
-            f"--model_kwargs_json: {name} does not take {', '.join(unknown)}; "
-            f"it takes {', '.join(MODEL_KWARGS[name])}"
+            f"--model_kwargs_json: {name} does not take {', '.join(unknown)}; {takes}"
         )
     try:
         return MODELS[name](num_configs, OPCODE_VOCAB_SIZE, **kwargs)

@@ -43,10 +43,8 @@ DEBUG_RUNS = 2  # --debug trains the first two runs, as upstream's script does
 # upstream sweep `tiles_beam_experiments.py` spells it: every (model, kwargs)
 # row below is crossed with every combination of PAPER_TRAINING_AXES, in
 # upstream's loop order (model, loss, run id, clip norm, learning rate).
-# Model kwargs keep upstream's names (num_gnns, op_embed_dim; see
-# models.KWARG_ALIASES). Upstream's MLP rows also set `mlp_layers` (2 or 3),
-# which these models have no part for yet: those rows are listed without it,
-# and upstream's two 128/128 MLP rows (mlp_layers 2 and 3) become one.
+# Model kwargs keep upstream's names (num_gnns, op_embed_dim, mlp_layers; see
+# models.KWARG_ALIASES): the rows are upstream's, all 20 of them.
 PAPER_BASE_FLAGS: dict[str, Any] = {
     "out_dir": "~/out/tpugraphs_tiles/beam",
     "test_mode": "metrics",
@@ -58,9 +56,10 @@ PAPER_BASE_FLAGS: dict[str, Any] = {
     "eval_every": 2,
 }
 PAPER_MODEL_GRID: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("MLP", {"op_embed_dim": 64, "hidden_dim": 64}),
-    ("MLP", {"op_embed_dim": 128, "hidden_dim": 128}),
-    ("MLP", {"op_embed_dim": 256, "hidden_dim": 128}),
+    ("MLP", {"op_embed_dim": 64, "hidden_dim": 64, "mlp_layers": 2}),
+    ("MLP", {"op_embed_dim": 128, "hidden_dim": 128, "mlp_layers": 2}),
+    ("MLP", {"op_embed_dim": 128, "hidden_dim": 128, "mlp_layers": 3}),
+    ("MLP", {"op_embed_dim": 256, "hidden_dim": 128, "mlp_layers": 3}),
     ("EarlyJoinSAGE", {"num_gnns": 2, "op_embed_dim": 64, "hidden_dim": 64}),
     ("EarlyJoinSAGE", {"num_gnns": 3, "op_embed_dim": 64, "hidden_dim": 64}),
     ("EarlyJoinSAGE", {"num_gnns": 3, "op_embed_dim": 128, "hidden_dim": 128}),

@@ -12,9 +12,11 @@ from baselines.tiles.layers.pointwise import state_width
 class GATv2Block(tf.keras.layers.Layer):
     """Computes `LayerNorm(h + Dropout(W [gat_fwd(h) ; gat_bwd(h)]))` for op nodes.
 
-    `gat_fwd` lets every op attend over its producers and `gat_bwd` over its
-    consumers (TF-GNN's `GATv2Conv` on `feed` with receiver TARGET and SOURCE),
-    each with `num_heads` heads of `units // num_heads` channels, concatenated.
+    `gat_fwd` lets every op attend over its consumers and `gat_bwd` over its
+    producers (TF-GNN's `GATv2Conv` on `feed` with receiver TARGET and SOURCE;
+    a `feed` edge runs from consumer to producer), each with `num_heads` heads
+    of `units // num_heads` channels, concatenated. Each direction has its own
+    weights: upstream's `directed=True`.
 
         block = GATv2Block(units=64, num_heads=4, dropout=0.1)
         states = block(graph, states)  # [num_ops, 64]

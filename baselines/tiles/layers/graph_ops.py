@@ -1,9 +1,14 @@
 """Message passing over `feed` for node values of any rank ([n, d] or [n, k, d]).
 
-Neighbour aggregation is one sparse-dense matmul with the (weighted)
-bidirectional adjacency: early-join states [n, k, d] are viewed as [n, k * d],
-so all configurations share one pass over the edges and no [edges, k, d]
-message tensor is ever built.
+Neighbour aggregation is one sparse-dense matmul with a (weighted) adjacency
+matrix: early-join states [n, k, d] are viewed as [n, k * d], so all
+configurations share one pass over the edges and no [edges, k, d] message
+tensor is ever built.
+
+`feed` edges run from a consumer u (source) to its producer v (target). The
+adjacency of direction "producers" sums, at every op, the states of the ops it
+reads; "consumers" the states of the ops that read it; "both" their sum
+(A + A^T, the symmetrized graph).
 """
 
 from __future__ import annotations
@@ -11,40 +16,58 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+DIRECTIONS = ("both", "producers", "consumers")
 
-def bidirectional_degree(graph: tfgnn.GraphTensor, edge_set: str = "feed") -> tf.Tensor:
-    """Number of in- plus out-neighbours of every node, float32 [n]."""
+
+def bidirectional_degree(
+    graph: tfgnn.GraphTensor, edge_set: str = "feed", edge_weight: tf.Tensor | None = None
+) -> tf.Tensor:
+    """Number (or total `edge_weight`) of in- plus out-edges of every node, float32 [n]."""
     adj = graph.edge_sets[edge_set].adjacency
     n = graph.node_sets[adj.source_name].total_size
-    ones = tf.ones_like(adj.source, dtype=tf.float32)
+    ones = tf.ones_like(adj.source, dtype=tf.float32) if edge_weight is None else edge_weight
     return tf.math.unsorted_segment_sum(ones, adj.source, n) + tf.math.unsorted_segment_sum(
         ones, adj.target, n
     )
 
 
-def bidirectional_adjacency(
+def adjacency(
     graph: tfgnn.GraphTensor,
+    direction: str = "both",
     row_weight: tf.Tensor | None = None,
     column_weight: tf.Tensor | None = None,
     self_weight: tf.Tensor | None = None,
+    edge_weight: tf.Tensor | None = None,
     edge_set: str = "feed",
 ) -> tf.SparseTensor:
-    """Sparse [n, n] matrix R (A + A^T + S) C with per-node row/column scales.
+    """Sparse [n, n] matrix R (M + S) C for M the `direction`'s adjacency.
 
-    A has a 1 at (u, v) for every edge; S is diag(self_weight) (no self loops
-    when None); R = diag(row_weight), C = diag(column_weight) (identity when None).
-    Folding the scales into the matrix saves whole passes over [n, k, d] states.
+    M is P (row u has a 1 at v for every edge u -> v: u's producers), its
+    transpose (consumers) or P + P^T ("both"); `edge_weight` [edges] replaces
+    the 1s. S is diag(self_weight) (no self loops when None); R =
+    diag(row_weight), C = diag(column_weight) (identity when None). Folding the
+    scales into the matrix saves whole passes over [n, k, d] states.
     """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
     adj = graph.edge_sets[edge_set].adjacency
     n = graph.node_sets[adj.source_name].total_size
-    rows = tf.concat([adj.source, adj.target], 0)
-    cols = tf.concat([adj.target, adj.source], 0)
-    values = tf.ones_like(rows, dtype=tf.float32)
+    ones = tf.ones_like(adj.source, dtype=tf.float32) if edge_weight is None else edge_weight
+    rows, cols, values = [], [], []
+    if direction in ("both", "producers"):
+        rows.append(adj.source)
+        cols.append(adj.target)
+        values.append(ones)
+    if direction in ("both", "consumers"):
+        rows.append(adj.target)
+        cols.append(adj.source)
+        values.append(ones)
     if self_weight is not None:
-        nodes = tf.range(n, dtype=rows.dtype)
-        rows = tf.concat([rows, nodes], 0)
-        cols = tf.concat([cols, nodes], 0)
-        values = tf.concat([values, self_weight], 0)
+        nodes = tf.range(n, dtype=adj.source.dtype)
+        rows.append(nodes)
+        cols.append(nodes)
+        values.append(self_weight)
+    rows, cols, values = (tf.concat(parts, 0) for parts in (rows, cols, values))
     if row_weight is not None:
         values *= tf.gather(row_weight, rows)
     if column_weight is not None:
@@ -54,8 +77,19 @@ def bidirectional_adjacency(
     return tf.SparseTensor(indices, values, shape)
 
 
-def propagate(adjacency: tf.SparseTensor, values: tf.Tensor) -> tf.Tensor:
-    """adjacency @ values for values [n, ...]: each node sums its weighted neighbours."""
+def bidirectional_adjacency(
+    graph: tfgnn.GraphTensor,
+    row_weight: tf.Tensor | None = None,
+    column_weight: tf.Tensor | None = None,
+    self_weight: tf.Tensor | None = None,
+    edge_set: str = "feed",
+) -> tf.SparseTensor:
+    """Sparse [n, n] matrix R (A + A^T + S) C: `adjacency` in both directions."""
+    return adjacency(graph, "both", row_weight, column_weight, self_weight, edge_set=edge_set)
+
+
+def propagate(matrix: tf.SparseTensor, values: tf.Tensor) -> tf.Tensor:
+    """matrix @ values for values [n, ...]: each node sums its weighted neighbours."""
     shape = tf.shape(values)
     flat = tf.reshape(values, [shape[0], -1])
-    return tf.reshape(tf.sparse.sparse_dense_matmul(adjacency, flat), shape)
+    return tf.reshape(tf.sparse.sparse_dense_matmul(matrix, flat), shape)

@@ -9,6 +9,9 @@ import tensorflow_gnn as tfgnn
 
 from baselines.tiles.layers.pointwise import PointwiseDense
 
+# TF-GNN pooling reductions a kernel's op states can be pooled with (upstream's `reduction`).
+REDUCTIONS = ("sum", "mean", "max")
+
 
 class KernelPooling(tf.keras.layers.Layer):
     """Pools op states to one vector per kernel: concat of the given reductions.
@@ -22,6 +25,12 @@ class KernelPooling(tf.keras.layers.Layer):
 
     def __init__(self, reductions: Sequence[str] = ("sum",), **kw):
         super().__init__(**kw)
+        bad = [r for r in reductions if r not in REDUCTIONS]
+        if bad or not reductions:
+            raise ValueError(
+                f"reduction must be one or more of {', '.join(REDUCTIONS)} joined by '+', "
+                f"got {'+'.join(reductions)!r}"
+            )
         self.reductions = tuple(reductions)
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:

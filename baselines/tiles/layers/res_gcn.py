@@ -1,4 +1,4 @@
-"""Residual GCN convolution over both directions of the op graph."""
+"""Residual GCN convolution over the op graph, both edge directions, tied or untied."""
 
 from __future__ import annotations
 
@@ -15,27 +15,57 @@ class ResGCNConv(tf.keras.layers.Layer):
     A is the symmetric adjacency of `feed`; the self loop and the residual keep
     a node's own state when it has no neighbours. Works on [n, d] or [n, k, d].
 
+    With `directed=True` the three parts of `(A + I)` get their own weights:
+    `h + act(W_prod N P h + W_cons N P^T h + W_self N h)` with `N x = D^-1/2 x
+    D^-1/2` and P the producer adjacency (A = P + P^T), as upstream's directed
+    ResGCN applies separate forward, reverse and self transforms; tied weights
+    give back the undirected layer.
+
         conv = ResGCNConv(units=64)    # units must equal the state width
         states = conv(graph, states)
     """
 
-    def __init__(self, units: int, activation="leaky_relu", **kw):
+    def __init__(self, units: int, activation="leaky_relu", directed: bool = False, **kw):
         super().__init__(**kw)
-        self.dense = PointwiseDense(units, activation=activation, name="transform")
+        self.directed = directed
+        if directed:
+            # The bias sits in the self part only: one bias, as the undirected layer has.
+            self.part_denses = {
+                "producers": PointwiseDense(units, use_bias=False, name="producers"),
+                "consumers": PointwiseDense(units, use_bias=False, name="consumers"),
+                "self": PointwiseDense(units, name="self"),
+            }
+            self.activation = tf.keras.activations.get(activation)
+        else:
+            self.dense = PointwiseDense(units, activation=activation, name="transform")
+
+    def _denses(self) -> list[PointwiseDense]:
+        return list(self.part_denses.values()) if self.directed else [self.dense]
 
     def build(self, input_shape=None) -> None:
         """Creates the weights for states of shape `input_shape` ([..., units])."""
         width = state_width(input_shape)
         if width is not None:
-            self.dense.build(tf.TensorShape([None, width]))
+            for dense in self._denses():
+                dense.build(tf.TensorShape([None, width]))
         super().build(input_shape)
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:
         inv_sqrt = tf.math.rsqrt(graph_ops.bidirectional_degree(graph) + 1.0)
-        normalized = graph_ops.bidirectional_adjacency(
-            graph,
-            row_weight=inv_sqrt,
-            column_weight=inv_sqrt,
-            self_weight=tf.ones_like(inv_sqrt),
-        )
-        return states + self.dense(graph_ops.propagate(normalized, states))
+        if not self.directed:
+            normalized = graph_ops.bidirectional_adjacency(
+                graph,
+                row_weight=inv_sqrt,
+                column_weight=inv_sqrt,
+                self_weight=tf.ones_like(inv_sqrt),
+            )
+            return states + self.dense(graph_ops.propagate(normalized, states))
+        # N h = D^-1 h for the self part; the scale broadcasts over [n, k, d] too.
+        self_scale = tf.reshape(tf.square(inv_sqrt), [-1] + [1] * (states.shape.rank - 1))
+        update = self.part_denses["self"](states * self_scale)
+        for direction in ("producers", "consumers"):
+            normalized = graph_ops.adjacency(
+                graph, direction, row_weight=inv_sqrt, column_weight=inv_sqrt
+            )
+            update += self.part_denses[direction](graph_ops.propagate(normalized, states))
+        return states + self.activation(update)

@@ -1,4 +1,4 @@
-"""GraphSAGE convolution over both directions of the op graph."""
+"""GraphSAGE convolution over the op graph, both edge directions, tied or untied."""
 
 from __future__ import annotations
 
@@ -18,28 +18,60 @@ class SAGEConv(tf.keras.layers.Layer):
     computed as `W_self a + W_neighbour b`, which avoids materializing the
     concatenation of two [n, k, d] tensors.
 
-        conv = SAGEConv(units=64)
+    With `directed=True` the neighbour term is split by direction, each part
+    with its own weights: `W_self h_v + W_prod sum_{producers} h_u / deg(v) +
+    W_cons sum_{consumers} h_u / deg(v)` (deg = producers + consumers), so the
+    layer can tell an op's inputs from its users. Tied weights (W_prod = W_cons)
+    give back the undirected layer; this is upstream's `directed` (its ResGCN
+    uses separate forward, reverse and self MLPs).
+
+        conv = SAGEConv(units=64)                 # or SAGEConv(64, directed=True)
         states = conv(graph, states)
     """
 
-    def __init__(self, units: int, activation="leaky_relu", normalize: bool = True, **kw):
+    def __init__(
+        self,
+        units: int,
+        activation="leaky_relu",
+        normalize: bool = True,
+        directed: bool = False,
+        **kw,
+    ):
         super().__init__(**kw)
+        self.directed = directed
         self.self_dense = PointwiseDense(units, name="self")
-        self.neighbour_dense = PointwiseDense(units, use_bias=False, name="neighbour")
+        if directed:
+            self.neighbour_denses = {
+                "producers": PointwiseDense(units, use_bias=False, name="producers"),
+                "consumers": PointwiseDense(units, use_bias=False, name="consumers"),
+            }
+        else:
+            self.neighbour_dense = PointwiseDense(units, use_bias=False, name="neighbour")
         self.activation = tf.keras.activations.get(activation)
         self.normalize = normalize
+
+    def _denses(self) -> list[PointwiseDense]:
+        if self.directed:
+            return [self.self_dense, *self.neighbour_denses.values()]
+        return [self.self_dense, self.neighbour_dense]
 
     def build(self, input_shape=None) -> None:
         """Creates the weights for states of shape `input_shape` ([..., d])."""
         width = state_width(input_shape)
         if width is not None:
-            for dense in (self.self_dense, self.neighbour_dense):
+            for dense in self._denses():
                 dense.build(tf.TensorShape([None, width]))
         super().build(input_shape)
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:
         inverse_degree = 1.0 / tf.maximum(graph_ops.bidirectional_degree(graph), 1.0)
-        mean_adjacency = graph_ops.bidirectional_adjacency(graph, row_weight=inverse_degree)
-        neighbours = graph_ops.propagate(mean_adjacency, states)
-        out = self.activation(self.self_dense(states) + self.neighbour_dense(neighbours))
+        out = self.self_dense(states)
+        if self.directed:
+            for direction, dense in self.neighbour_denses.items():
+                mean_part = graph_ops.adjacency(graph, direction, row_weight=inverse_degree)
+                out += dense(graph_ops.propagate(mean_part, states))
+        else:
+            mean_adjacency = graph_ops.bidirectional_adjacency(graph, row_weight=inverse_degree)
+            out += self.neighbour_dense(graph_ops.propagate(mean_adjacency, states))
+        out = self.activation(out)
         return tf.math.l2_normalize(out, axis=-1) if self.normalize else out
