@@ -379,10 +379,11 @@ class ChebSAGE(EarlyJoinModel):
     `directed` applies to the SAGE branch (ChebConv's Laplacian is undirected by
     definition).
 
-    Chosen by measurement on the toy set (`bench/toy_models.py`, 3 seeds, mean
-    val top-5 error): parallel branches with early join 0.076, the same layers
-    interleaved (Cheb, SAGE, Cheb) 0.200, late-join parallel 0.443, late-join
-    interleaved 0.543; EarlyJoinSAGE 0.138.
+    Chosen by measurement on the toy set (`bench/toy_models.py`, seeds 0-2,
+    mean val top-5 error): parallel branches with early join 0.076, the same
+    layers interleaved (Cheb, SAGE, Cheb) 0.200, late-join parallel 0.443,
+    late-join interleaved 0.543; EarlyJoinSAGE 0.113. The parallel model runs
+    twice the convolutions of the interleaved one.
     """
 
     def build_convs(self) -> None:
