@@ -65,13 +65,14 @@ class SAGEConv(tf.keras.layers.Layer):
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:
         inverse_degree = 1.0 / tf.maximum(graph_ops.bidirectional_degree(graph), 1.0)
-        out = self.self_dense(states)
         if self.directed:
+            update = self.self_dense(states)
             for direction, dense in self.neighbour_denses.items():
                 mean_part = graph_ops.adjacency(graph, direction, row_weight=inverse_degree)
-                out += dense(graph_ops.propagate(mean_part, states))
+                update += dense(graph_ops.propagate(mean_part, states))
+            out = self.activation(update)
         else:
             mean_adjacency = graph_ops.bidirectional_adjacency(graph, row_weight=inverse_degree)
-            out += self.neighbour_dense(graph_ops.propagate(mean_adjacency, states))
-        out = self.activation(out)
+            neighbours = graph_ops.propagate(mean_adjacency, states)
+            out = self.activation(self.self_dense(states) + self.neighbour_dense(neighbours))
         return tf.math.l2_normalize(out, axis=-1) if self.normalize else out
