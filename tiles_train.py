@@ -28,10 +28,11 @@ from baselines.tiles.cli import entry_parser
 from baselines.tiles.distribution import STRATEGIES, check_tf_config
 from baselines.tiles.errors import run_cli
 from baselines.tiles.flagfile import expand_flagfiles
+from baselines.tiles.model_kwargs import MODEL_NAMES
 from baselines.tiles.train_args import TrainArgs
 
 HELP = {
-    "model": "model class in baselines/tiles/models.py",
+    "model": "model class: " + ", ".join(MODEL_NAMES),
     "epochs": "maximum training epochs",
     "early_stop": "stop after this many epochs without a validation OPA gain",
     "configs": "configurations sampled per kernel in a training batch",
@@ -118,8 +119,10 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
 
 def main() -> int:
     args, strategy_name = parse_command()
+    # Flags, model name and kwarg names first: importing TensorFlow takes seconds.
+    args.check_flags()
     if strategy_name == "multi_worker":
-        check_tf_config(os.environ.get("TF_CONFIG"))  # before the slow imports
+        check_tf_config(os.environ.get("TF_CONFIG"))
     from baselines.tiles.distribution import make_strategy
     from baselines.tiles.train_lib import train  # validates args before loading data
 

@@ -40,3 +40,27 @@ def imported_after_tensorflow(call: str) -> str:
 def test_prepare_skips_the_setuptools_distutils_shim():
     assert imported_after_tensorflow("pass") != "[]"  # the shim's cost, without the fix
     assert imported_after_tensorflow("prepare_tensorflow_import()") == "[]"
+
+
+@pytest.mark.parametrize(
+    "flag, message",
+    [
+        ("--model=Transformer", "unknown model 'Transformer'"),
+        ('--model_kwargs_json={"num_gnns": 2}', "num_gnns (= num_layers) means nothing for MLP"),
+        ("--losses=ListMLE:1", "--losses: cannot parse"),
+        ("--eval_every=0", "--eval_every: must be at least 1"),
+    ],
+)
+def test_bad_flags_are_refused_without_importing_tensorflow(tmp_path, flag, message):
+    # A TensorFlow that cannot be imported: refusing must not need it.
+    code = (
+        "import runpy, sys; sys.modules['tensorflow'] = None; "
+        f"sys.argv = ['tiles_train.py', '--model=MLP', '--out_dir={tmp_path / 'o'}', {flag!r}]; "
+        f"runpy.run_path({str(ROOT / 'tiles_train.py')!r}, run_name='__main__')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr

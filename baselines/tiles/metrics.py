@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from baselines.tiles.errors import PipelineError
+from baselines.tiles.train_args import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
 
 LISTMLE_TEMPERATURE = 10.0
 TOP_KS = (1, 5, 10)
@@ -66,28 +67,6 @@ def _loss_factories() -> dict[str, Callable[[], Callable]]:
         ),
         "MSE": lambda: _masked_mse,
     }
-
-
-LOSS_NAMES = ("ListMLELoss", "PairwiseHingeLoss", "MSE")
-
-
-def parse_losses(spec: str) -> tuple[tuple[str, float], ...]:
-    """Parses "Name:weight,Name:weight"; raises PipelineError on anything else."""
-    parsed = []
-    for part in spec.split(","):
-        name, sep, weight = part.strip().partition(":")
-        try:
-            value = float(weight)
-        except ValueError:
-            value = float("nan")
-        if not sep or name not in LOSS_NAMES or not np.isfinite(value) or value < 0:
-            raise PipelineError(
-                f"--losses: cannot parse '{part}' in '{spec}'; use Name:weight pairs "
-                f"separated by commas, names from {', '.join(LOSS_NAMES)}, "
-                "e.g. ListMLELoss:1,MSE:0.02"
-            )
-        parsed.append((name, value))
-    return tuple(parsed)
 
 
 def make_loss_fn(

@@ -15,12 +15,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from baselines.tiles.errors import PipelineError
+from baselines.tiles.model_kwargs import resolve_model_kwargs
 
 TEST_MODES = ("predictions", "metrics")
 OPTIMIZERS = ("adam", "adamw")
@@ -93,14 +95,30 @@ class TrainArgs:
         return sorted({*range(self.eval_every, self.epochs + 1, self.eval_every), self.epochs})
 
     def validate(self) -> None:
-        """Checks everything that can be checked before loading data."""
-        # Imported here so that importing TrainArgs stays free of TensorFlow.
-        from baselines.tiles import metrics, models
+        """Checks everything that can be checked before loading data.
 
-        metrics.parse_losses(self.losses)
+        `check_flags` (no TensorFlow), then builds the model once, so that the
+        kwargs' values are checked by its constructor.
+        """
+        self.check_flags()
+        # Imported here so that importing TrainArgs stays free of TensorFlow.
+        from baselines.tiles import models
+
         models.build_model(self.model, self.configs, self.model_kwargs())
+
+    def check_flags(self) -> None:
+        """Checks every flag, the model name and its kwarg names, without TensorFlow."""
+        parse_losses(self.losses)
+        resolve_model_kwargs(self.model, self.model_kwargs())
         if self.test_mode not in TEST_MODES:
             raise PipelineError(f"--test_mode: '{self.test_mode}' is not one of {TEST_MODES}")
+        if self.configs == 1:
+            # One configuration per kernel has no pair to order: the ranking
+            # losses are constant and validation OPA is 0.
+            raise PipelineError(
+                "--configs: 1 gives no ranking signal (configurations are ranked against "
+                "each other within a kernel); use at least 2"
+            )
         for flag in ("epochs", "configs", "batch", "eval_every"):
             if getattr(self, flag) < 1:
                 raise PipelineError(f"--{flag}: must be at least 1, got {getattr(self, flag)}")
@@ -153,3 +171,26 @@ def check_writable_dir(path: Path, flag: str) -> None:
     finally:
         if made:
             shutil.rmtree(created, ignore_errors=True)
+
+
+# Names of --losses' terms (metrics.py builds them with TensorFlow and TF-Ranking).
+LOSS_NAMES = ("ListMLELoss", "PairwiseHingeLoss", "MSE")
+
+
+def parse_losses(spec: str) -> tuple[tuple[str, float], ...]:
+    """Parses "Name:weight,Name:weight"; raises PipelineError on anything else."""
+    parsed = []
+    for part in spec.split(","):
+        name, sep, weight = part.strip().partition(":")
+        try:
+            value = float(weight)
+        except ValueError:
+            value = float("nan")
+        if not sep or name not in LOSS_NAMES or not math.isfinite(value) or value < 0:
+            raise PipelineError(
+                f"--losses: cannot parse '{part}' in '{spec}'; use Name:weight pairs "
+                f"separated by commas, names from {', '.join(LOSS_NAMES)}, "
+                "e.g. ListMLELoss:1,MSE:0.02"
+            )
+        parsed.append((name, value))
+    return tuple(parsed)
