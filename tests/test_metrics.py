@@ -181,7 +181,10 @@ HAND_MADE = {
 
 
 @pytest.mark.parametrize("case", list(HAND_MADE))
-def test_per_kernel_metrics_match_plain_python(case):
+@pytest.mark.parametrize("pairwise_max", [metrics.PAIRWISE_OPA_MAX_CONFIGS, 0])
+def test_per_kernel_metrics_match_plain_python(case, pairwise_max, monkeypatch):
+    # pairwise_max 0: kernel_opa counts by merging even for these small kernels.
+    monkeypatch.setattr(metrics, "PAIRWISE_OPA_MAX_CONFIGS", pairwise_max)
     scores, runtimes = (np.array(x) for x in HAND_MADE[case])
     for k in (1, 5, 10):
         assert metrics.top_k_error(scores, runtimes, k) == pytest.approx(
@@ -189,6 +192,26 @@ def test_per_kernel_metrics_match_plain_python(case):
         )
     assert metrics.kernel_opa(scores, runtimes) == py_pairs(list(scores), list(runtimes))
     assert metrics.top_configs(scores, 5) == py_ranking(list(scores))[:5]
+
+
+def numpy_pairs(scores: np.ndarray, runtimes: np.ndarray) -> tuple[int, int]:
+    """All pairs compared, 500 rows at a time (the test's own O(c^2) count)."""
+    correct = comparable = 0
+    for start in range(0, len(scores), 500):
+        faster = runtimes[start : start + 500, None] < runtimes[None, :]
+        comparable += int(faster.sum())
+        correct += int((faster & (scores[start : start + 500, None] < scores[None, :])).sum())
+    return correct, comparable
+
+
+@pytest.mark.parametrize("distinct", [5, 300, 10**6])
+def test_opa_of_a_large_kernel_counts_every_pair(distinct):
+    """Kernels past PAIRWISE_OPA_MAX_CONFIGS, with many or few runtime and score ties."""
+    rng = np.random.default_rng(distinct)
+    c = metrics.PAIRWISE_OPA_MAX_CONFIGS + 1 + int(rng.integers(0, 3000))
+    runtimes = rng.integers(0, distinct, c).astype(np.float64)
+    scores = rng.integers(0, distinct, c).astype(np.float32)
+    assert metrics.kernel_opa(scores, runtimes) == numpy_pairs(scores, runtimes)
 
 
 def test_hand_computed_values():
