@@ -59,19 +59,30 @@ def main() -> int:
     if args.top < 1:
         raise PipelineError(f"--top: must be at least 1, got {args.top}")
     from baselines.tiles.data import load_split
+    from baselines.tiles.io_utils import remove_stale_temporaries
     from baselines.tiles.predict import (
         SavedRanker,
         choose_data_root,
         ensemble_scores,
         ranking_rows,
         read_model_list,
+        toy_notice,
     )
     from baselines.tiles.submission import HEADER, write_csv_atomic
+
+    # Leftovers of killed runs; in the output's folder (any folder) only those
+    # whose writer is known to be gone, in the cache also old foreign ones.
+    remove_stale_temporaries(Path(args.output).expanduser().parent, max_age_s=None)
+    if args.cache_dir:
+        remove_stale_temporaries(Path(args.cache_dir))
 
     models = read_model_list(args.dir, "--dir")
     records = [record for _, record in models]
     root, origin = choose_data_root(args.data_root, records[0].get("data_root"))
     names = ", ".join(r["model"] for r in records)
+    notice = toy_notice(root, origin)
+    if notice:
+        print(notice, flush=True)
     print(f"data: {root} (from {origin}); model {names}", flush=True)
     # Files are read in another process while this one rebuilds the models and
     # traces their scoring functions (both hold the GIL most of the time).
@@ -101,6 +112,8 @@ def main() -> int:
 
         label = "ensemble" if len(members) > 1 else records[0]["model"]
         print(markdown(error_table(split, {label: scores})), end="")
+    if notice:
+        print(notice)
     return 0
 
 

@@ -77,12 +77,17 @@ def test_toy_data_keeps_first_100_files(tmp_path):
     assert len(data.load_splits(root, ("train",), progress=False)["train"]) == 103
 
 
-def test_missing_data_root_falls_back_to_bundled_toy(tmp_path):
+def test_only_a_missing_default_data_root_falls_back_to_the_toy_set(tmp_path):
     lines = []
-    root = data.resolve_data_root(tmp_path / "nowhere", lines.append)
-    assert root == data.BUNDLED_TOY_ROOT
-    assert len(lines) == 1 and "nowhere" in lines[0] and "toy" in lines[0]
-    assert data.resolve_data_root(tmp_path, lines.append) == tmp_path
+    default = tmp_path / "default_location"
+    root, toy = data.resolve_data_root(default, default, lines.append)
+    assert (root, toy) == (data.BUNDLED_TOY_ROOT, True)
+    assert len(lines) == 1 and "TOY DATA" in lines[0] and str(default) in lines[0]
+    # A mistyped --data_root (not the default) is refused, never replaced by toy data.
+    with pytest.raises(PipelineError, match="--data_root: .*nowhere does not exist"):
+        data.resolve_data_root(tmp_path / "nowhere", default, lines.append)
+    assert data.resolve_data_root(tmp_path, default, lines.append) == (tmp_path, False)
+    assert len(lines) == 1
 
 
 # --- validation -------------------------------------------------------------------------

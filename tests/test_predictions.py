@@ -202,7 +202,8 @@ def _edit_run_file(path, **changes):
         ("shape_mismatch", "do not fit the rebuilt LateJoinSAGE"),
         ("count_mismatch", "has 18 trainable variables, the rebuilt LateJoinSAGE has 12"),
         ("empty_test_split", "split has no .npz files"),
-        ("missing_data_root", "split directory does not exist"),
+        ("missing_data_root", "--data_root: "),
+        ("other_runs_file", "belongs to another model than"),
     ],
 )
 def test_bad_inputs_refused_in_one_line(trained, tmp_path, case, message):
@@ -212,17 +213,25 @@ def test_bad_inputs_refused_in_one_line(trained, tmp_path, case, message):
     run_file = tmp_path / trained_dir.name.replace("model_", "run_")
     shutil.copy(trained_dir.parent / f"{run_file.name}.jsonz", f"{run_file}.jsonz")
     run_file = run_file.with_name(run_file.name + ".jsonz")
+    inside = model_dir / "run.jsonz"  # the run file's copy saved with the model: read first
+    assert inside.is_file()
     flags = []
     if case == "missing_dir":
         shutil.rmtree(model_dir)
     elif case == "missing_run_file":
         run_file.unlink()
+        inside.unlink()
     elif case == "unknown_class":
-        _edit_run_file(run_file, model="FancyNet")
+        _edit_run_file(inside, model="FancyNet")
     elif case == "shape_mismatch":
-        _edit_run_file(run_file, model_kwargs={"hidden_dim": 8})
+        _edit_run_file(inside, model_kwargs={"hidden_dim": 8})
     elif case == "count_mismatch":
-        _edit_run_file(run_file, model_kwargs={"num_layers": 1})
+        _edit_run_file(inside, model_kwargs={"num_layers": 1})
+    elif case == "other_runs_file":
+        # A model folder of the older layout (no copy inside) beside a run file
+        # written for another model: its fingerprint does not match.
+        inside.unlink()
+        _edit_run_file(run_file, model_fingerprint="0" * 32)
     elif case == "empty_test_split":
         (tmp_path / "root" / "test").mkdir(parents=True)
         flags = [f"--data_root={tmp_path / 'root'}"]

@@ -28,8 +28,7 @@ from baselines.tiles.run_files import (
     build_from_record,
     read_run_file,
     run_file_for,
-    save_model,
-    write_run_file,
+    save_run,
 )
 from baselines.tiles.train_args import TrainArgs
 from baselines.tiles.train_lib import train
@@ -175,8 +174,7 @@ def test_non_finite_model_is_refused_in_one_line(linear_run, tmp_path):
     broken.load_weights(str(model_dir / "variables" / "variables"))
     broken.head.out.bias.assign([np.nan])
     nan_dir = tmp_path / "model_nan"
-    save_model(broken, nan_dir)
-    write_run_file(tmp_path / "run_nan.jsonz", record)
+    save_run(broken, dict(record), nan_dir, tmp_path / "run_nan.jsonz")
     out = tmp_path / "p.csv"
     proc = run_predictions(
         f"--dir={nan_dir}", f"--data_root={root}", f"--output={out}", cwd=tmp_path

@@ -35,7 +35,7 @@ import numpy as np
 import tqdm
 
 from baselines.tiles.errors import PipelineError
-from baselines.tiles.io_utils import atomic_write_text, publish_once
+from baselines.tiles.io_utils import atomic_write_text, publish_once, temp_prefix
 
 NODE_FEAT_DIM = 140
 CONFIG_FEAT_DIM = 24
@@ -501,7 +501,7 @@ def save_split_cache(split: TileSplit, cache_path: Path) -> None:
 
 def discard_directory(path: Path) -> None:
     """Removes a folder by renaming it aside first, so no reader sees it half deleted."""
-    aside = path.with_name(f"{path.name}.tmp-{os.getpid()}-discard")
+    aside = path.with_name(f"{temp_prefix(path.name)}discard")
     try:
         os.rename(path, aside)
     except FileNotFoundError:
@@ -658,13 +658,56 @@ def load_split(
     return split
 
 
-def resolve_data_root(data_root: Path | str, log=print) -> Path:
-    """The data root, or the bundled toy set (said in one line) when it does not exist."""
+def toy_data_banner(reason: str) -> str:
+    """The line that says a run uses the bundled toy set (printed first and last)."""
+    return (
+        f"!!! TOY DATA: {reason}, so this uses the bundled synthetic toy set "
+        f"{BUNDLED_TOY_ROOT}; its results say nothing about real TPU kernels !!!"
+    )
+
+
+def resolve_data_root(
+    data_root: Path | str, default: Path | str | None, log: Callable[[str], None] = print
+) -> tuple[Path, bool]:
+    """The data root to read and whether it is the bundled toy set standing in for it.
+
+    An existing folder is used as given. The toy set stands in only when the
+    flag kept its default (`data_root == default`) and nothing is there yet,
+    said by `toy_data_banner`; any other missing folder is a mistyped flag,
+    refused in one line: training on toy data by accident is worse than
+    stopping.
+    """
     root = Path(data_root).expanduser()
-    if root.exists():
-        return root
-    log(f"note: {root} does not exist; using the bundled toy data set {BUNDLED_TOY_ROOT}")
-    return BUNDLED_TOY_ROOT
+    if root.is_dir():
+        return root, False
+    if default is not None and root == Path(default).expanduser():
+        log(toy_data_banner(f"no --data_root given and the default {root} does not exist"))
+        return BUNDLED_TOY_ROOT, True
+    raise PipelineError(
+        f"--data_root: {root} does not exist; pass the folder holding train/ valid/ test/ "
+        "(python echo_download_commands.py downloads them), or leave the flag out to try "
+        "the bundled toy set"
+    )
+
+
+def data_identity(
+    root: Path, splits: Sequence[str], toy_data: bool = False, toy_fallback: bool = False
+) -> dict:
+    """What a run's data was: the root, each split's files fingerprint, and their hash.
+
+    The fingerprints are the cache keys (paths, sizes, mtimes, zip
+    directories), so any change to a file gives a new identity.
+    """
+    max_files = TOY_MAX_FILES if toy_data else None
+    fingerprints = {s: files_fingerprint(list_split_files(root / s, max_files)) for s in splits}
+    resolved = str(Path(root).expanduser().resolve())
+    digest = hashlib.sha256(json.dumps([resolved, fingerprints], sort_keys=True).encode())
+    return {
+        "root": str(root),
+        "toy_fallback": toy_fallback,
+        "fingerprints": fingerprints,
+        "identity": digest.hexdigest()[:16],
+    }
 
 
 def load_splits(

@@ -4,9 +4,11 @@ Writers put their bytes into a temporary file in the destination's own directory
 (so the final rename never crosses a filesystem) and `os.replace` it onto the
 destination only once everything was written. On any error the temporary file is
 removed and an existing destination is left untouched. Temporary names look like
-`<name>.tmp-<random><suffix>`, which `.gitignore` ignores (`*.tmp-*`); the
-destination's suffix is kept so that writers that check it (Keras `.keras`,
-`numpy.savez` `.npz`) accept the temporary path.
+`<name>.tmp-<pid>-<host tag>-<random><suffix>`, which `.gitignore` ignores
+(`*.tmp-*`); the destination's suffix is kept so that writers that check it
+(Keras `.keras`, `numpy.savez` `.npz`) accept the temporary path. The process id
+and host let `remove_stale_temporaries` tell a killed writer's leftovers from a
+live writer's work in progress.
 
 Usage::
 
@@ -18,11 +20,16 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import hashlib
 import os
+import re
 import shutil
+import socket
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from baselines.tiles.errors import PipelineError
@@ -45,6 +52,127 @@ def _default_file_mode() -> int:
     return 0o666 & ~umask
 
 
+def _host_tag() -> str:
+    """8 hex digits naming this machine (folders may be shared between machines)."""
+    return hashlib.md5(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def temp_prefix(name: str) -> str:
+    """`<name>.tmp-<pid>-<host>-`: the start of every temporary name made here."""
+    return f"{name}.tmp-{os.getpid()}-{_host_tag()}-"
+
+
+_TEMP_NAME = re.compile(r"\.tmp-(\d+)-([0-9a-f]{8})-")
+_ENOSPC_LIKE = {
+    errno.ENOSPC: "disk full",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.EROFS: "read-only filesystem",
+}
+
+
+def write_failure_kind(error: BaseException) -> str | None:
+    """`disk full`, `permission denied`, ... when `error` is the disk refusing a write.
+
+    Reads OSError's errno, and the message of TensorFlow's errors (its file
+    writers report ENOSPC as ResourceExhaustedError, permissions as
+    PermissionDeniedError); None for anything else.
+    """
+    kind = _ENOSPC_LIKE.get(getattr(error, "errno", None) or -1)
+    if kind is not None:
+        return kind
+    text = str(error).lower()
+    for needle, name in (
+        ("no space left", "disk full"),
+        ("quota exceeded", "disk quota exceeded"),
+        ("permission denied", "permission denied"),
+        ("read-only file system", "read-only filesystem"),
+    ):
+        if needle in text:
+            return name
+    return None
+
+
+def describe_write_error(error: BaseException) -> str:
+    """The cause of a failed write in a few words: `disk full (No space left on device)`."""
+    text = " ".join(str(getattr(error, "strerror", None) or error).split())[:200]
+    text = text or type(error).__name__
+    kind = write_failure_kind(error)
+    return f"{kind} ({text})" if kind else text
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def remove_stale_temporaries(
+    folder: Path | str,
+    log: Callable[[str], None] = print,
+    max_age_s: float | None = 24 * 3600,
+) -> list[str]:
+    """Removes `*.tmp-*` leftovers of writers that are gone; returns their names.
+
+    A temporary named by this module carries its writer's process id and host:
+    on this host it is stale once that process no longer exists (a reused pid
+    keeps it, which errs on the safe side). Temporaries of another host, or
+    of older code without a pid, are removed only when older than `max_age_s`
+    (None: never): another machine's writer may still be working on a shared
+    folder. Concurrent runs in one folder never remove each other's live
+    temporaries. A model folder a killed swap had moved aside (`*.tmp-*-old-*`)
+    is put back first when nothing took its place. One line says what was
+    removed or restored.
+    """
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        return []
+    now = time.time()
+    removed, restored = [], []
+    for entry in sorted(folder.iterdir()):
+        if ".tmp-" not in entry.name:
+            continue
+        match = _TEMP_NAME.search(entry.name)
+        if match and match.group(2) == _host_tag():
+            pid = int(match.group(1))
+            stale = pid != os.getpid() and not _process_alive(pid)
+        else:
+            try:
+                age = now - entry.lstat().st_mtime
+            except OSError:
+                continue
+            stale = max_age_s is not None and age > max_age_s
+        if not stale:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            for moved in entry.iterdir():
+                original = folder / moved.name
+                if "-old-" in entry.name and not original.exists():
+                    with contextlib.suppress(OSError):
+                        os.rename(moved, original)
+                        restored.append(moved.name)
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                entry.unlink()
+        removed.append(entry.name)
+    if removed:
+        back = f"; put back {', '.join(restored)}" if restored else ""
+        shown = ", ".join(removed[:3]) + (
+            f" and {len(removed) - 3} more" if len(removed) > 3 else ""
+        )
+        log(
+            f"cleanup: removed {len(removed)} stale temporar{'y' if len(removed) == 1 else 'ies'} "
+            f"of killed runs in {folder}: {shown}{back}"
+        )
+    return removed
+
+
 def _fsync_file(path: Path) -> None:
     """Flushes a written file to disk (best effort: some filesystems refuse)."""
     try:
@@ -57,6 +185,17 @@ def _fsync_file(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _raise_as_write_failure(error: BaseException, dest: Path) -> None:
+    """A write that the disk refused (full, quota, permission) as one line naming `dest`.
+
+    Other errors are left to the caller to re-raise: they are not about the disk.
+    """
+    if isinstance(error, PipelineError):
+        return
+    if isinstance(error, OSError) or write_failure_kind(error) is not None:
+        raise PipelineError(f"cannot write {dest}: {describe_write_error(error)}") from error
 
 
 @contextlib.contextmanager
@@ -77,12 +216,12 @@ def atomic_output(path: str | os.PathLike[str], suffix: str | None = None) -> It
         raise PipelineError(f"cannot write {dest}: it is a directory")
     try:
         fd, tmp_name = tempfile.mkstemp(
-            prefix=f"{dest.name}.tmp-",
+            prefix=temp_prefix(dest.name),
             suffix=dest.suffix if suffix is None else suffix,
             dir=parent,
         )
     except OSError as e:
-        raise PipelineError(f"cannot write {dest}: {e.strerror or e}") from e
+        raise PipelineError(f"cannot write {dest}: {describe_write_error(e)}") from e
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -94,10 +233,11 @@ def atomic_output(path: str | os.PathLike[str], suffix: str | None = None) -> It
         try:
             os.replace(tmp, dest)
         except OSError as e:
-            raise PipelineError(f"cannot write {dest}: {e.strerror or e}") from e
-    except BaseException:
+            raise PipelineError(f"cannot write {dest}: {describe_write_error(e)}") from e
+    except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        _raise_as_write_failure(e, dest)
         raise
 
 
@@ -108,7 +248,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "
             with open(tmp, "w", encoding=encoding, newline="") as f:
                 f.write(text)
         except OSError as e:
-            raise PipelineError(f"cannot write {path}: {e.strerror or e}") from e
+            raise PipelineError(f"cannot write {path}: {describe_write_error(e)}") from e
 
 
 def _default_dir_mode() -> int:
@@ -126,21 +266,46 @@ def _make_temp_dir(dest: Path) -> Path:
     if not dest.parent.is_dir():
         raise PipelineError(f"cannot write {dest}: directory {dest.parent} does not exist")
     try:
-        return Path(tempfile.mkdtemp(prefix=f"{dest.name}.tmp-", dir=dest.parent))
+        return Path(tempfile.mkdtemp(prefix=temp_prefix(dest.name), dir=dest.parent))
     except OSError as e:
-        raise PipelineError(f"cannot write {dest}: {e.strerror or e}") from e
+        raise PipelineError(f"cannot write {dest}: {describe_write_error(e)}") from e
 
 
 _DEST_TAKEN = (errno.ENOTEMPTY, errno.EEXIST)
 
 
-def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
-    """Renames folder `tmp` onto `dest`, moving an existing `dest` aside first.
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
 
-    Several processes may publish the same folder at once (two runs with the
-    same hash, Beam workers sharing a cache): each attempt moves the current
-    `dest` aside and renames its own folder in; a rename that loses the race
-    finds `dest` taken again and retries. The last writer wins, nobody fails.
+
+def exchange_paths(a: Path, b: Path) -> None:
+    """Swaps two paths in one atomic step (Linux `renameat2(RENAME_EXCHANGE)`).
+
+    Raises OSError (ENOSYS, EINVAL) where the C library or the filesystem lacks it.
+    """
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        raise OSError(errno.ENOSYS, "renameat2 is not available")
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(a), None, str(b))
+
+
+_NO_EXCHANGE = (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP)
+
+
+def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
+    """Renames folder `tmp` onto `dest`; an existing `dest` is replaced atomically.
+
+    Where the OS can exchange two paths in one step, `dest` always names a
+    complete folder (the old one, then the new one); the old one is then
+    removed. Elsewhere the old folder is moved aside first and put back if
+    the new one cannot be renamed in; a kill between those two renames
+    leaves it in `<dest>.tmp-<pid>-<host>-old-*`, which
+    `remove_stale_temporaries` puts back. Several processes may publish the
+    same folder at once (two runs with the same hash, Beam workers sharing a
+    cache): a rename that loses the race finds `dest` taken again and
+    retries. The last writer wins, nobody fails.
     """
     for _ in range(attempts):
         try:
@@ -149,13 +314,36 @@ def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
         except OSError as e:
             if e.errno not in _DEST_TAKEN:
                 raise
-        old = Path(tempfile.mkdtemp(prefix=f"{dest.name}.tmp-old-", dir=dest.parent))
+        try:
+            exchange_paths(tmp, dest)
+        except FileNotFoundError:
+            continue  # another writer moved `dest` away: try the plain rename again
+        except OSError as e:
+            if e.errno not in _NO_EXCHANGE:
+                raise
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)  # `tmp` now holds the old folder
+            return
+        old = Path(tempfile.mkdtemp(prefix=temp_prefix(dest.name) + "old-", dir=dest.parent))
         try:
             os.rename(dest, old / dest.name)
-        except FileNotFoundError:
-            pass  # another writer moved it aside first
-        finally:
+        except OSError as e:
             shutil.rmtree(old, ignore_errors=True)
+            if isinstance(e, FileNotFoundError):
+                continue  # another writer moved it aside first
+            raise
+        try:
+            os.rename(tmp, dest)
+        except OSError as e:
+            # Put the previous folder back unless another writer's took its place.
+            with contextlib.suppress(OSError):
+                os.rename(old / dest.name, dest)
+            shutil.rmtree(old, ignore_errors=True)
+            if e.errno in _DEST_TAKEN:
+                continue
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+        return
     raise OSError(errno.EBUSY, f"{dest} kept changing under {attempts} concurrent writers")
 
 
@@ -174,8 +362,9 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp
         os.chmod(tmp, _default_dir_mode())
         _swap_in(tmp, dest)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        _raise_as_write_failure(e, dest)
         raise
 
 

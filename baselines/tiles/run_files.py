@@ -4,14 +4,23 @@ The run file is gzip'd JSON with `args`, `train_curve`, `final_error`,
 `test_predictions` (as the baseline writes) plus what rebuilding needs:
 `model`, `model_kwargs`, `configs`, `opcode_vocab_size` and `feature_stats`.
 
-    save_model(model, out_dir / f"model_{h}")
-    write_run_file(out_dir / f"run_{h}.jsonz", record)
+Model and run file are one unit: `save_run` writes the model folder with a
+copy of the run file inside (`model_<hash>/run.jsonz`) and the run file's
+`model_fingerprint` (a hash of the model's files), both complete before
+either is renamed into place; the folder is then swapped in by one rename.
+Readers take the copy inside the folder, so a model is never read with
+another run's statistics, even after a kill between the two renames; a
+model folder from before this layout is read with the run file beside it,
+whose fingerprint, when it has one, must match.
+
+    save_run(model, record, out_dir / f"model_{h}", out_dir / f"run_{h}.jsonz")
     model, record, stats = load_trained_model(out_dir / f"model_{h}")
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import warnings
 from pathlib import Path
@@ -22,7 +31,7 @@ import tensorflow as tf
 from baselines.tiles.data import OPCODE_VOCAB_SIZE
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.io_utils import atomic_directory, atomic_output
+from baselines.tiles.io_utils import atomic_directory, atomic_output, describe_write_error
 from baselines.tiles.models import TileModel, build_model, create_variables
 
 
@@ -36,11 +45,36 @@ def run_file_for(model_dir: Path) -> Path:
     return model_dir.parent / f"run_{name.removeprefix('model_')}.jsonz"
 
 
+# The run file's copy inside the model folder: the record that belongs to it.
+RUN_IN_MODEL = "run.jsonz"
+
+
+def _write_gzip_json(path: Path, record: dict[str, Any], dest: Path) -> None:
+    try:
+        # mtime=0 keeps the gzip bytes a function of the content alone.
+        with gzip.GzipFile(path, "wb", mtime=0) as f:
+            f.write(json.dumps(record, sort_keys=True).encode())
+    except OSError as e:
+        raise PipelineError(f"cannot write {dest}: {describe_write_error(e)}") from e
+
+
 def write_run_file(path: Path, record: dict[str, Any]) -> None:
     with atomic_output(path) as tmp:
-        # mtime=0 keeps the gzip bytes a function of the content alone.
-        with gzip.GzipFile(tmp, "wb", mtime=0) as f:
-            f.write(json.dumps(record, sort_keys=True).encode())
+        _write_gzip_json(tmp, record, path)
+
+
+def model_fingerprint(model_dir: Path) -> str:
+    """BLAKE2b of every file of a saved model (names and bytes), the run copy excluded."""
+    h = hashlib.blake2b(digest_size=16)
+    for f in sorted(p for p in Path(model_dir).rglob("*") if p.is_file()):
+        relative = f.relative_to(model_dir).as_posix()
+        if relative == RUN_IN_MODEL:
+            continue
+        h.update(f"{relative}\0{f.stat().st_size}\0".encode())
+        with open(f, "rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
 
 
 def read_run_file(path: Path) -> dict[str, Any]:
@@ -57,8 +91,8 @@ def read_run_file(path: Path) -> dict[str, Any]:
     return record
 
 
-def save_model(model: TileModel, model_dir: Path) -> None:
-    """Keras SavedModel at `model_dir`, written to a temporary folder and renamed.
+def _save_keras(model: TileModel, folder: Path, dest: Path) -> None:
+    """`model.save` into `folder`; a refused write is one line naming `dest`.
 
     Saved without traced functions (`save_traces=False`): tracing every layer's
     call for the SavedModel took 8-13 s per run, a quarter of a benchmark
@@ -66,9 +100,36 @@ def save_model(model: TileModel, model_dir: Path) -> None:
     variables and the model's config; `tf.keras.models.load_model` rebuilds it
     once `baselines.tiles.models` is imported (which registers the classes).
     """
-    with atomic_directory(model_dir) as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.save(tmp, include_optimizer=False, save_traces=False)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.save(folder, include_optimizer=False, save_traces=False)
+    except (OSError, tf.errors.OpError) as e:
+        # TensorFlow's writers report a full disk as ResourceExhaustedError.
+        raise PipelineError(f"cannot write {dest}: {describe_write_error(e)}") from e
+
+
+def save_model(model: TileModel, model_dir: Path) -> None:
+    """Keras SavedModel alone at `model_dir`, written to a temporary folder and renamed."""
+    with atomic_directory(model_dir) as tmp:
+        _save_keras(model, tmp, model_dir)
+
+
+def save_run(model: TileModel, record: dict[str, Any], model_dir: Path, run_path: Path) -> None:
+    """Saves a run's model and run file as one unit; returns once both are in place.
+
+    Everything is written to temporaries first (the model folder with its
+    run copy and the run file), so a full disk or any error leaves the
+    previous pair as it was and no temporaries. Then the folder is swapped in
+    (one rename: it carries its own record) and the run file renamed beside
+    it. The record gains `model_fingerprint`.
+    """
+    with atomic_output(run_path) as run_tmp:
+        with atomic_directory(model_dir) as tmp:
+            _save_keras(model, tmp, model_dir)
+            record["model_fingerprint"] = model_fingerprint(tmp)
+            _write_gzip_json(tmp / RUN_IN_MODEL, record, model_dir / RUN_IN_MODEL)
+            _write_gzip_json(run_tmp, record, run_path)
 
 
 def build_from_record(record: dict[str, Any]) -> TileModel:
@@ -125,11 +186,25 @@ def copy_saved_variables(model_dir: Path, model: TileModel) -> None:
 
 
 def read_run_for_model(model_dir: Path) -> tuple[dict[str, Any], FeatureStats]:
-    """The run record beside `model_dir` and its feature statistics."""
+    """The run record of `model_dir` and its feature statistics.
+
+    The copy inside the folder when there is one (written with the model, so
+    it always belongs to it); else the run file beside it (models saved before
+    the copy existed). A record's `model_fingerprint` must match the folder's
+    files: a model is never paired with another run's record.
+    """
     model_dir = Path(model_dir).expanduser()
     if not model_dir.is_dir():
         raise PipelineError(f"{model_dir}: model folder not found; pass --dir <out>/model_<hash>")
-    record = read_run_file(run_file_for(model_dir))
+    inside = model_dir / RUN_IN_MODEL
+    run_path = inside if inside.is_file() else run_file_for(model_dir)
+    record = read_run_file(run_path)
+    expected = record.get("model_fingerprint")
+    if expected is not None and expected != model_fingerprint(model_dir):
+        raise PipelineError(
+            f"{run_path}: belongs to another model than {model_dir} (model fingerprint "
+            "differs: the model or run file was changed or half replaced); retrain the model"
+        )
     return record, FeatureStats.from_dict(record["feature_stats"])
 
 

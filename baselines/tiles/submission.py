@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from baselines.tiles.errors import PipelineError
-from baselines.tiles.io_utils import atomic_output
+from baselines.tiles.io_utils import atomic_output, describe_write_error
 
 HEADER: tuple[str, str] = ("ID", "TopConfigs")
 TILE_PREFIX = "tile:xla:"
@@ -255,4 +255,4 @@ def write_csv_atomic(
                 writer.writerow(header)
                 writer.writerows(rows)
         except OSError as e:
-            raise PipelineError(f"cannot write {path}: {e.strerror or e}") from e
+            raise PipelineError(f"cannot write {path}: {describe_write_error(e)}") from e

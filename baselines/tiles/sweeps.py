@@ -254,6 +254,9 @@ def run_one(
         )
         log(f"{label} failed: {message}")
         return {**result, "status": "error", "error": message or type(e).__name__}
+    if record.get("run_hash", run_hash) != run_hash:  # named with its data identity
+        result["run_hash"] = record["run_hash"]
+        result["model_dir"] = str(Path(args.out_dir).expanduser() / f"model_{record['run_hash']}")
     # None marks epochs without validation (--eval_every > 1).
     val_opa = [v for v in record.get("train_curve", {}).get("val_opa", []) if v is not None]
     val_opa = val_opa or [math.nan]

@@ -13,6 +13,8 @@ configurations, and the run is saved (run_files.py).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import time
 from collections.abc import Callable
@@ -25,13 +27,26 @@ from tensorboard.plugins.hparams import api as hparams_api
 from tqdm.keras import TqdmCallback
 
 from baselines.tiles import distribution, keras_fit, metrics
-from baselines.tiles.data import OPCODE_VOCAB_SIZE, TileSplit, load_splits, resolve_data_root
+from baselines.tiles.data import (
+    OPCODE_VOCAB_SIZE,
+    TileSplit,
+    data_identity,
+    load_splits,
+    resolve_data_root,
+    toy_data_banner,
+)
+from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
+from baselines.tiles.io_utils import (
+    describe_write_error,
+    remove_stale_temporaries,
+    write_failure_kind,
+)
 from baselines.tiles.models import build_model, create_variables
 from baselines.tiles.predict import ConfigScorer, ranking_rows
-from baselines.tiles.run_files import save_model, write_run_file
+from baselines.tiles.run_files import RUN_IN_MODEL, read_run_file, save_run
 from baselines.tiles.submission import HEADER, write_csv_atomic
-from baselines.tiles.train_args import TrainArgs
+from baselines.tiles.train_args import DEFAULT_DATA_ROOT, TrainArgs
 
 
 def set_determinism(seed: int) -> None:
@@ -96,14 +111,82 @@ def run_label(args: TrainArgs) -> str:
 
 def prepare_splits(
     args: TrainArgs, splits: tuple[str, ...], log: Callable[[str], None], progress: bool
-) -> tuple[dict[str, TileSplit], FeatureStats, Path]:
-    """Loads splits, fits feature statistics on train only, normalizes every split."""
-    root = resolve_data_root(args.data_root, log)
+) -> tuple[dict[str, TileSplit], FeatureStats, dict[str, Any]]:
+    """Loads splits, fits feature statistics on train only, normalizes every split.
+
+    Also returns the data's identity (`data.data_identity`: root, whether the
+    toy set stood in for a missing default root, file fingerprints).
+    """
+    root, toy_fallback = resolve_data_root(args.data_root, DEFAULT_DATA_ROOT, log)
     raw = load_splits(
-        root, splits, toy_data=args.toy_data, cache_dir=args.cache_dir, progress=progress
+        root, splits, toy_data=args.toy_data, cache_dir=args.cache_dir, progress=progress, log=log
     )
+    identity = data_identity(root, splits, args.toy_data, toy_fallback)
     stats = FeatureStats.fit_split(raw["train"])
-    return {name: stats.normalize_split(s) for name, s in raw.items()}, stats, root
+    return {name: stats.normalize_split(s) for name, s in raw.items()}, stats, identity
+
+
+# Written into tb_<hash>/ when a run starts: which data the folder's logs are of.
+DATA_MARKER = "data_identity.json"
+
+
+def _claimed_identities(out_dir: Path, run_hash: str) -> list[str | None]:
+    """Data identities of what already uses `run_hash` in `out_dir` (None: unknown)."""
+    claims: list[str | None] = []
+    for run_file in (
+        out_dir / f"model_{run_hash}" / RUN_IN_MODEL,
+        out_dir / f"run_{run_hash}.jsonz",
+    ):
+        if run_file.is_file():
+            try:
+                claims.append(read_run_file(run_file).get("data", {}).get("identity"))
+            except PipelineError:
+                claims.append(None)
+    tb = out_dir / f"tb_{run_hash}"
+    if tb.is_dir():
+        try:
+            claims.append(json.loads((tb / DATA_MARKER).read_text()).get("identity"))
+        except (OSError, ValueError, AttributeError):
+            claims.append(None)
+    return claims
+
+
+def choose_run_hash(args: TrainArgs, out_dir: Path, data: dict[str, Any]) -> tuple[str, str]:
+    """The hash that names this run's files, and why when it is not `args.run_hash()`.
+
+    SPEC §4's hash (md5 of the sorted JSON of the args) while the files under
+    it are of the same data (or there are none yet): a rerun on the same data
+    replaces or resumes its run. When they hold another data set's run (or
+    one whose data is unknown: older files), or when the toy set stands in for
+    a missing --data_root, the data identity joins the args in the hash, so
+    runs on different data never share a model, run file or TensorBoard folder.
+    """
+    base = args.run_hash()
+    if data["toy_fallback"]:
+        reason = "the bundled toy set stands in for the missing data root"
+    else:
+        claims = _claimed_identities(out_dir, base)
+        if all(claim == data["identity"] for claim in claims):
+            return base, ""
+        reason = f"{out_dir} already holds run {base} of other or unknown data"
+    keyed = {**args.to_dict(), "data_identity": data["identity"]}
+    return hashlib.md5(json.dumps(keyed, sort_keys=True).encode()).hexdigest(), reason
+
+
+def effective_configs(args: TrainArgs, train_split: TileSplit, log: Callable[[str], None]) -> int:
+    """`--configs`, capped at the largest train kernel's configuration count (said in a line).
+
+    More slots than any kernel has would only pad every batch (5000 slots on
+    the toy set took 57 s and 5.8 GB for nothing).
+    """
+    largest = int(train_split.num_configs.max())
+    if args.configs <= largest:
+        return args.configs
+    log(
+        f"note: --configs={args.configs} is more than the largest train kernel has "
+        f"({largest}); sampling {largest} per kernel"
+    )
+    return largest
 
 
 def evaluate_split(
@@ -134,26 +217,33 @@ def train(
     args.validate()
     strategy = strategy or tf.distribute.get_strategy()
     set_determinism(args.seed)
-    run_hash = args.run_hash()
     chief = distribution.is_chief(strategy)
     out_dir = Path(args.out_dir).expanduser()
+    if chief:
+        for folder in (out_dir, Path(args.cache_dir).expanduser()):
+            remove_stale_temporaries(folder, log)
     splits_needed = ("train", "valid", "test")
     timings: dict[str, float] = {}
     clock = time.perf_counter()
-    data, stats, root = prepare_splits(args, splits_needed, log, progress)
+    data, stats, source = prepare_splits(args, splits_needed, log, progress)
     timings["load_s"] = time.perf_counter() - clock
+    root = Path(source["root"])
     train_split, valid_split = data["train"], data["valid"]
     log(
         f"data: {root} ({len(train_split)} train, {len(valid_split)} valid, "
         f"{len(data['test'])} test kernels)"
     )
+    run_hash, why = choose_run_hash(args, out_dir, source)
+    if why:
+        log(f"run {run_hash}: named with its data identity ({why})")
+    configs = effective_configs(args, train_split, log)
 
     replicas = strategy.num_replicas_in_sync
     weights = program_balanced_weights(train_split) if args.sampling == "balanced" else None
     train_batches = keras_fit.EpochBatches(
         train_split,
         args.batch,
-        args.configs,
+        configs,
         args.seed,
         weights=weights,
         num_replicas=replicas,
@@ -165,24 +255,32 @@ def train(
     val_batches = keras_fit.EpochBatches(
         valid_split,
         args.batch,
-        args.configs,
+        configs,
         args.seed + 1,
         fixed_epoch=0,
         max_steps=args.validate_batches,
         num_replicas=replicas,
     )
     with strategy.scope():
-        model = build_model(args.model, args.configs, args.model_kwargs())
+        model = build_model(args.model, configs, args.model_kwargs())
         create_variables(model)
         trainer = keras_fit.RankingTrainer(
-            model, metrics.make_loss_fn(metrics.parse_losses(args.losses)), args.configs
+            model, metrics.make_loss_fn(metrics.parse_losses(args.losses)), configs
         )
         trainer.compile(optimizer=make_optimizer(args, train_batches.steps))
         # Slots made inside the first step would trace the step a second time.
         trainer.optimizer.build(model.trainable_variables)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     backup_dir = out_dir / f"backup_{run_hash}"
+    if chief:
+        try:
+            (out_dir / f"tb_{run_hash}").mkdir(parents=True, exist_ok=True)
+            (out_dir / f"tb_{run_hash}" / DATA_MARKER).write_text(json.dumps(source))
+        except OSError as e:
+            raise PipelineError(
+                f"cannot write {out_dir / f'tb_{run_hash}'}: {describe_write_error(e)}; "
+                "free space or choose another --out_dir"
+            ) from None
     early_stopping = keras_fit.ResumableEarlyStopping(
         args.early_stop, backup_dir, writes_state=chief
     )
@@ -267,10 +365,11 @@ def train(
         "run_hash": run_hash,
         "model": args.model,
         "model_kwargs": args.model_kwargs(),
-        "configs": args.configs,
+        "configs": configs,
         "opcode_vocab_size": OPCODE_VOCAB_SIZE,
         "feature_stats": stats.to_dict(),
         "data_root": str(root),
+        "data": source,
         "train_curve": curve,
         "best_epoch": best_epoch,
         "best_val_opa": float(early_stopping.best),
@@ -281,8 +380,7 @@ def train(
         "val_summary": val_summary,
         "test_predictions": test_predictions,
     }
-    save_model(model, out_dir / f"model_{run_hash}")
-    write_run_file(out_dir / f"run_{run_hash}.jsonz", record)
+    save_run(model, record, out_dir / f"model_{run_hash}", out_dir / f"run_{run_hash}.jsonz")
     log("val top-1/5/10 error: " + " / ".join(f"{final_error['val'][k]:.4f}" for k in top_ks))
     shutil.rmtree(backup_dir, ignore_errors=True)  # finished: a rerun starts afresh
     log(f"saved {out_dir / f'model_{run_hash}'} and {out_dir / f'run_{run_hash}.jsonz'}")
@@ -293,4 +391,6 @@ def train(
         )
         record["results_csv"] = str(csv_path)
         log(f"wrote {csv_path} ({len(test_split)} test kernels)")
+    if source["toy_fallback"]:
+        log(toy_data_banner(f"{args.data_root} does not exist"))
     return record
