@@ -34,7 +34,6 @@ workers are separate processes). Writes `<work>/scale.json` and
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -53,6 +52,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import run_bench  # the measuring helpers: a fresh process per step, its wall time and peak RSS
 
+from baselines.tiles.cli import entry_parser
 from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.io_utils import atomic_write_text
 
@@ -594,7 +594,7 @@ def main() -> int:
         return _train_child(sys.argv[2])
     if len(sys.argv) == 3 and sys.argv[1] == "--_matmul":
         return _matmul_child(sys.argv[2])
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = entry_parser(__doc__)
     parser.add_argument(
         "--sizes",
         default="full",

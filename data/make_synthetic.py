@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from baselines.tiles import synthetic  # noqa: E402
+from baselines.tiles.cli import entry_parser  # noqa: E402
 from baselines.tiles.errors import PipelineError, run_cli  # noqa: E402
 
 SIZE_FLAGS = (
@@ -52,7 +53,7 @@ SIZE_FLAGS = (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = entry_parser(__doc__)
     parser.add_argument("--out", required=True, help="output directory (gets train/valid/test)")
     parser.add_argument(
         "--preset",
@@ -76,7 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--hardware",
         default="default",
         choices=sorted(synthetic.HARDWARE_PRESETS),
-        help="cost-model constants of the simulated core (default: %(default)s)",
+        help="cost-model constants of the simulated core",
     )
     parser.add_argument(
         "--test_labels",
