@@ -25,11 +25,12 @@ from baselines.tiles.startup import prepare_tensorflow_import
 prepare_tensorflow_import()
 
 from baselines.tiles.cli import entry_parser
+from baselines.tiles.data import resolve_data_root
 from baselines.tiles.distribution import STRATEGIES, check_tf_config
 from baselines.tiles.errors import run_cli
 from baselines.tiles.flagfile import expand_flagfiles
 from baselines.tiles.model_kwargs import MODEL_NAMES
-from baselines.tiles.train_args import TrainArgs
+from baselines.tiles.train_args import DEFAULT_DATA_ROOT, TrainArgs
 
 HELP = {
     "model": "model class: " + ", ".join(MODEL_NAMES),
@@ -121,6 +122,8 @@ def main() -> int:
     args, strategy_name = parse_command()
     # Flags, model name and kwarg names first: importing TensorFlow takes seconds.
     args.check_flags()
+    # A mistyped --data_root too (the toy-set banner is printed by train()).
+    resolve_data_root(args.data_root, DEFAULT_DATA_ROOT, log=lambda _: None)
     if strategy_name == "multi_worker":
         check_tf_config(os.environ.get("TF_CONFIG"))
     from baselines.tiles.distribution import make_strategy
