@@ -298,8 +298,9 @@ def test_eval_every_validates_every_nth_and_the_last_epoch(tmp_path):
     assert record["best_epoch"] in validated
     assert record["best_val_opa"] == max(curve["val_opa"][e] for e in validated)
     # The TensorBoard run is labelled: HParams with the model, --run_id and the flags.
-    hparams = tensorboard_hparams(tmp_path / "out" / f"tb_{args.run_hash()}")
+    hparams = tensorboard_hparams(tmp_path / "out" / f"tb_{record['run_hash']}")
     assert hparams["model"] == "MLP" and hparams["run_id"] == "eval-test"
+    assert hparams["_trial"] == f"MLP-eval-test-{record['run_hash'][:8]}"
     assert hparams["eval_every"] == 3 and "out_dir" not in hparams
 
 
@@ -312,7 +313,7 @@ def tensorboard_hparams(tb_dir) -> dict:
     acc.Reload()
     content = acc.summary_metadata["_hparams_/session_start_info"].plugin_data.content
     start = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
-    values = {}
+    values = {"_trial": start.group_name}
     for name, value in start.hparams.items():
         kind = value.WhichOneof("kind")
         values[name] = getattr(value, kind)

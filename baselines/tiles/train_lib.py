@@ -103,9 +103,9 @@ def tensorboard_hparams(args: TrainArgs) -> dict[str, Any]:
     return {k: v for k, v in args.to_dict().items() if k not in _NOT_HPARAMS}
 
 
-def run_label(args: TrainArgs) -> str:
-    """A readable run name: model, --run_id when given, and the hash's first 8 digits."""
-    parts = [args.model, args.run_id, args.run_hash()[:8]]
+def run_label(args: TrainArgs, run_hash: str) -> str:
+    """A readable run name: model, --run_id when given, and the run hash's first 8 digits."""
+    parts = [args.model, args.run_id, run_hash[:8]]
     return "-".join(p for p in parts if p)
 
 
@@ -296,7 +296,9 @@ def train(
         # HParams dashboard lists model, --run_id and the recipe's flags.
         callbacks.append(
             hparams_api.KerasCallback(
-                str(out_dir / f"tb_{run_hash}"), tensorboard_hparams(args), trial_id=run_label(args)
+                str(out_dir / f"tb_{run_hash}"),
+                tensorboard_hparams(args),
+                trial_id=run_label(args, run_hash),
             )
         )
     if progress:
