@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from baselines.tiles import sweeps
+from baselines.tiles.cli import add_field_flags, parse_bool
 from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.flagfile import expand_flagfiles
 from baselines.tiles.train_args import TrainArgs
@@ -47,15 +48,6 @@ DIRECT_DEFAULTS = {
 }
 
 
-def parse_bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "y", "t"):
-        return True
-    if value in ("0", "false", "no", "n", "f"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """tiles_train.py's flags (one per TrainArgs field; only given ones override), the sweep's."""
     parser = argparse.ArgumentParser(
@@ -64,17 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--direct_num_workers, --project, ...). --flagfile=FILE reads flags from a file.",
         allow_abbrev=False,  # a Beam option must never be taken for a tiles flag
     )
-    for field in dataclasses.fields(TrainArgs):
-        # No default: a flag not given is absent, so it leaves the sweep's value alone.
-        kind = {"bool": parse_bool, "int": int, "float": float}.get(str(field.type), str)
-        extra = {"nargs": "?", "const": True} if kind is parse_bool else {}
-        parser.add_argument(
-            f"--{field.name}",
-            type=kind,
-            default=argparse.SUPPRESS,
-            help=f"tiles_train.py's --{field.name}, set in every run",
-            **extra,
-        )
+    # No default: a flag not given is absent, so it leaves the sweep's value alone.
+    add_field_flags(
+        parser,
+        TrainArgs,
+        default=lambda field: argparse.SUPPRESS,
+        help=lambda field: f"tiles_train.py's --{field.name}, set in every run",
+    )
     parser.add_argument(
         "--sweep",
         default="paper",

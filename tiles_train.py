@@ -13,7 +13,6 @@ started again after a crash resumes there.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ from baselines.tiles.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
-from baselines.tiles.cli import entry_parser
+from baselines.tiles.cli import add_field_flags, entry_parser
 from baselines.tiles.data import resolve_data_root
 from baselines.tiles.distribution import STRATEGIES, check_tf_config
 from baselines.tiles.errors import run_cli
@@ -62,15 +61,6 @@ HELP = {
 }
 
 
-def parse_bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "y", "t"):
-        return True
-    if value in ("0", "false", "no", "n", "f"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """One flag per TrainArgs field, with the field's default."""
     parser = entry_parser(
@@ -78,20 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="--flagfile=FILE reads one --flag=value per line (absl's convention); "
         "flags after it override it.",
     )
-    for field in dataclasses.fields(TrainArgs):
-        flag = f"--{field.name}"
-        if field.type in ("bool", bool):
-            parser.add_argument(
-                flag,
-                type=parse_bool,
-                nargs="?",
-                const=True,
-                default=field.default,
-                help=HELP[field.name],
-            )
-        else:
-            kind = {"int": int, "float": float}.get(field.type, str)
-            parser.add_argument(flag, type=kind, default=field.default, help=HELP[field.name])
+    add_field_flags(
+        parser, TrainArgs, default=lambda field: field.default, help=lambda field: HELP[field.name]
+    )
     # Not a TrainArgs field: the same recipe on 1 or N devices is the same run (hash).
     parser.add_argument(
         "--strategy",
