@@ -17,6 +17,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from baselines.tiles.errors import PipelineError
+from baselines.tiles.io_utils import read_user_text
 
 MAX_DEPTH = 8
 
@@ -28,13 +29,7 @@ def read_flagfile(path: Path | str, known_flags: Collection[str], depth: int = 0
         raise PipelineError(
             f"--flagfile: {path}: files include each other more than {MAX_DEPTH} deep"
         )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PipelineError(f"--flagfile: {path} not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        reason = getattr(e, "strerror", None) or str(e)
-        raise PipelineError(f"--flagfile: cannot read {path} ({reason})") from None
+    text = read_user_text(path, "--flagfile")
     flags: list[str] = []
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()

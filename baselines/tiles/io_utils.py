@@ -241,6 +241,20 @@ def atomic_output(path: str | os.PathLike[str], suffix: str | None = None) -> It
         raise
 
 
+def read_user_text(path: Path, flag: str, what: str = "") -> str:
+    """A file named by a flag, as UTF-8 text; one-line PipelineError when it cannot be read.
+
+    read_user_text(path, "--sweep", "sweep file ")   # "--sweep: sweep file X not found"
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PipelineError(f"{flag}: {what}{path} not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        reason = getattr(e, "strerror", None) or str(e)
+        raise PipelineError(f"{flag}: cannot read {path} ({reason})") from None
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
     """Writes `text` to `path` atomically (complete file or no change at all)."""
     with atomic_output(path) as tmp:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from baselines.tiles.errors import PipelineError
-from baselines.tiles.io_utils import atomic_write_text
+from baselines.tiles.io_utils import atomic_write_text, read_user_text
 from baselines.tiles.train_args import TrainArgs
 
 SUMMARY_CSV = "sweep_summary.csv"
@@ -141,13 +141,7 @@ def check_flag_value(name: str, value: Any, where: str) -> Any:
 def read_sweep_file(path: Path | str) -> Sweep:
     """A JSON list of flag dicts (keys = tiles_train.py flag names), checked."""
     path = Path(path).expanduser()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PipelineError(f"--sweep: sweep file {path} not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        reason = getattr(e, "strerror", None) or str(e)
-        raise PipelineError(f"--sweep: cannot read {path} ({reason})") from None
+    text = read_user_text(path, "--sweep", "sweep file ")
     try:
         entries = json.loads(text)
     except json.JSONDecodeError as e:
