@@ -165,6 +165,7 @@ class EpochBatches:
         self.split, self.batch, self.num_configs, self.seed = split, batch, num_configs, seed
         self.weights, self.fixed_epoch, self.num_replicas = weights, fixed_epoch, num_replicas
         self.first_epoch = first_epoch
+        self._fixed_batches: dict[tuple[int, int], list[dict]] = {}
         self.steps = -(-len(split) // batch)
         if max_steps > 0:
             self.steps = min(self.steps, max_steps)
@@ -187,7 +188,18 @@ class EpochBatches:
 
     def batches(self, epoch: int, pipeline: int = 0, num_pipelines: int = 1) -> Iterator[dict]:
         """One epoch of this input pipeline's per-replica batches, step by step."""
-        order, slots, steps = self.plan(epoch if self.fixed_epoch is None else self.fixed_epoch)
+        if self.fixed_epoch is None:
+            return self._assemble(epoch, pipeline, num_pipelines)
+        # The same batches every epoch (validation): drawn and assembled once.
+        key = (pipeline, num_pipelines)
+        if key not in self._fixed_batches:
+            self._fixed_batches[key] = list(
+                self._assemble(self.fixed_epoch, pipeline, num_pipelines)
+            )
+        return iter(self._fixed_batches[key])
+
+    def _assemble(self, epoch: int, pipeline: int, num_pipelines: int) -> Iterator[dict]:
+        order, slots, steps = self.plan(epoch)
         local = self.num_replicas // num_pipelines
         for chunks in steps:
             for positions in chunks[pipeline * local : (pipeline + 1) * local]:
