@@ -107,9 +107,17 @@ def test_gat_kwargs_shape_the_model():
         models.build_model("GraphTransformer", 2, {})
 
 
-@pytest.mark.parametrize("name", ["EarlyJoinSAGE", "LateJoinGAT", "ChebSAGE"])
-def test_rebuild_and_copy_matches_saved_keras_model(name, toy_valid, tmp_path):
-    record = {"model": name, "model_kwargs": {"hidden_dim": 16}, "configs": 3}
+@pytest.mark.parametrize(
+    "name, extra",
+    [
+        ("EarlyJoinSAGE", {}),
+        ("LateJoinGAT", {}),
+        ("ChebSAGE", {}),
+        ("ChebSAGE", {"cheb_layout": "interleaved"}),
+    ],
+)
+def test_rebuild_and_copy_matches_saved_keras_model(name, extra, toy_valid, tmp_path):
+    record = {"model": name, "model_kwargs": {"hidden_dim": 16, **extra}, "configs": 3}
     trained = models.build_model(name, 3, record["model_kwargs"])
     models.create_variables(trained)  # compiled: the saved model accepts any batch shape
     # Move the weights away from their initial values so that copying is visible.
@@ -181,6 +189,8 @@ def test_upstream_names_build_the_model_their_canonical_names_build(name):
         ("ChebSAGE", {"cheb_order": 0}, "bad value for ChebSAGE: cheb_order must be an integer"),
         ("ChebSAGE", {"cheb_order": 2.5}, "cheb_order must be an integer of at least 1, got 2.5"),
         ("MLP", {"cheb_order": 2}, "MLP does not take cheb_order"),
+        ("ChebSAGE", {"cheb_layout": "serial"}, "cheb_layout must be one of parallel, interl"),
+        ("EarlyJoinSAGE", {"cheb_layout": "parallel"}, "EarlyJoinSAGE does not take cheb_layout"),
         ("LateJoinSAGE", {"reduction": "median"}, "reduction must be one or more of sum, mean"),
         ("LateJoinSAGE", {"reduction": ["sum"]}, "reduction must be a string"),
         ("EarlyJoinSAGE", {"final_mlp_layers": -1}, "final_mlp_layers must be an integer of at"),
@@ -271,3 +281,21 @@ def test_cheb_order_sets_the_polynomial_order_of_every_cheb_layer():
     cheb = [layer for layer in model.message_passing_layers() if isinstance(layer, ChebConv)]
     assert cheb and all(layer.order == 5 for layer in cheb)
     assert models.build_model("ChebSAGE", 2, {}).get_config()["cheb_order"] == 3
+
+
+@pytest.mark.parametrize(
+    "layout, expected",
+    [
+        ("parallel", ["ChebConv"] * 3 + ["SAGEConv"] * 3),
+        ("interleaved", ["ChebConv", "SAGEConv", "ChebConv"]),
+    ],
+)
+def test_cheb_layout_sets_the_layer_sequence_and_state_width(layout, expected, toy_valid):
+    model = models.build_model("ChebSAGE", 4, {"hidden_dim": 8, "cheb_layout": layout})
+    layers = [type(layer).__name__ for layer in model.message_passing_layers()]
+    assert layers == expected
+    scores = model(single_kernel_graph(toy_valid, 0)).numpy()
+    assert np.isfinite(scores).all()
+    head_width = model.head.weights[0].shape[0]
+    branches = 2 if layout == "parallel" else 1
+    assert head_width == branches * 8 * len(model.reductions)

@@ -44,7 +44,7 @@ MODEL_KWARGS: dict[str, tuple[str, ...]] = {
     "LateJoinGAT": COMMON_KWARGS
     + GRAPH_KWARGS
     + ("num_heads", "config_encoding", "tiled_op_heads"),
-    "ChebSAGE": COMMON_KWARGS + GRAPH_KWARGS + ("cheb_order",),
+    "ChebSAGE": COMMON_KWARGS + GRAPH_KWARGS + ("cheb_order", "cheb_layout"),
 }
 
 

@@ -57,6 +57,7 @@ from baselines.tiles.model_kwargs import (  # noqa: F401 (re-exported for caller
 
 # "flat": the 24 config columns as they are; "per_dim": PerDimConfigEncoder.
 CONFIG_ENCODINGS = ("flat", "per_dim")
+CHEB_LAYOUTS = ("parallel", "interleaved")
 
 
 def _check_int(name: str, value: Any, least: int) -> None:
@@ -106,6 +107,7 @@ class TileModel(tf.keras.Model):
         reduction: str | None = None,
         directed: bool | None = None,
         cheb_order: int = 3,
+        cheb_layout: str = "parallel",
     ):
         super().__init__(name=type(self).__name__.lower())
         _check_int("final_mlp_layers", final_mlp_layers, 0)
@@ -142,6 +144,7 @@ class TileModel(tf.keras.Model):
             reduction=reduction,
             directed=directed,
             cheb_order=cheb_order,
+            cheb_layout=cheb_layout,
         )
         self.num_configs = num_configs
         self.num_ops = num_ops
@@ -155,6 +158,7 @@ class TileModel(tf.keras.Model):
         self.final_mlp_layers = final_mlp_layers
         self.directed = directed
         self.cheb_order = cheb_order
+        self.cheb_layout = cheb_layout
         self.pool = KernelPooling(tuple(reduction.split("+")))
         self.reductions = self.pool.reductions
         self.op_encoder = OpEncoder(num_ops, op_embedding_dim, hidden_dim, activation)
@@ -376,48 +380,61 @@ class LateJoinGAT(LateJoinModel):
 
 
 class ChebSAGE(EarlyJoinModel):
-    """Config features on every op node, then a ChebNet branch and a GraphSAGE branch.
+    """Config features on every op node, then ChebNet and GraphSAGE layers.
 
-    Both branches start from the same early-join states [ops, configs, hidden]:
-    `num_layers` ChebConv layers (Chebyshev polynomials up to order
-    `cheb_order` - 1 of the symmetrized graph's scaled Laplacian) and
-    `num_layers` SAGEConv layers. Their outputs are concatenated
-    ([ops, configs, 2 hidden]), pooled per kernel and scored by the MLP head.
-    `directed` applies to the SAGE branch (ChebConv's Laplacian is undirected by
-    definition).
+    `cheb_layout="parallel"` (the default): both branches start from the same
+    early-join states [ops, configs, hidden], `num_layers` ChebConv layers
+    (Chebyshev polynomials up to order `cheb_order` - 1 of the symmetrized
+    graph's scaled Laplacian) and `num_layers` SAGEConv layers; their outputs
+    are concatenated ([ops, configs, 2 hidden]), pooled per kernel and scored
+    by the MLP head. `cheb_layout="interleaved"`: one stack of `num_layers`
+    layers alternating ChebConv and SAGEConv (Cheb, SAGE, Cheb, ...), half the
+    convolutions. `directed` applies to the SAGE layers (ChebConv's Laplacian
+    is undirected by definition).
 
-    Chosen by measurement on the toy set (`bench/toy_models.py`, seeds 0-2,
-    mean val top-5 error): parallel branches with early join 0.076, the same
-    layers interleaved (Cheb, SAGE, Cheb) 0.200, late-join parallel 0.443,
-    late-join interleaved 0.543; EarlyJoinSAGE 0.113. The parallel model runs
-    twice the convolutions of the interleaved one.
+    The default layout is the one `bench/quality.py` favours (README "Models",
+    ChebSAGE layout); on the toy set (`bench/toy_models.py`) parallel early
+    join also led (val top-5 error 0.076 vs interleaved 0.200).
     """
 
     def build_convs(self) -> None:
         _check_int("cheb_order", self.cheb_order, 1)
-        self.cheb_branch = [
-            ChebConv(self.hidden_dim, self.cheb_order, self.activation, name=f"cheb_{i}")
-            for i in range(self.num_layers)
-        ]
-        self.sage_branch = [
-            SAGEConv(self.hidden_dim, self.activation, directed=self.directed, name=f"sage_{i}")
-            for i in range(self.num_layers)
-        ]
+        if self.cheb_layout not in CHEB_LAYOUTS:
+            raise ValueError(
+                f"cheb_layout must be one of {', '.join(CHEB_LAYOUTS)}, got {self.cheb_layout!r}"
+            )
+
+        def cheb(i: int) -> ChebConv:
+            return ChebConv(self.hidden_dim, self.cheb_order, self.activation, name=f"cheb_{i}")
+
+        def sage(i: int) -> SAGEConv:
+            return SAGEConv(
+                self.hidden_dim, self.activation, directed=self.directed, name=f"sage_{i}"
+            )
+
+        # Attribute names are the variables' paths in saved models: keep them.
+        if self.cheb_layout == "parallel":
+            self.cheb_branch = [cheb(i) for i in range(self.num_layers)]
+            self.sage_branch = [sage(i) for i in range(self.num_layers)]
+            self.branches = [self.cheb_branch, self.sage_branch]
+        else:
+            self.stack = [sage(i) if i % 2 else cheb(i) for i in range(self.num_layers)]
+            self.branches = [self.stack]
 
     def message_passing_layers(self) -> list[tf.keras.layers.Layer]:
-        return [*self.cheb_branch, *self.sage_branch]
+        return [conv for branch in self.branches for conv in branch]
 
     def state_dim(self) -> int:
-        return 2 * self.hidden_dim
+        return len(self.branches) * self.hidden_dim
 
     def message_passing(self, graph, states, training=None) -> tf.Tensor:
-        branches = []
-        for branch in (self.cheb_branch, self.sage_branch):
+        outputs = []
+        for branch in self.branches:
             x = states
             for conv in branch:
                 x = conv(graph, x)
-            branches.append(x)
-        return tf.concat(branches, axis=-1)
+            outputs.append(x)
+        return outputs[0] if len(outputs) == 1 else tf.concat(outputs, axis=-1)
 
 
 # Registered so that `tf.keras.models.load_model` can rebuild a saved model from
