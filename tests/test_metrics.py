@@ -132,8 +132,8 @@ def test_padding_scores_never_change_a_loss(name):
 def test_a_padded_list_trains_like_the_same_list_unpadded(name):
     """Same gradient direction on the real slots as the list without its padding.
 
-    (TF-Ranking adds a constant to ListMLE per padding slot and divides the
-    hinge loss by the padded list size; neither changes what is learnt.)
+    (TF-Ranking divides the hinge loss by the padded list size, which does not
+    change what is learnt.)
     """
     runtimes = np.array([[2.0, 0.5, 1.5, 3.0, 1.0]])
     scores = np.array([[0.3, -0.2, 0.9, 0.1, 0.4]])
@@ -269,3 +269,37 @@ def test_pair_counts_match_plain_python_with_padding():
     correct, pairs = metrics.pair_counts(tf.constant(runtimes), tf.constant(scores))
     want = [py_pairs(list(s[r >= 0]), list(r[r >= 0])) for s, r in zip(scores, runtimes)]
     assert (float(correct), float(pairs)) == (sum(c for c, _ in want), sum(p for _, p in want))
+
+
+def stable_numpy_listmle(runtimes, scores, temperature=10.0):
+    """numpy_listmle with log-sum-exp taken in float64 without overflow or underflow."""
+    order = sorted(range(len(runtimes)), key=lambda i: runtimes[i])
+    z = np.array([-scores[i] / temperature for i in order], np.float64)
+    return sum(np.logaddexp.reduce(z[i:]) - z[i] for i in range(len(z)))
+
+
+@pytest.mark.parametrize("far", [-700.0, 700.0, -5000.0, 5000.0])
+def test_listmle_stays_exact_for_scores_far_apart(far):
+    """A config scored far from the rest (with padding) gives a finite, exact loss.
+
+    TF-Ranking's ListMLE returned -inf here (log of an underflowed
+    exp(-23 - max) on the padding slot), which made a training run NaN.
+    """
+    runtimes = np.array([[1.0, 2.0, 3.0, 0.5, -1.0, -1.0]])
+    scores = np.array([[0.3, 1.0, -2.0, far, 0.0, 0.0]])
+    loss, grad = loss_and_gradient("ListMLELoss", runtimes, scores)
+    want = stable_numpy_listmle(runtimes[0, :4], scores[0, :4])
+    assert np.isfinite(loss) and np.all(np.isfinite(grad))
+    assert loss == pytest.approx(want, rel=1e-5)
+    # Shifting every score by a constant changes nothing (the loss is shift invariant).
+    shifted_loss, shifted_grad = loss_and_gradient("ListMLELoss", runtimes, scores + 500.0)
+    assert shifted_loss == pytest.approx(loss, rel=1e-5)
+    np.testing.assert_allclose(shifted_grad, grad, rtol=1e-4, atol=1e-6)
+
+
+def test_listmle_is_finite_with_its_gradient_for_any_score_spread():
+    runtimes = np.array([[1.0, 2.0, 3.0, 0.5, -1.0]])
+    scores = np.array([[0.3, 1.0, -2.0, 1e6, 0.0]])  # the fastest, scored absurdly slow
+    loss, grad = loss_and_gradient("ListMLELoss", runtimes, scores)
+    assert loss == pytest.approx(stable_numpy_listmle(runtimes[0, :4], scores[0, :4]), rel=1e-5)
+    assert np.all(np.isfinite(grad)) and grad[0, 3] > 0 and grad[0, 4] == 0

@@ -208,7 +208,7 @@ def test_diverged_training_is_refused_and_writes_nothing(tmp_path):
     args = TrainArgs(
         model="MLP",
         epochs=2,
-        lr=50.0,  # diverges to NaN in the first epoch
+        lr=1e30,  # diverges to NaN in the first epoch
         clip_norm=1e6,
         toy_data=True,
         data_root=str(data.BUNDLED_TOY_ROOT),
