@@ -1,13 +1,15 @@
 """Run files written before the upstream kwargs existed rebuild and rank as they did.
 
-`tests/fixtures/old_run/` holds two runs trained on the bundled toy set (1 epoch)
+`tests/fixtures/old_run/` holds three runs trained on the bundled toy set (1 epoch):
 with the code before `final_mlp_layers`, `reduction`, `directed` and
-`cheb_order` were added: an EarlyJoinSAGE (head, SAGE layers, early-join sum
+`cheb_order` were added, an EarlyJoinSAGE (head, SAGE layers, early-join sum
 pooling) and a LateJoinGAT (GATv2 blocks, sum/mean/max pooling, config
-interaction). Beside each: the scores that code gave every configuration of the
-toy test split and the top-5 CSV `tiles_gen_predictions_csv.py` wrote. The
-current code must rebuild each from its run file, copy the saved variables in
-(same names and shapes, or the copy fails) and rank the same way.
+interaction); with the code before `cheb_layout`, a ChebSAGE (parallel
+branches, then the only layout; the default is now interleaved). Beside each:
+the scores that code gave every configuration of the toy test split and the
+top-5 CSV `tiles_gen_predictions_csv.py` wrote. The current code must rebuild
+each from its run file, copy the saved variables in (same names and shapes, or
+the copy fails) and rank the same way.
 """
 
 from __future__ import annotations
@@ -31,6 +33,11 @@ OLD_RUNS = {
     "29f401e04af02231038cec19351a00fc": (
         "LateJoinGAT",
         {"hidden_dim": 16, "op_embedding_dim": 8, "num_heads": 2, "num_layers": 2},
+    ),
+    # Before `cheb_layout`: parallel Cheb and SAGE branches, today's "parallel".
+    "3f4e501b12e6c32d95fbc945549a1651": (
+        "ChebSAGE",
+        {"hidden_dim": 16, "op_embedding_dim": 8},
     ),
 }
 

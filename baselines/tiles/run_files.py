@@ -32,6 +32,7 @@ from baselines.tiles.data import OPCODE_VOCAB_SIZE
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.io_utils import atomic_directory, atomic_output, describe_write_error
+from baselines.tiles.model_kwargs import resolve_model_kwargs
 from baselines.tiles.models import TileModel, build_model, create_variables
 
 
@@ -213,9 +214,27 @@ def restore_model(model_dir: Path, record: dict[str, Any]) -> TileModel:
 
     A wrong class or wrong kwargs in the run file fail with the first mismatch named.
     """
-    model = build_from_record(record)
-    copy_saved_variables(Path(model_dir).expanduser(), model)
+    model_dir = Path(model_dir).expanduser()
+    model = build_from_record(with_saved_layout(record, model_dir))
+    copy_saved_variables(model_dir, model)
     return model
+
+
+def with_saved_layout(record: dict[str, Any], model_dir: Path) -> dict[str, Any]:
+    """`record`, with `cheb_layout` set for a ChebSAGE saved before that kwarg existed.
+
+    ChebSAGE had parallel branches only, and run files keep the kwargs the user
+    gave, so a record without `cheb_layout` may be of either layout; the saved
+    variables tell (parallel ones live under `cheb_branch/`).
+    """
+    if record.get("model") != "ChebSAGE":
+        return record
+    kwargs = resolve_model_kwargs("ChebSAGE", record.get("model_kwargs", {}))
+    if "cheb_layout" in kwargs:
+        return record
+    parallel = any(path.startswith("cheb_branch/") for path in saved_variable_shapes(model_dir))
+    layout = "parallel" if parallel else "interleaved"
+    return {**record, "model_kwargs": {**record["model_kwargs"], "cheb_layout": layout}}
 
 
 def load_trained_model(model_dir: Path) -> tuple[TileModel, dict[str, Any], FeatureStats]:
