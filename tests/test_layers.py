@@ -9,6 +9,7 @@ import tensorflow as tf
 from baselines.tiles.graph import dummy_batch, graph_from_batch, to_tensors
 from baselines.tiles.layers import (
     ChebConv,
+    ConfigScoringHead,
     GATv2Block,
     KernelPooling,
     PointwiseDense,
@@ -371,3 +372,17 @@ def test_cheb_conv_orders_reach_their_hops_and_activation_applies():
         assert before.min() >= 0  # relu
     with pytest.raises(ValueError, match="cheb_order must be an integer of at least 1, got 0"):
         ChebConv(2, order=0)
+
+
+@pytest.mark.parametrize("hidden_dims", [(), (8,), (8, 4)])
+def test_scoring_head_joined_equals_the_head_on_the_tiled_concatenation(hidden_dims):
+    """score_joined(kernel, configs) == head([kernel repeated per config ; configs])."""
+    rng = np.random.default_rng(0)
+    kernel = rng.normal(size=(3, 5)).astype(np.float32)
+    configs = rng.normal(size=(3, 7, 4)).astype(np.float32)
+    head = ConfigScoringHead(hidden_dims)
+    tiled = np.concatenate([np.repeat(kernel[:, None, :], 7, axis=1), configs], axis=-1)
+    want = head(tf.constant(tiled)).numpy()
+    got = head.score_joined(tf.constant(kernel), tf.constant(configs)).numpy()
+    assert got.shape == (3, 7)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -247,12 +247,11 @@ class LateJoinModel(TileModel):
         configs = config_features(graph, num_configs)  # [b, k, 24]
         if self.config_encoding == "per_dim":
             configs = self.config_encoder(graph, states, configs)
-        tiled = tf.repeat(kernel_states[:, None, :], tf.shape(configs)[1], axis=1)
-        joint = [tiled, configs]
         if self.config_interaction:
             gate = self.kernel_gate(kernel_states)[:, None, :]  # [b, 1, d]
-            joint.append(gate * self.config_projection(configs))  # [b, k, d]
-        return self.head(tf.concat(joint, axis=-1), training=training)
+            configs = tf.concat([configs, gate * self.config_projection(configs)], axis=-1)
+        # The head's input is [kernel_states ; configs (; interaction)] per config.
+        return self.head.score_joined(kernel_states, configs, training=training)
 
 
 class MLP(LateJoinModel):

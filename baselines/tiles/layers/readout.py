@@ -65,7 +65,41 @@ class ConfigScoringHead(tf.keras.layers.Layer):
         super().build(input_shape)
 
     def call(self, states: tf.Tensor, training=None) -> tf.Tensor:
-        x = states
-        for layer in self.hidden:
-            x = self.dropout(layer(x), training=training)
-        return tf.squeeze(self.out(x), axis=-1)
+        return self._from_first(self._layers()[0](states), training)
+
+    def score_joined(
+        self, kernel_states: tf.Tensor, config_states: tf.Tensor, training=None
+    ) -> tf.Tensor:
+        """Same as `call` on [kernel_states repeated per config ; config_states].
+
+        kernel_states [b, dk], config_states [b, k, dc]. The first layer's
+        kernel-side product is computed once per kernel, not once per config,
+        and the [b, k, dk + dc] input is never built: a late-join model's
+        kernel states are most of the head's input width.
+        """
+        first = self._layers()[0]
+        width = kernel_states.shape[-1]
+        if not self.built:  # called before Keras' first __call__ built the layers
+            self.build(tf.TensorShape([None, None, width + config_states.shape[-1]]))
+        per_kernel = tf.matmul(kernel_states, first.kernel[:width])  # [b, units]
+        rows = tf.reshape(config_states, [-1, config_states.shape[-1]])
+        per_config = tf.reshape(
+            tf.matmul(rows, first.kernel[width:]),
+            tf.concat([tf.shape(config_states)[:2], [first.units]], 0),
+        )
+        x = per_config + per_kernel[:, None, :]
+        if first.use_bias:
+            x = tf.nn.bias_add(x, first.bias)
+        return self._from_first(first.activation(x), training)
+
+    def _layers(self) -> list[PointwiseDense]:
+        return [*self.hidden, self.out]
+
+    def _from_first(self, x: tf.Tensor, training) -> tf.Tensor:
+        """The rest of the head, from the first layer's output."""
+        if self.hidden:
+            x = self.dropout(x, training=training)
+            for layer in self.hidden[1:]:
+                x = self.dropout(layer(x), training=training)
+            x = self.out(x)
+        return tf.squeeze(x, axis=-1)
