@@ -10,11 +10,11 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import ROOT, numpy_feature_stats, signed_log
 
 from baselines.tiles import data
 from baselines.tiles.errors import PipelineError
-from baselines.tiles.features import FeatureStats
+from baselines.tiles.features import FeatureStats, column_moments
 
 
 def kernel_arrays(n=3, c=4, seed=0) -> dict[str, np.ndarray]:
@@ -324,3 +324,24 @@ def test_npy_headers_are_parsed_one_thread_at_a_time(tmp_path, monkeypatch):
     split = data.read_files("train", sorted((root / "train").glob("*.npz")), 4, False)
     assert len(split) == 12 and not unlocked
     assert len(calls) == 12 * len(data.REQUIRED_KEYS)  # every header went through the check
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 7, 1000])
+def test_feature_statistics_in_row_chunks_match_the_whole_array_formula(chunk_rows):
+    """Fitting and normalizing chunk by chunk gives the one-pass float64 result."""
+    rng = np.random.default_rng(3)
+    feats = (
+        rng.lognormal(0.0, 4.0, size=(50, data.CONFIG_FEAT_DIM)) * rng.choice([-1, 1], 50)[:, None]
+    )
+    feats[:, 3] = 7.0  # a constant column: std 1
+    feats = feats.astype(np.float32)
+    mean, std = column_moments(feats, data.CONFIG_FEAT_DIM, chunk_rows=chunk_rows)
+    want_mean, want_std = numpy_feature_stats(feats)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(std, want_std, rtol=1e-5, atol=1e-6)
+    assert std[3] == 1.0
+    stats = FeatureStats.fit(np.zeros((1, data.NODE_FEAT_DIM), np.float32), feats)
+    normalized = stats.normalize_configs(feats, chunk_rows=chunk_rows)
+    want = (signed_log(feats) - stats.config_mean) / stats.config_std
+    assert normalized.dtype == np.float32
+    np.testing.assert_allclose(normalized, want, rtol=1e-5, atol=1e-5)

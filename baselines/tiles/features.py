@@ -23,21 +23,49 @@ from baselines.tiles.data import CONFIG_FEAT_DIM, NODE_FEAT_DIM, TileSplit
 from baselines.tiles.errors import PipelineError
 
 _MIN_STD = 1e-6
+# Rows per chunk when fitting and normalizing: a release-size train split has
+# 10M config rows, and whole-array temporaries (float64 logs, squared
+# deviations) of it took gigabytes at once.
+CHUNK_ROWS = 1 << 18
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
     return (np.sign(x) * np.log1p(np.abs(x))).astype(np.float32)
 
 
-def _moments(x: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    if x.shape[0] == 0:
+def _chunks(rows: int, chunk_rows: int):
+    return (slice(i, min(i + chunk_rows, rows)) for i in range(0, rows, chunk_rows))
+
+
+def column_moments(
+    x: np.ndarray, width: int, chunk_rows: int = CHUNK_ROWS
+) -> tuple[np.ndarray, np.ndarray]:
+    """Column mean and std of signed_log(x), two passes over row chunks in float64."""
+    rows = x.shape[0]
+    if rows == 0:
         return np.zeros(width, np.float32), np.ones(width, np.float32)
     # float64 accumulation: millions of rows in float32 lose digits.
-    logged = signed_log(np.asarray(x)).astype(np.float64)
-    mean = logged.mean(axis=0)
-    std = logged.std(axis=0)
+    total = np.zeros(x.shape[1:], np.float64)
+    for rows_slice in _chunks(rows, chunk_rows):
+        total += signed_log(x[rows_slice]).sum(axis=0, dtype=np.float64)
+    mean = total / rows
+    squares = np.zeros_like(mean)
+    for rows_slice in _chunks(rows, chunk_rows):
+        squares += np.square(signed_log(x[rows_slice]) - mean).sum(axis=0)
+    std = np.sqrt(squares / rows)
     std = np.where(std < _MIN_STD, 1.0, std)
     return mean.astype(np.float32), std.astype(np.float32)
+
+
+def _standardize(x: np.ndarray, mean: np.ndarray, std: np.ndarray, chunk_rows: int) -> np.ndarray:
+    """(signed_log(x) - mean) / std as float32, chunk by chunk into one output array."""
+    out = np.empty(x.shape, np.float32)
+    for rows_slice in _chunks(x.shape[0], chunk_rows):
+        part = signed_log(x[rows_slice])
+        part -= mean
+        part /= std
+        out[rows_slice] = part
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,19 +79,21 @@ class FeatureStats:
 
     @classmethod
     def fit(cls, node_feat: np.ndarray, config_feat: np.ndarray) -> FeatureStats:
-        node_mean, node_std = _moments(node_feat, NODE_FEAT_DIM)
-        config_mean, config_std = _moments(config_feat, CONFIG_FEAT_DIM)
+        node_mean, node_std = column_moments(node_feat, NODE_FEAT_DIM)
+        config_mean, config_std = column_moments(config_feat, CONFIG_FEAT_DIM)
         return cls(node_mean, node_std, config_mean, config_std)
 
     @classmethod
     def fit_split(cls, split: TileSplit) -> FeatureStats:
         return cls.fit(split.node_feat, split.config_feat)
 
-    def normalize_nodes(self, node_feat: np.ndarray) -> np.ndarray:
-        return (signed_log(node_feat) - self.node_mean) / self.node_std
+    def normalize_nodes(self, node_feat: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> np.ndarray:
+        return _standardize(node_feat, self.node_mean, self.node_std, chunk_rows)
 
-    def normalize_configs(self, config_feat: np.ndarray) -> np.ndarray:
-        return (signed_log(config_feat) - self.config_mean) / self.config_std
+    def normalize_configs(
+        self, config_feat: np.ndarray, chunk_rows: int = CHUNK_ROWS
+    ) -> np.ndarray:
+        return _standardize(config_feat, self.config_mean, self.config_std, chunk_rows)
 
     def normalize_split(self, split: TileSplit) -> TileSplit:
         """A copy of the split with normalized float32 features."""
