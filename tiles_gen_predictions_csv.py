@@ -54,21 +54,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def early_data_root(args: argparse.Namespace) -> Path | None:
+    """The data root when it is known before any run file is read: an existing --data_root.
+
+    Only while every --dir item is a folder: a bad list is refused at once,
+    not after the split has been read.
+    """
+    if args.data_root is None or not Path(args.data_root).expanduser().is_dir():
+        return None
+    items = [item.strip() for item in args.dir.split(",")]
+    if not all(item and Path(item).expanduser().is_dir() for item in items):
+        return None
+    return Path(args.data_root).expanduser()
+
+
 def main() -> int:
     args = build_parser().parse_args()
     if args.top < 1:
         raise PipelineError(f"--top: must be at least 1, got {args.top}")
     from baselines.tiles.data import load_split
     from baselines.tiles.io_utils import remove_stale_temporaries
-    from baselines.tiles.predict import (
-        SavedRanker,
-        choose_data_root,
-        ensemble_scores,
-        ranking_rows,
-        read_model_list,
-        toy_notice,
-    )
-    from baselines.tiles.submission import HEADER, write_csv_atomic
 
     # Leftovers of killed runs; in the output's folder (any folder) only those
     # whose writer is known to be gone, in the cache also old foreign ones.
@@ -76,22 +81,43 @@ def main() -> int:
     if args.cache_dir:
         remove_stale_temporaries(Path(args.cache_dir))
 
-    models = read_model_list(args.dir, "--dir")
-    records = [record for _, record in models]
-    root, origin = choose_data_root(args.data_root, records[0].get("data_root"))
-    names = ", ".join(r["model"] for r in records)
-    notice = toy_notice(root, origin)
-    if notice:
-        print(notice, flush=True)
-    print(f"data: {root} (from {origin}); model {names}", flush=True)
-    # Files are read in another process while this one rebuilds the models and
-    # traces their scoring functions (both hold the GIL most of the time).
+    # Files are read in another process while this one imports TensorFlow,
+    # rebuilds the models and traces their scoring functions (all of which
+    # hold the GIL most of the time). With an existing --data_root the reading
+    # starts before TensorFlow is imported (about 3 s); otherwise the root may
+    # come from a run file, which is read first.
     with ProcessPoolExecutor(
         max_workers=1, mp_context=multiprocessing.get_context("spawn")
     ) as pool:
-        loading = pool.submit(
-            load_split, root / args.split, name=args.split, cache_dir=args.cache_dir
+
+        def read(root: Path):
+            return pool.submit(
+                load_split, root / args.split, name=args.split, cache_dir=args.cache_dir
+            )
+
+        early_root = early_data_root(args)
+        loading = read(early_root) if early_root is not None else None
+
+        from baselines.tiles.predict import (
+            SavedRanker,
+            choose_data_root,
+            ensemble_scores,
+            ranking_rows,
+            read_model_list,
+            toy_notice,
         )
+        from baselines.tiles.submission import HEADER, write_csv_atomic
+
+        models = read_model_list(args.dir, "--dir")
+        records = [record for _, record in models]
+        root, origin = choose_data_root(args.data_root, records[0].get("data_root"))
+        names = ", ".join(r["model"] for r in records)
+        notice = toy_notice(root, origin)
+        if notice:
+            print(notice, flush=True)
+        print(f"data: {root} (from {origin}); model {names}", flush=True)
+        if loading is None:
+            loading = read(root)
         rankers = [SavedRanker.load(d, record) for d, record in models]
         for ranker in rankers:
             ranker.scorer.warm_up()
