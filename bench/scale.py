@@ -71,6 +71,10 @@ TARGET_TRAIN_RSS_MB = 6 * GB
 TARGET_PREDICT_RSS_MB = 3 * GB
 TARGET_PREDICT_S = 15.0
 TARGET_MAX_GROWTH = 1.1  # "nothing grows faster than linearly", with room for timing noise
+# Reported with their growth but not held to it: they are references, not costs
+# of the pipeline (the work the data holds, and that work over a matmul
+# throughput measured anew at each size, which drifts on a shared machine).
+REFERENCE_FIGURES = ("EarlyJoinSAGE test prediction GFLOP", "EarlyJoinSAGE arithmetic floor s")
 TARGET_FLOOR_RATIO = 2.0
 
 
@@ -482,11 +486,15 @@ def targets(results: dict, k: dict) -> list[tuple[str, str, str]]:
     else:
         wall = full["predict"]["recommended"]["wall_s"]
         rows.append((label, f"{wall:.1f} s", verdict(wall <= TARGET_PREDICT_S)))
-    label = f"nothing grows faster than linearly (every k <= {TARGET_MAX_GROWTH})"
+    label = (
+        f"nothing grows faster than linearly (every k <= {TARGET_MAX_GROWTH}; "
+        "the GFLOP and floor rows are references)"
+    )
     if not k:
         rows.append((label, "needs 2 sizes", "n/a"))
     else:
-        worst = max(k, key=k.get)
+        held = {name: value for name, value in k.items() if name not in REFERENCE_FIGURES}
+        worst = max(held, key=held.get)
         rows.append(
             (label, f"max k {k[worst]:.2f} ({worst})", verdict(k[worst] <= TARGET_MAX_GROWTH))
         )

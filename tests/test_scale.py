@@ -105,3 +105,16 @@ def test_late_join_plan_cuts_kernels_by_configs_only():
     assert sum(1 for call in late if call.ranges[0][0] == 200) == 20
     assert sum(1 for call in early if call.ranges[0][0] == 200) == math.ceil(20_000 / 66)
     assert len(late) < len(early)
+
+
+@pytest.mark.parametrize(
+    "k, verdict",
+    [
+        ({"cold load s (3 splits)": 1.0, "EarlyJoinSAGE arithmetic floor s": 1.5}, "met"),
+        ({"cold load s (3 splits)": 1.3, "EarlyJoinSAGE test prediction GFLOP": 1.0}, "MISSED"),
+    ],
+)
+def test_growth_target_holds_costs_not_reference_rows(k, verdict):
+    rows = {label: (measured, v) for label, measured, v in scale.targets({}, k)}
+    ((measured, got),) = [v for label, v in rows.items() if label.startswith("nothing grows")]
+    assert got == verdict and "cold load s" in measured
