@@ -418,10 +418,15 @@ class ChebSAGE(EarlyJoinModel):
         if self.cheb_layout == "parallel":
             self.cheb_branch = [cheb(i) for i in range(self.num_layers)]
             self.sage_branch = [sage(i) for i in range(self.num_layers)]
-            self.branches = [self.cheb_branch, self.sage_branch]
         else:
             self.stack = [sage(i) if i % 2 else cheb(i) for i in range(self.num_layers)]
-            self.branches = [self.stack]
+
+    @property
+    def branches(self) -> list[list[tf.keras.layers.Layer]]:
+        """The layer sequences that start from the early-join states, in concat order."""
+        if self.cheb_layout == "parallel":
+            return [self.cheb_branch, self.sage_branch]
+        return [self.stack]
 
     def message_passing_layers(self) -> list[tf.keras.layers.Layer]:
         return [conv for branch in self.branches for conv in branch]

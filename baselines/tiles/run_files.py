@@ -229,7 +229,7 @@ def with_saved_layout(record: dict[str, Any], model_dir: Path) -> dict[str, Any]
     """
     if record.get("model") != "ChebSAGE":
         return record
-    kwargs = resolve_model_kwargs("ChebSAGE", record.get("model_kwargs", {}))
+    kwargs = resolve_model_kwargs("ChebSAGE", record["model_kwargs"])
     if "cheb_layout" in kwargs:
         return record
     parallel = any(path.startswith("cheb_branch/") for path in saved_variable_shapes(model_dir))
