@@ -21,15 +21,21 @@ class PointwiseDense(tf.keras.layers.Dense):
     """
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        rank = inputs.shape.rank
-        out = tf.matmul(tf.reshape(inputs, [-1, inputs.shape[-1]]), self.kernel)
-        if rank != 2:
-            # tf.slice, not shape[:-1]: indexing costs milliseconds of Python per trace.
-            leading = tf.slice(tf.shape(inputs), [0], [rank - 1])
-            out = tf.reshape(out, tf.concat([leading, [self.units]], 0))
+        out = pointwise_matmul(inputs, self.kernel)
         if self.use_bias:
             out = tf.nn.bias_add(out, self.bias)
         return self.activation(out)  # Keras maps activation=None to the identity
+
+
+def pointwise_matmul(x: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
+    """x [..., d] times kernel [d, u] on the last axis, as one MatMul between two reshapes."""
+    rank = x.shape.rank
+    out = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel)
+    if rank != 2:
+        # tf.slice, not shape[:-1]: indexing costs milliseconds of Python per trace.
+        leading = tf.slice(tf.shape(x), [0], [rank - 1])
+        out = tf.reshape(out, tf.concat([leading, [kernel.shape[-1]]], 0))
+    return out
 
 
 def state_width(input_shape) -> int | None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from baselines.tiles.layers.pointwise import PointwiseDense
+from baselines.tiles.layers.pointwise import PointwiseDense, pointwise_matmul
 
 # TF-GNN pooling reductions a kernel's op states can be pooled with (upstream's `reduction`).
 REDUCTIONS = ("sum", "mean", "max")
@@ -82,12 +82,7 @@ class ConfigScoringHead(tf.keras.layers.Layer):
         if not self.built:  # called before Keras' first __call__ built the layers
             self.build(tf.TensorShape([None, None, width + config_states.shape[-1]]))
         per_kernel = tf.matmul(kernel_states, first.kernel[:width])  # [b, units]
-        rows = tf.reshape(config_states, [-1, config_states.shape[-1]])
-        per_config = tf.reshape(
-            tf.matmul(rows, first.kernel[width:]),
-            tf.concat([tf.shape(config_states)[:2], [first.units]], 0),
-        )
-        x = per_config + per_kernel[:, None, :]
+        x = pointwise_matmul(config_states, first.kernel[width:]) + per_kernel[:, None, :]
         if first.use_bias:
             x = tf.nn.bias_add(x, first.bias)
         return self._from_first(first.activation(x), training)
