@@ -50,6 +50,7 @@ def test_forward_shapes(name, toy_valid):
 VARIANTS = [(name, {}) for name in models.MODELS] + [
     ("LateJoinGAT", {"config_encoding": "per_dim"}),
     ("LateJoinGAT", {"config_encoding": "per_dim", "tiled_op_heads": 3}),
+    ("LateJoinGAT", {"config_encoding": "per_dim", "config_dim": 8}),
 ]
 
 
@@ -105,6 +106,32 @@ def test_gat_kwargs_shape_the_model():
         models.build_model("LateJoinGAT", 2, {"tiled_op_heads": 2})
     with pytest.raises(PipelineError, match="unknown model"):
         models.build_model("GraphTransformer", 2, {})
+
+
+@pytest.mark.parametrize(
+    "name, extra",
+    [("LateJoinGAT", {"config_encoding": "per_dim"}), ("LateJoinSAGE", {}), ("MLP", {})],
+)
+def test_config_dim_sets_the_width_of_every_per_config_layer_only(name, extra, toy_valid):
+    """Op-side layers keep hidden_dim; encoder, interaction and head take config_dim."""
+    graph = merged_graph(toy_valid, [0, 1], 3)
+    model = models.build_model(name, 3, {"hidden_dim": 16, "config_dim": 8, **extra})
+    scores = model.forward(graph, 3)
+    assert scores.shape == (2, 3)
+    assert [layer.units for layer in model.head.hidden] == [8, 8]
+    assert model.op_encoder(graph).shape[-1] == 16
+    for layer in model.message_passing_layers():
+        assert layer(graph, model.op_encoder(graph)).shape[-1] == 16
+    pooled = model.pool(graph, model.message_passing(graph, model.op_encoder(graph)))
+    per_config = 8 if name == "LateJoinGAT" else 0  # the interaction term's width
+    width = 2 * 8 + data.CONFIG_FEAT_DIM if extra else data.CONFIG_FEAT_DIM
+    assert model.head_input_dim() == pooled.shape[-1] + width + per_config
+    if name == "LateJoinGAT":
+        assert model.kernel_gate.units == 8 and model.config_projection.units == 8
+        assert model.config_encoder.units == 8
+    # Unset, it is hidden_dim: the models saved before the kwarg rebuild unchanged.
+    same = models.build_model(name, 3, {"hidden_dim": 16, **extra})
+    assert [layer.units for layer in same.head.hidden] == [16, 16]
 
 
 @pytest.mark.parametrize(
@@ -191,6 +218,8 @@ def test_upstream_names_build_the_model_their_canonical_names_build(name):
         ("MLP", {"cheb_order": 2}, "MLP does not take cheb_order"),
         ("ChebSAGE", {"cheb_layout": "serial"}, "cheb_layout must be one of parallel, interl"),
         ("EarlyJoinSAGE", {"cheb_layout": "parallel"}, "EarlyJoinSAGE does not take cheb_layout"),
+        ("EarlyJoinSAGE", {"config_dim": 32}, "EarlyJoinSAGE does not take config_dim"),
+        ("LateJoinGAT", {"config_dim": 0}, "config_dim must be an integer of at least 1, got 0"),
         ("LateJoinSAGE", {"reduction": "median"}, "reduction must be one or more of sum, mean"),
         ("LateJoinSAGE", {"reduction": ["sum"]}, "reduction must be a string"),
         ("EarlyJoinSAGE", {"final_mlp_layers": -1}, "final_mlp_layers must be an integer of at"),

@@ -35,14 +35,18 @@ COMMON_KWARGS = (
     "reduction",
 )
 GRAPH_KWARGS = ("num_layers", "directed")
+# Late-join models apply their config encoder and head once per configuration:
+# `config_dim` sets that part's width apart from the op states' `hidden_dim`.
+LATE_JOIN_KWARGS = ("config_dim",)
 MODEL_KWARGS: dict[str, tuple[str, ...]] = {
-    "MLP": COMMON_KWARGS,
+    "MLP": COMMON_KWARGS + LATE_JOIN_KWARGS,
     "EarlyJoinSAGE": COMMON_KWARGS + GRAPH_KWARGS,
-    "LateJoinSAGE": COMMON_KWARGS + GRAPH_KWARGS,
+    "LateJoinSAGE": COMMON_KWARGS + GRAPH_KWARGS + LATE_JOIN_KWARGS,
     "EarlyJoinResGCN": COMMON_KWARGS + GRAPH_KWARGS,
-    "LateJoinResGCN": COMMON_KWARGS + GRAPH_KWARGS,
+    "LateJoinResGCN": COMMON_KWARGS + GRAPH_KWARGS + LATE_JOIN_KWARGS,
     "LateJoinGAT": COMMON_KWARGS
     + GRAPH_KWARGS
+    + LATE_JOIN_KWARGS
     + ("num_heads", "config_encoding", "tiled_op_heads"),
     "ChebSAGE": COMMON_KWARGS + GRAPH_KWARGS + ("cheb_order", "cheb_layout"),
 }

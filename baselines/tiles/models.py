@@ -15,8 +15,11 @@ kernel from the graph (equal to `num_configs` for training batches).
 Common kwargs shape the parts every model has: `hidden_dim`, `op_embedding_dim`,
 `activation`, `final_mlp_layers` (hidden layers of the scoring head),
 `reduction` (how op states are pooled per kernel); graph models add
-`num_layers` and `directed` (separate weights per edge direction). Upstream's
-names are taken too (`KWARG_ALIASES`).
+`num_layers` and `directed` (separate weights per edge direction); late-join
+models add `config_dim`, the width of the layers they apply once per
+configuration (config encoder, kernel x config interaction, head; default
+`hidden_dim`), so the op graph can be encoded wider than each config is scored.
+Upstream's names are taken too (`KWARG_ALIASES`).
 
 Variables depend only on constructor arguments and the fixed feature widths and
 opcode vocabulary, so a model can be rebuilt from its run file and its weights
@@ -96,6 +99,7 @@ class TileModel(tf.keras.Model):
         num_configs: int,
         num_ops: int = OPCODE_VOCAB_SIZE,
         hidden_dim: int = 64,
+        config_dim: int | None = None,
         op_embedding_dim: int = 64,
         activation: str = "leaky_relu",
         num_layers: int = 3,
@@ -111,6 +115,8 @@ class TileModel(tf.keras.Model):
     ):
         super().__init__(name=type(self).__name__.lower())
         _check_int("final_mlp_layers", final_mlp_layers, 0)
+        if config_dim is not None:
+            _check_int("config_dim", config_dim, 1)
         reduction = self.default_reduction if reduction is None else reduction
         if not isinstance(reduction, str):
             raise ValueError(
@@ -133,6 +139,7 @@ class TileModel(tf.keras.Model):
             num_configs=num_configs,
             num_ops=num_ops,
             hidden_dim=hidden_dim,
+            config_dim=config_dim,
             op_embedding_dim=op_embedding_dim,
             activation=activation,
             num_layers=num_layers,
@@ -149,6 +156,9 @@ class TileModel(tf.keras.Model):
         self.num_configs = num_configs
         self.num_ops = num_ops
         self.hidden_dim = hidden_dim
+        # Width of the layers applied once per configuration (late-join models'
+        # config encoder, interaction and head): what prediction pays per config.
+        self.config_dim = hidden_dim if config_dim is None else config_dim
         self.activation = activation
         self.num_layers = num_layers
         self.num_heads = num_heads
@@ -162,7 +172,7 @@ class TileModel(tf.keras.Model):
         self.pool = KernelPooling(tuple(reduction.split("+")))
         self.reductions = self.pool.reductions
         self.op_encoder = OpEncoder(num_ops, op_embedding_dim, hidden_dim, activation)
-        self.head = ConfigScoringHead([hidden_dim] * final_mlp_layers, activation, dropout)
+        self.head = ConfigScoringHead([self.config_dim] * final_mlp_layers, activation, dropout)
 
     def build(self, input_shape=None) -> None:
         """Creates every variable from the constructor arguments and feature widths.
@@ -215,11 +225,11 @@ class LateJoinModel(TileModel):
         super().__init__(num_configs, num_ops, **kwargs)
         if self.config_encoding == "per_dim":
             self.config_encoder = PerDimConfigEncoder(
-                self.hidden_dim, self.activation, self.tiled_op_heads, name="config_encoder"
+                self.config_dim, self.activation, self.tiled_op_heads, name="config_encoder"
             )
         if self.config_interaction:
-            self.kernel_gate = tf.keras.layers.Dense(self.hidden_dim, name="kernel_gate")
-            self.config_projection = PointwiseDense(self.hidden_dim, name="config_proj")
+            self.kernel_gate = tf.keras.layers.Dense(self.config_dim, name="kernel_gate")
+            self.config_projection = PointwiseDense(self.config_dim, name="config_proj")
 
     def config_width(self) -> int:
         if self.config_encoding == "per_dim":
@@ -235,7 +245,7 @@ class LateJoinModel(TileModel):
             self.config_projection.build(tf.TensorShape([None, None, self.config_width()]))
 
     def head_input_dim(self) -> int:
-        extra = self.hidden_dim if self.config_interaction else 0
+        extra = self.config_dim if self.config_interaction else 0
         return self.pooled_dim() + self.config_width() + extra
 
     def message_passing(self, graph, states, training=None) -> tf.Tensor:
