@@ -37,7 +37,8 @@ HELP = {
     "early_stop": "stop after this many epochs without a validation OPA gain",
     "configs": "configurations sampled per kernel in a training batch",
     "batch": "kernels per training batch",
-    "losses": "weighted losses, Name:weight,... (ListMLELoss, PairwiseHingeLoss, MSE)",
+    "losses": "weighted losses, Name:weight,... "
+    "(ListMLELoss, PListMLELoss, PairwiseHingeLoss, MSE)",
     "lr": "Adam learning rate",
     "clip_norm": "gradient clip norm (per variable, as Keras clipnorm)",
     "model_kwargs_json": "JSON object of model constructor kwargs",

@@ -60,7 +60,7 @@ def test_top_k_error_and_top_configs():
 
 # --- losses: independent formulas and masking ------------------------------------------
 
-LOSS_NAMES = ["ListMLELoss", "PairwiseHingeLoss", "MSE"]
+LOSS_NAMES = ["ListMLELoss", "PListMLELoss", "PairwiseHingeLoss", "MSE"]
 
 
 def loss_and_gradient(name, runtimes, scores):
@@ -89,6 +89,39 @@ def test_listmle_matches_the_plackett_luce_formula():
     batch_loss, _ = loss_and_gradient("ListMLELoss", *two)
     want = (numpy_listmle(two[0][0], two[1][0]) + numpy_listmle(two[0][1], two[1][1])) / 2
     assert batch_loss == pytest.approx(want, rel=1e-5)
+
+
+def numpy_position_weighted_listmle(runtimes, scores, temperature=10.0):
+    """Position-aware ListMLE: term i weighted by 1/log2(i + 2), weights summing to n."""
+    order = sorted(range(len(runtimes)), key=lambda i: runtimes[i])
+    z = [-scores[i] / temperature for i in order]
+    w = np.array([1.0 / np.log2(i + 2.0) for i in range(len(z))])
+    w *= len(z) / w.sum()
+    return sum(w[i] * (np.log(np.sum(np.exp(z[i:]))) - z[i]) for i in range(len(z)))
+
+
+def test_position_weighted_listmle_matches_its_formula_and_ignores_padding():
+    rng = np.random.default_rng(3)
+    runtimes = rng.permutation(np.linspace(0.5, 3.0, 6))
+    scores = rng.normal(scale=5.0, size=6)
+    padded_runtimes = np.concatenate([runtimes, [-1.0, -1.0]])[None, :]
+    padded_scores = np.concatenate([scores, [40.0, -40.0]])[None, :]
+    loss, grad = loss_and_gradient("PListMLELoss", padded_runtimes, padded_scores)
+    assert loss == pytest.approx(numpy_position_weighted_listmle(runtimes, scores), rel=1e-5)
+    assert np.all(grad[0, 6:] == 0.0)
+    # Misplacing the fastest config costs more than misplacing the slowest one by as much.
+    good = np.argsort(np.argsort(runtimes)).astype(float) * 10.0  # true order (lower = faster)
+    top_wrong, tail_wrong = good.copy(), good.copy()
+    fastest, second = np.argsort(runtimes)[:2]
+    slowest, before = np.argsort(runtimes)[::-1][:2]
+    top_wrong[[fastest, second]] = top_wrong[[second, fastest]]
+    tail_wrong[[slowest, before]] = tail_wrong[[before, slowest]]
+    swap_top = loss_and_gradient("PListMLELoss", runtimes[None], top_wrong[None])[0]
+    swap_tail = loss_and_gradient("PListMLELoss", runtimes[None], tail_wrong[None])[0]
+    assert swap_top > swap_tail
+    plain_top = loss_and_gradient("ListMLELoss", runtimes[None], top_wrong[None])[0]
+    plain_tail = loss_and_gradient("ListMLELoss", runtimes[None], tail_wrong[None])[0]
+    assert swap_top - swap_tail > plain_top - plain_tail
 
 
 def test_pairwise_hinge_matches_its_formula():

@@ -56,7 +56,10 @@ _PADDING_LOGIT = -1e9
 
 
 def listmle_loss(
-    runtimes: tf.Tensor, scores: tf.Tensor, temperature: float = LISTMLE_TEMPERATURE
+    runtimes: tf.Tensor,
+    scores: tf.Tensor,
+    temperature: float = LISTMLE_TEMPERATURE,
+    position_weighted: bool = False,
 ) -> tf.Tensor:
     """ListMLE: mean over lists of the Plackett-Luce NLL of the true order.
 
@@ -70,6 +73,12 @@ def listmle_loss(
     (it did: the recommended recipe at release size). `cumulative_logsumexp`
     is exact for any spread. Ties keep list order, which is random: the
     configs of each list are sampled at random.
+
+    `position_weighted` (PListMLELoss; Lan et al. 2014, position-aware
+    ListMLE): the term of true position i (0 = fastest) is weighted by
+    1 / log2(i + 2), rescaled so that a list's n weights sum to n. Choosing
+    the fastest configs counts more than ordering the slow tail; the loss
+    keeps ListMLE's scale beside the other losses.
     """
     valid = runtimes >= 0
     order = tf.argsort(
@@ -84,6 +93,13 @@ def listmle_loss(
     )
     tails = tf.math.cumulative_logsumexp(padded, axis=1, reverse=True)
     terms = tf.where(valid, tails - logits, tf.zeros_like(logits))
+    if position_weighted:
+        # Real configs fill the front of each sorted list: slot i is position i.
+        position = tf.cast(tf.range(tf.shape(terms)[1]), terms.dtype)
+        weights = tf.where(valid, 1.0 / tf.math.log(position + 2.0)[None, :], 0.0)
+        count = tf.reduce_sum(tf.cast(valid, terms.dtype), axis=1, keepdims=True)
+        total = tf.maximum(tf.reduce_sum(weights, axis=1, keepdims=True), 1e-12)
+        terms *= weights * count / total
     return tf.reduce_mean(tf.reduce_sum(terms, axis=1))
 
 
@@ -97,6 +113,7 @@ def _loss_factories() -> dict[str, Callable[[], Callable]]:
     return {
         # Upstream's name; computed here (see listmle_loss), not by TF-Ranking.
         "ListMLELoss": lambda: listmle_loss,
+        "PListMLELoss": lambda: lambda r, s: listmle_loss(r, s, position_weighted=True),
         "PairwiseHingeLoss": lambda: _ranking_loss(
             tfr.keras.losses.PairwiseHingeLoss(reduction=_NONE)
         ),

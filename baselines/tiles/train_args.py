@@ -174,7 +174,7 @@ def check_writable_dir(path: Path, flag: str) -> None:
 
 
 # Names of --losses' terms (metrics.py builds them with TensorFlow and TF-Ranking).
-LOSS_NAMES = ("ListMLELoss", "PairwiseHingeLoss", "MSE")
+LOSS_NAMES = ("ListMLELoss", "PListMLELoss", "PairwiseHingeLoss", "MSE")
 
 
 def parse_losses(spec: str) -> tuple[tuple[str, float], ...]:
