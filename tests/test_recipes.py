@@ -80,7 +80,10 @@ def test_bad_flagfile_on_the_command_line_is_one_line_and_writes_nothing(tmp_pat
     assert not out.exists()
 
 
-@pytest.mark.parametrize("name", ["baseline", "recommended"])
+SHIPPED = sorted(str(p.relative_to(ROOT / "configs"))[:-6] for p in ROOT.glob("configs/**/*.flags"))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_recipes_parse_and_validate(name):
     args = tiles_train.parse_args([f"--flagfile={ROOT / 'configs' / f'{name}.flags'}"])
     args.validate()
