@@ -7,6 +7,12 @@ column is kept, constant ones included (they map to 0), so feature widths are
 always 140 and 24 whatever data was loaded: a model trained on a subset is
 interchangeable with one trained on everything.
 
+Normalized node features carry six more columns after the 140
+(`NORMALIZED_NODE_DIM`): `layout_positions`, where each tensor dimension sits
+in the op's layout. The files hold the layout as `minor_to_major` (column
+134 + i names the dimension at position i); a per-dimension model needs the
+inverse, dimension d's position, beside d's shape and tile bound.
+
     stats = FeatureStats.fit(train.node_feat, train.config_feat)
     json.dumps(stats.to_dict())                  # travels inside the run file
     stats = FeatureStats.from_dict(d)
@@ -27,6 +33,35 @@ _MIN_STD = 1e-6
 # 10M config rows, and whole-array temporaries (float64 logs, squared
 # deviations) of it took gigabytes at once.
 CHUNK_ROWS = 1 << 18
+
+NUM_DIMS = 6
+# Node columns of dimension d (SPEC §9): output shape dim and layout entry.
+SHAPE_COLUMN = 21
+LAYOUT_COLUMN = 134
+# Normalized node features: the 140 file columns, then layout_positions.
+LAYOUT_POSITION_COLUMN = NODE_FEAT_DIM
+NORMALIZED_NODE_DIM = NODE_FEAT_DIM + NUM_DIMS
+
+
+def layout_positions(node_feat: np.ndarray) -> np.ndarray:
+    """[n, 6] float32: position of dimension d in the op's layout, 0 = most minor.
+
+    -1 for dimensions past the op's rank (the last non-zero shape dim), for
+    tuples and scalars (no shape dims), and for a dimension the layout does not
+    name. Raw (unnormalized) node features in.
+
+        layout_positions(ops)   # shape [32, 1024, 6, 100], minor_to_major [1, 0, 3, 2]
+                                # -> [1, 0, 3, 2, -1, -1]: dim 1 is the most minor
+    """
+    shape = node_feat[:, SHAPE_COLUMN : SHAPE_COLUMN + NUM_DIMS] > 0
+    rank = np.where(shape.any(axis=1), NUM_DIMS - np.argmax(shape[:, ::-1], axis=1), 0)
+    minor_to_major = node_feat[:, LAYOUT_COLUMN : LAYOUT_COLUMN + NUM_DIMS].astype(np.int64)
+    positions = np.full((node_feat.shape[0], NUM_DIMS), -1.0, np.float32)
+    for i in range(NUM_DIMS):
+        dim = minor_to_major[:, i]
+        named = (i < rank) & (dim >= 0) & (dim < rank)
+        positions[np.flatnonzero(named), dim[named]] = i
+    return positions
 
 
 def signed_log(x: np.ndarray) -> np.ndarray:
@@ -57,9 +92,15 @@ def column_moments(
     return mean.astype(np.float32), std.astype(np.float32)
 
 
-def _standardize(x: np.ndarray, mean: np.ndarray, std: np.ndarray, chunk_rows: int) -> np.ndarray:
+def _standardize(
+    x: np.ndarray,
+    mean: np.ndarray,
+    std: np.ndarray,
+    chunk_rows: int,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     """(signed_log(x) - mean) / std as float32, chunk by chunk into one output array."""
-    out = np.empty(x.shape, np.float32)
+    out = np.empty(x.shape, np.float32) if out is None else out
     for rows_slice in _chunks(x.shape[0], chunk_rows):
         part = signed_log(x[rows_slice])
         part -= mean
@@ -88,7 +129,14 @@ class FeatureStats:
         return cls.fit(split.node_feat, split.config_feat)
 
     def normalize_nodes(self, node_feat: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> np.ndarray:
-        return _standardize(node_feat, self.node_mean, self.node_std, chunk_rows)
+        """[n, NORMALIZED_NODE_DIM]: the standardized 140 columns, then layout_positions."""
+        out = np.empty((node_feat.shape[0], NORMALIZED_NODE_DIM), np.float32)
+        _standardize(
+            node_feat, self.node_mean, self.node_std, chunk_rows, out=out[:, :NODE_FEAT_DIM]
+        )
+        for rows_slice in _chunks(node_feat.shape[0], chunk_rows):
+            out[rows_slice, LAYOUT_POSITION_COLUMN:] = layout_positions(node_feat[rows_slice])
+        return out
 
     def normalize_configs(
         self, config_feat: np.ndarray, chunk_rows: int = CHUNK_ROWS

@@ -34,14 +34,15 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from baselines.tiles.data import CONFIG_FEAT_DIM, NODE_FEAT_DIM, TileSplit
+from baselines.tiles.data import CONFIG_FEAT_DIM, TileSplit
+from baselines.tiles.features import NORMALIZED_NODE_DIM
 
 BATCH_SIGNATURE = {
     "op_sizes": tf.TensorSpec([None], tf.int32),
     "feed_sizes": tf.TensorSpec([None], tf.int32),
     "config_sizes": tf.TensorSpec([None], tf.int32),
     "op_opcode": tf.TensorSpec([None], tf.int32),
-    "op_feats": tf.TensorSpec([None, NODE_FEAT_DIM], tf.float32),
+    "op_feats": tf.TensorSpec([None, NORMALIZED_NODE_DIM], tf.float32),
     "feed_source": tf.TensorSpec([None], tf.int32),
     "feed_target": tf.TensorSpec([None], tf.int32),
     "config_feats": tf.TensorSpec([None, CONFIG_FEAT_DIM], tf.float32),
@@ -184,7 +185,7 @@ def dummy_batch(num_configs: int) -> dict[str, np.ndarray]:
         "feed_sizes": np.array([1], np.int32),
         "config_sizes": np.array([num_configs], np.int32),
         "op_opcode": np.zeros(2, np.int32),
-        "op_feats": np.zeros((2, NODE_FEAT_DIM), np.float32),
+        "op_feats": np.zeros((2, NORMALIZED_NODE_DIM), np.float32),
         "feed_source": np.array([1], np.int32),
         "feed_target": np.array([0], np.int32),
         "config_feats": np.zeros((num_configs, CONFIG_FEAT_DIM), np.float32),

@@ -47,7 +47,7 @@ MODEL_KWARGS: dict[str, tuple[str, ...]] = {
     "LateJoinGAT": COMMON_KWARGS
     + GRAPH_KWARGS
     + LATE_JOIN_KWARGS
-    + ("num_heads", "config_encoding", "tiled_op_heads"),
+    + ("num_heads", "config_encoding", "tiled_op_heads", "dim_layout"),
     "ChebSAGE": COMMON_KWARGS + GRAPH_KWARGS + ("cheb_order", "cheb_layout"),
 }
 

@@ -107,6 +107,7 @@ class TileModel(tf.keras.Model):
         dropout: float | None = None,
         config_encoding: str = "flat",
         tiled_op_heads: int = 1,
+        dim_layout: str = "minor_to_major",
         final_mlp_layers: int = 2,
         reduction: str | None = None,
         directed: bool | None = None,
@@ -129,6 +130,8 @@ class TileModel(tf.keras.Model):
             raise ValueError(
                 f"tiled_op_heads {tiled_op_heads} needs config_encoding 'per_dim' and a value >= 1"
             )
+        if dim_layout != "minor_to_major" and config_encoding != "per_dim":
+            raise ValueError(f"dim_layout {dim_layout!r} needs config_encoding 'per_dim'")
         if config_encoding not in CONFIG_ENCODINGS:
             raise ValueError(
                 f"config_encoding must be one of {', '.join(CONFIG_ENCODINGS)}, "
@@ -147,6 +150,7 @@ class TileModel(tf.keras.Model):
             dropout=dropout,
             config_encoding=config_encoding,
             tiled_op_heads=tiled_op_heads,
+            dim_layout=dim_layout,
             final_mlp_layers=final_mlp_layers,
             reduction=reduction,
             directed=directed,
@@ -165,6 +169,7 @@ class TileModel(tf.keras.Model):
         self.dropout_rate = dropout
         self.config_encoding = config_encoding
         self.tiled_op_heads = tiled_op_heads
+        self.dim_layout = dim_layout
         self.final_mlp_layers = final_mlp_layers
         self.directed = directed
         self.cheb_order = cheb_order
@@ -225,7 +230,11 @@ class LateJoinModel(TileModel):
         super().__init__(num_configs, num_ops, **kwargs)
         if self.config_encoding == "per_dim":
             self.config_encoder = PerDimConfigEncoder(
-                self.config_dim, self.activation, self.tiled_op_heads, name="config_encoder"
+                self.config_dim,
+                self.activation,
+                self.tiled_op_heads,
+                self.dim_layout,
+                name="config_encoder",
             )
         if self.config_interaction:
             self.kernel_gate = tf.keras.layers.Dense(self.config_dim, name="kernel_gate")

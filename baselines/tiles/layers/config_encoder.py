@@ -7,14 +7,20 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from baselines.tiles.data import CONFIG_FEAT_DIM
+from baselines.tiles.features import (
+    LAYOUT_COLUMN,
+    LAYOUT_POSITION_COLUMN,
+    NUM_DIMS,
+    SHAPE_COLUMN,
+)
 from baselines.tiles.layers.pointwise import PointwiseDense
 
-NUM_DIMS = 6
 # Config columns of dim d: kernel, output and input bounds (SPEC §9).
 BOUND_GROUPS = (0, 8, 16)
-# Node columns of dim d: output shape dim and layout minor_to_major entry.
-SHAPE_COLUMN = 21
-LAYOUT_COLUMN = 134
+# What a token learns of the layout: "minor_to_major" (file column 134 + d, the
+# dimension at position d: models before `dim_layout` existed) or "position"
+# (dimension d's own position, 0 = most minor; features.layout_positions).
+DIM_LAYOUTS = ("minor_to_major", "position")
 
 
 class PerDimConfigEncoder(tf.keras.layers.Layer):
@@ -22,8 +28,9 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
 
     The token of dimension d holds the config's kernel, output and input bound
     of d (columns d, 8 + d and 16 + d, normalized signed logs), the kernel's
-    shape dim d and layout entry d (node columns 21 + d and 134 + d), and a
-    one-hot of d. The kernel's dims come from an attention over its ops, scored
+    shape dim d (node column 21 + d), its layout (`dim_layout="position"`:
+    where d sits in the layout, 0 = most minor; "minor_to_major": the file's
+    layout entry d, which names another dimension), and a one-hot of d. The kernel's dims come from an attention over its ops, scored
     from their message-passing states: the model learns which op's output is
     the tiled tensor (usually a non-tuple root, but not in every real kernel).
     With `num_heads` > 1, each head attends on its own, so a token can also see
@@ -35,12 +42,24 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
         encoded = encoder(graph, op_states, configs)  # [b, k, 24] -> [b, k, 2 * 64 + 24]
     """
 
-    def __init__(self, units: int, activation="leaky_relu", num_heads: int = 1, **kw):
+    def __init__(
+        self,
+        units: int,
+        activation="leaky_relu",
+        num_heads: int = 1,
+        dim_layout: str = "minor_to_major",
+        **kw,
+    ):
         super().__init__(**kw)
         if num_heads < 1:
             raise ValueError(f"tiled_op_heads must be at least 1, got {num_heads}")
+        if dim_layout not in DIM_LAYOUTS:
+            raise ValueError(
+                f"dim_layout must be one of {', '.join(DIM_LAYOUTS)}, got {dim_layout!r}"
+            )
         self.units = units
         self.num_heads = num_heads
+        self.dim_layout = dim_layout
         self.tiled_op_score = tf.keras.layers.Dense(num_heads, name="tiled_op_score")
         self.token_layers = [
             PointwiseDense(units, activation=activation, name="token_0"),
@@ -67,7 +86,8 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
             graph, tfgnn.CONTEXT, node_set_name="op", feature_value=self.tiled_op_score(op_states)
         )
         columns = [SHAPE_COLUMN + d for d in range(NUM_DIMS)]
-        columns += [LAYOUT_COLUMN + d for d in range(NUM_DIMS)]
+        layout = LAYOUT_POSITION_COLUMN if self.dim_layout == "position" else LAYOUT_COLUMN
+        columns += [layout + d for d in range(NUM_DIMS)]
         # [ops, heads, 12] -> per kernel [b, heads, 12]
         picked = weights[:, :, None] * tf.gather(feats, columns, axis=1)[:, None, :]
         dims = tfgnn.pool_nodes_to_context(graph, "op", "sum", feature_value=picked)

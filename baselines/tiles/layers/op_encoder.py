@@ -41,4 +41,6 @@ class OpEncoder(tf.keras.layers.Layer):
 
     def call(self, graph: tfgnn.GraphTensor) -> tf.Tensor:
         ops = graph.node_sets["op"]
-        return self.dense(tf.concat([self.embedding(ops["op"]), ops["feats"]], axis=-1))
+        # The file's columns only: derived columns after them are for other layers.
+        feats = ops["feats"][:, : self.feature_dim]
+        return self.dense(tf.concat([self.embedding(ops["op"]), feats], axis=-1))
