@@ -30,8 +30,9 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
     of d (columns d, 8 + d and 16 + d, normalized signed logs), the kernel's
     shape dim d (node column 21 + d), its layout (`dim_layout="position"`:
     where d sits in the layout, 0 = most minor; "minor_to_major": the file's
-    layout entry d, which names another dimension), and a one-hot of d. The kernel's dims come from an attention over its ops, scored
-    from their message-passing states: the model learns which op's output is
+    layout entry d, which names another dimension), and a one-hot of d. The
+    kernel's dims come from an attention over its ops, scored from their
+    message-passing states: the model learns which op's output is
     the tiled tensor (usually a non-tuple root, but not in every real kernel).
     With `num_heads` > 1, each head attends on its own, so a token can also see
     an operand's dims beside the output's.
