@@ -14,7 +14,7 @@ from conftest import ROOT, numpy_feature_stats, signed_log
 
 from baselines.tiles import data
 from baselines.tiles.errors import PipelineError
-from baselines.tiles.features import FeatureStats, column_moments
+from baselines.tiles.features import FeatureStats, column_moments, layout_positions
 
 
 def kernel_arrays(n=3, c=4, seed=0) -> dict[str, np.ndarray]:
@@ -280,8 +280,57 @@ def test_feature_stats_round_trip_and_fit_on_train_only(tmp_path):
     )
     assert not np.allclose(FeatureStats.fit_split(valid).node_mean, stats.node_mean)
     normalized = stats.normalize_split(splits["train"]).node_feat
-    assert normalized.shape[1] == data.NODE_FEAT_DIM
-    np.testing.assert_allclose(normalized.mean(axis=0), 0, atol=1e-4)
+    assert normalized.shape[1] == data.NODE_FEAT_DIM + 6  # the file's columns, then positions
+    np.testing.assert_allclose(normalized[:, : data.NODE_FEAT_DIM].mean(axis=0), 0, atol=1e-4)
+    np.testing.assert_array_equal(
+        normalized[:, data.NODE_FEAT_DIM :], layout_positions(splits["train"].node_feat)
+    )
+
+
+def _op_row(shape, minor_to_major):
+    row = np.zeros(data.NODE_FEAT_DIM, np.float32)
+    row[21 : 21 + len(shape)] = shape
+    row[134 : 134 + len(minor_to_major)] = minor_to_major
+    return row
+
+
+def test_layout_positions_invert_minor_to_major_up_to_the_rank():
+    ops = np.stack(
+        [
+            _op_row([32, 1024, 6, 100], [1, 0, 3, 2]),  # the file names dim 1 most minor
+            _op_row([4, 5, 6], [2, 0, 1]),  # not its own inverse: dims 2, 0, 1 from minor
+            _op_row([], []),  # a tuple: no shape dims
+            _op_row([7], [0]),  # rank 1: the zero padding past it names nothing
+            _op_row([3, 0, 5], [2, 1, 0]),  # a size-0 dim inside the rank still counts
+        ]
+    )
+    want = [
+        [1, 0, 3, 2, -1, -1],
+        [1, 2, 0, -1, -1, -1],
+        [-1] * 6,
+        [0, -1, -1, -1, -1, -1],
+        [2, 1, 0, -1, -1, -1],
+    ]
+    np.testing.assert_array_equal(layout_positions(ops), np.array(want, np.float32))
+
+
+def test_layout_positions_of_the_real_samples_are_permutations(real_samples):
+    """Every non-tuple op: positions of dims below the rank are 0..rank-1, and the
+    file's minor_to_major entry at position p names the dim at p."""
+    files = sorted((real_samples / "tile_xla").rglob("*.npz"))
+    checked = 0
+    for path in files:
+        feats = data.read_kernel(path).node_feat
+        positions = layout_positions(feats)
+        for row, pos in zip(feats, positions):
+            nonzero = np.flatnonzero(row[21:27] > 0)
+            rank = int(nonzero[-1]) + 1 if nonzero.size else 0
+            assert sorted(pos[:rank].astype(int)) == list(range(rank))
+            assert np.all(pos[rank:] == -1)
+            for d in range(rank):
+                assert int(row[134 + int(pos[d])]) == d
+            checked += rank > 1
+    assert checked > 0
 
 
 def test_feature_stats_reject_damaged_dict():

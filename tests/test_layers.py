@@ -228,8 +228,24 @@ def test_build_with_state_shape_makes_the_weights_a_first_call_makes():
         assert not graph_shaped.weights
 
 
-def numpy_per_dim_encoding(encoder, feats, kernel_of_op, op_states, configs):
-    """PerDimConfigEncoder's formula in numpy (relu activation)."""
+def python_layout_positions(raw_feats):
+    """Per op, the position of each dimension d in minor_to_major (-1 past the rank)."""
+    out = []
+    for row in raw_feats:
+        dims = [int(x) for x in row[21:27]]
+        rank = max((i + 1 for i, x in enumerate(dims) if x > 0), default=0)
+        minor_to_major = [int(x) for x in row[134:140]][:rank]
+        out.append([minor_to_major.index(d) if d in minor_to_major else -1 for d in range(6)])
+    return np.array(out, np.float32)
+
+
+def numpy_per_dim_encoding(encoder, feats, kernel_of_op, op_states, configs, layout_cols=None):
+    """PerDimConfigEncoder's formula in numpy (relu activation).
+
+    `layout_cols` [ops, 6]: what each token sees of the layout (default: the
+    normalized file columns 134..139, minor_to_major).
+    """
+    layout_cols = feats[:, 134:140] if layout_cols is None else layout_cols
     w_score, b_score = (v.numpy() for v in encoder.tiled_op_score.weights)
     (w0, b0), (w1, b1) = (
         (layer.kernel.numpy(), layer.bias.numpy()) for layer in encoder.token_layers
@@ -243,7 +259,7 @@ def numpy_per_dim_encoding(encoder, feats, kernel_of_op, op_states, configs):
             a = np.exp(logits[ops, h] - logits[ops, h].max())
             a /= a.sum()
             shape.append(a @ feats[ops][:, 21:27])  # attention-weighted output dims 0..5
-            layout.append(a @ feats[ops][:, 134:140])
+            layout.append(a @ layout_cols[ops])
         rows = []
         for cfg in configs[b]:
             tokens = np.array(
@@ -265,8 +281,8 @@ def numpy_per_dim_encoding(encoder, feats, kernel_of_op, op_states, configs):
     return np.array(out)
 
 
-@pytest.mark.parametrize("heads", [1, 3])
-def test_per_dim_config_encoder_matches_its_formula(sample_root, heads):
+@pytest.mark.parametrize("heads, dim_layout", [(1, "minor_to_major"), (3, "position")])
+def test_per_dim_config_encoder_matches_its_formula(sample_root, heads, dim_layout):
     """On the toy set and the real samples: tuple roots, all-zero configs, 1-config kernels."""
     from baselines.tiles import data
     from baselines.tiles.features import FeatureStats
@@ -285,13 +301,22 @@ def test_per_dim_config_encoder_matches_its_formula(sample_root, heads):
     rng = np.random.default_rng(4)
     op_states = rng.normal(size=(int(batch["op_sizes"].sum()), 8)).astype(np.float32)
     configs = batch["config_feats"].reshape(len(ids), k, 24)
-    encoder = PerDimConfigEncoder(units=5, activation="relu", num_heads=heads)
+    encoder = PerDimConfigEncoder(
+        units=5, activation="relu", num_heads=heads, dim_layout=dim_layout
+    )
     encoder.build(tf.TensorShape([None, 8]))
     for v in encoder.weights:  # away from zero biases, so that every term shows
         v.assign(rng.normal(size=v.shape).astype(np.float32))
     got = encoder(graph, tf.constant(op_states), tf.constant(configs)).numpy()
     kernel_of_op = np.repeat(np.arange(len(ids)), batch["op_sizes"])
-    want = numpy_per_dim_encoding(encoder, batch["op_feats"], kernel_of_op, op_states, configs)
+    layout_cols = None
+    if dim_layout == "position":  # from the raw files' columns, by a plain loop
+        raw_batch = assemble_batch(raw_test, ids, [np.arange(k)] * len(ids), k)
+        layout_cols = python_layout_positions(raw_batch["op_feats"])
+        assert np.any(layout_cols[:, 0] > 0)  # some dim 0 is not the most minor
+    want = numpy_per_dim_encoding(
+        encoder, batch["op_feats"], kernel_of_op, op_states, configs, layout_cols
+    )
     assert got.shape == (len(ids), k, encoder.output_width)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     assert max(roots) >= 2  # a kernel with several roots (a tuple output) is in the batch

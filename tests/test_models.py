@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from conftest import write_random_root
 
-from baselines.tiles import data, models
+from baselines.tiles import data, features, models
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import assemble_batch, graph_from_batch, sample_config_slots, to_tensors
@@ -106,6 +106,34 @@ def test_gat_kwargs_shape_the_model():
         models.build_model("LateJoinGAT", 2, {"tiled_op_heads": 2})
     with pytest.raises(PipelineError, match="unknown model"):
         models.build_model("GraphTransformer", 2, {})
+
+
+@pytest.mark.parametrize("name", models.MODELS)
+def test_only_position_tokens_read_the_layout_positions(name, toy_valid):
+    """The columns after the file's 140 reach a model only through dim_layout="position"."""
+    graph = merged_graph(toy_valid, [0, 1], 3)
+    feats = graph.node_sets["op"]["feats"]
+    width = features.NORMALIZED_NODE_DIM
+    derived = np.eye(width, dtype=np.float32)[features.LAYOUT_POSITION_COLUMN :].sum(0)
+    shifted = graph.replace_features(
+        node_sets={
+            "op": {
+                **graph.node_sets["op"].features,
+                "feats": feats + derived * 3.0,
+            }
+        }
+    )
+    variants = [{}]
+    if name == "LateJoinGAT":
+        variants += [
+            {"config_encoding": "per_dim"},
+            {"config_encoding": "per_dim", "dim_layout": "position"},
+        ]
+    for extra in variants:
+        tf.keras.utils.set_random_seed(0)
+        model = models.build_model(name, 3, {"hidden_dim": 16, "op_embedding_dim": 8, **extra})
+        same = np.allclose(model.forward(graph, 3), model.forward(shifted, 3))
+        assert same == (extra.get("dim_layout") != "position"), (name, extra)
 
 
 @pytest.mark.parametrize(
@@ -219,6 +247,12 @@ def test_upstream_names_build_the_model_their_canonical_names_build(name):
         ("ChebSAGE", {"cheb_layout": "serial"}, "cheb_layout must be one of parallel, interl"),
         ("EarlyJoinSAGE", {"cheb_layout": "parallel"}, "EarlyJoinSAGE does not take cheb_layout"),
         ("EarlyJoinSAGE", {"config_dim": 32}, "EarlyJoinSAGE does not take config_dim"),
+        ("LateJoinGAT", {"dim_layout": "position"}, "dim_layout 'position' needs config_enc"),
+        (
+            "LateJoinGAT",
+            {"config_encoding": "per_dim", "dim_layout": "rank"},
+            "dim_layout must be one of minor_to_major, position, got 'rank'",
+        ),
         ("LateJoinGAT", {"config_dim": 0}, "config_dim must be an integer of at least 1, got 0"),
         ("LateJoinSAGE", {"reduction": "median"}, "reduction must be one or more of sum, mean"),
         ("LateJoinSAGE", {"reduction": ["sum"]}, "reduction must be a string"),
