@@ -109,6 +109,16 @@ def _standardize(
     return out
 
 
+def _check_raw_width(node_feat: np.ndarray) -> None:
+    # Normalized features are wider (layout positions appended): normalizing
+    # them again would be a silent mistake, so it is refused.
+    if node_feat.ndim != 2 or node_feat.shape[1] != NODE_FEAT_DIM:
+        raise PipelineError(
+            f"node features of shape {node_feat.shape}: expected the files' "
+            f"{NODE_FEAT_DIM} raw columns (are they normalized already?)"
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class FeatureStats:
     """Per-column mean and std of signed-log node and config features."""
@@ -120,6 +130,7 @@ class FeatureStats:
 
     @classmethod
     def fit(cls, node_feat: np.ndarray, config_feat: np.ndarray) -> FeatureStats:
+        _check_raw_width(node_feat)
         node_mean, node_std = column_moments(node_feat, NODE_FEAT_DIM)
         config_mean, config_std = column_moments(config_feat, CONFIG_FEAT_DIM)
         return cls(node_mean, node_std, config_mean, config_std)
@@ -130,6 +141,7 @@ class FeatureStats:
 
     def normalize_nodes(self, node_feat: np.ndarray, chunk_rows: int = CHUNK_ROWS) -> np.ndarray:
         """[n, NORMALIZED_NODE_DIM]: the standardized 140 columns, then layout_positions."""
+        _check_raw_width(node_feat)
         out = np.empty((node_feat.shape[0], NORMALIZED_NODE_DIM), np.float32)
         _standardize(
             node_feat, self.node_mean, self.node_std, chunk_rows, out=out[:, :NODE_FEAT_DIM]
