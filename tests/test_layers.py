@@ -322,6 +322,36 @@ def test_per_dim_config_encoder_matches_its_formula(sample_root, heads, dim_layo
     assert max(roots) >= 2  # a kernel with several roots (a tuple output) is in the batch
 
 
+def test_per_dim_tokens_run_once_per_distinct_token_and_match_every_token():
+    """Repeated bounds within a kernel, and the same bounds in two kernels with other dims."""
+    from baselines.tiles.layers import PerDimConfigEncoder
+
+    rng = np.random.default_rng(7)
+    heads = 2
+    encoder = PerDimConfigEncoder(units=4, activation="relu", num_heads=heads)
+    encoder.build(tf.TensorShape([None, 8]))
+    for v in encoder.weights:
+        v.assign(rng.normal(size=v.shape).astype(np.float32))
+    # Kernel 1's configs are kernel 0's (so the key must hold the kernel), two
+    # configs repeat (so rows are shared), and -0.0 / 0.0 both occur.
+    first = rng.integers(0, 3, size=(4, 6, 3)).astype(np.float32)
+    first[3] = first[1]
+    first[2, 0, 0] = -0.0
+    bounds = np.stack([first, first])  # [b=2, k=4, 6, 3]
+    kernel_dims = rng.normal(size=(2, 6, 2 * heads)).astype(np.float32)
+    got = encoder.encode_tokens(tf.constant(bounds), tf.constant(kernel_dims)).numpy()
+
+    (w0, b0), (w1, b1) = ((la.kernel.numpy(), la.bias.numpy()) for la in encoder.token_layers)
+    want = np.zeros((2, 4, 6, 4), np.float32)
+    for b in range(2):
+        for c in range(4):
+            for d in range(6):  # every token on its own, in the documented input order
+                token = np.concatenate([bounds[b, c, d], kernel_dims[b, d], np.eye(6)[d]])
+                want[b, c, d] = np.maximum(np.maximum(token @ w0 + b0, 0) @ w1 + b1, 0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(got[0], got[1])  # same bounds, other kernel dims: other tokens
+
+
 # --- ChebConv against a dense numpy ChebNet ------------------------------------------------
 
 # A 2-node kernel, the 4-node graph above, and a kernel whose op 3 is isolated

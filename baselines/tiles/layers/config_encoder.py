@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
@@ -81,6 +80,44 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
                 width = layer.units
         super().build(input_shape)
 
+    def encode_tokens(self, bounds: tf.Tensor, kernel_dims: tf.Tensor) -> tf.Tensor:
+        """The token MLP for every (kernel, config, dim), run once per distinct token.
+
+        bounds [b, k, 6, 3], kernel_dims [b, 6, 2 * heads] -> [b, k, 6, units].
+        A token's input is [its 3 bounds ; its kernel's dims and layout for d ;
+        one-hot d]: only the bounds vary between a kernel's configs, and they
+        reuse few values per dimension (distinct tokens: 1.2% of all in the 8
+        real sample kernels, 3.9% in a synthetic test split), so the MLP runs
+        on the distinct (kernel, d, bounds) rows and the results are gathered
+        back. The same function of the same inputs, up to float rounding.
+        """
+        shape = tf.shape(bounds)
+        # Row key: kernel * 6 + d, then the bounds' bit patterns (exact equality).
+        group = tf.broadcast_to(
+            tf.reshape(tf.range(shape[0] * NUM_DIMS), [shape[0], 1, NUM_DIMS]), shape[:3]
+        )
+        keys = tf.concat(
+            [
+                tf.reshape(group, [-1, 1]),
+                tf.bitcast(tf.reshape(bounds, [-1, len(BOUND_GROUPS)]), tf.int32),
+            ],
+            axis=1,
+        )
+        distinct, index = tf.raw_ops.UniqueV2(x=keys, axis=tf.constant([0], tf.int64))
+        group = distinct[:, 0]
+        # Reshapes restore the static widths that UniqueV2's output lacks.
+        tokens = tf.concat(
+            [
+                tf.reshape(tf.bitcast(distinct[:, 1:], tf.float32), [-1, len(BOUND_GROUPS)]),
+                tf.gather(tf.reshape(kernel_dims, [-1, 2 * self.num_heads]), group),
+                tf.one_hot(group % NUM_DIMS, NUM_DIMS, dtype=tf.float32),
+            ],
+            axis=-1,
+        )  # [distinct tokens, 9 + 2 heads]
+        for layer in self.token_layers:
+            tokens = layer(tokens)
+        return tf.reshape(tf.gather(tokens, index), tf.concat([shape[:3], [self.units]], 0))
+
     def call(self, graph: tfgnn.GraphTensor, op_states: tf.Tensor, configs: tf.Tensor) -> tf.Tensor:
         feats = graph.node_sets["op"]["feats"]
         weights = tfgnn.softmax(
@@ -102,16 +139,7 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
             ],
             axis=-1,
         )  # [b, 6, 2 * heads]: shape dims of every head, then layout entries
-        kernel_dims = tf.broadcast_to(
-            kernel_dims[:, None], tf.concat([tf.shape(bounds)[:3], [2 * self.num_heads]], 0)
-        )
-        position = tf.broadcast_to(
-            tf.constant(np.eye(NUM_DIMS, dtype=np.float32)),
-            tf.concat([tf.shape(bounds)[:3], [NUM_DIMS]], 0),
-        )
-        tokens = tf.concat([bounds, kernel_dims, position], axis=-1)  # [b, k, 6, 9 + 2 heads]
-        for layer in self.token_layers:
-            tokens = layer(tokens)
+        tokens = self.encode_tokens(bounds, kernel_dims)  # [b, k, 6, units]
         return tf.concat(
             [tf.reduce_sum(tokens, axis=2), tf.reduce_max(tokens, axis=2), configs], axis=-1
         )
