@@ -101,6 +101,26 @@ def toy_splits():
     return {k: stats.normalize_split(v) for k, v in raw.items()}
 
 
+def test_writable_probe_survives_a_concurrent_probe_removing_the_folder(tmp_path, monkeypatch):
+    """Two workers probe one new --out_dir: the other's clean-up may remove it under us."""
+    import tempfile
+
+    from baselines.tiles import train_args
+
+    real = tempfile.TemporaryFile
+    removed = []
+
+    def racing(*args, dir=None, **kwargs):
+        if not removed:  # the other worker's probe ends first and removes the folder
+            removed.append(dir)
+            os.rmdir(dir)
+        return real(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(train_args.tempfile, "TemporaryFile", racing)
+    train_args.check_writable_dir(tmp_path / "new" / "out", "--out_dir")
+    assert removed and not (tmp_path / "new").exists()  # probed again, then left as it was
+
+
 def test_listmle_steps_lower_loss_and_beat_random_opa(toy_splits):
     set_determinism(0)
     model = build_model("LateJoinSAGE", 10, {"hidden_dim": 32})

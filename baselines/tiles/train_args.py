@@ -149,6 +149,10 @@ class TrainArgs:
             check_writable_dir(Path(self.results_csv).expanduser().parent, "--results_csv")
 
 
+# Probes of a folder that a concurrent probe may remove before the write.
+PROBE_ATTEMPTS = 5
+
+
 def check_writable_dir(path: Path, flag: str) -> None:
     """Proves a file can be written in `path`, leaving the filesystem as it was.
 
@@ -161,9 +165,17 @@ def check_writable_dir(path: Path, flag: str) -> None:
         created = created.parent
     made = not created.exists()
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
+        for attempt in range(PROBE_ATTEMPTS):
+            path.mkdir(parents=True, exist_ok=True)
+            try:
+                with tempfile.TemporaryFile(dir=path):
+                    pass
+                break
+            except FileNotFoundError:
+                # Another process probing the same new folder (the workers of
+                # a multi-worker run) removed it between our mkdir and write.
+                if attempt == PROBE_ATTEMPTS - 1:
+                    raise
     except OSError as e:
         raise PipelineError(
             f"{flag}: {path} is not writable ({e.strerror or e}); choose another folder"
