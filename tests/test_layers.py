@@ -322,7 +322,7 @@ def test_per_dim_config_encoder_matches_its_formula(sample_root, heads, dim_layo
     assert max(roots) >= 2  # a kernel with several roots (a tuple output) is in the batch
 
 
-def test_per_dim_tokens_run_once_per_distinct_token_and_match_every_token():
+def test_per_dim_tokens_from_distinct_rows_match_every_token_computed_alone():
     """Repeated bounds within a kernel, and the same bounds in two kernels with other dims."""
     from baselines.tiles.layers import PerDimConfigEncoder
 
