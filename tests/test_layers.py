@@ -16,6 +16,7 @@ from baselines.tiles.layers import (
     ResGCNConv,
     SAGEConv,
 )
+from baselines.tiles.layers.readout import folding_pays
 
 EDGES = np.array([[1, 0], [2, 0], [2, 1], [3, 2]])  # u consumes v
 
@@ -352,6 +353,31 @@ def test_per_dim_tokens_from_distinct_rows_match_every_token_computed_alone():
     assert not np.allclose(got[0], got[1])  # same bounds, other kernel dims: other tokens
 
 
+def test_distinct_rows_numbers_each_group_and_bit_pattern_once_from_its_first_row():
+    from baselines.tiles.layers.config_encoder import distinct_rows
+
+    rng = np.random.default_rng(3)
+    group = rng.integers(0, 4, size=500).astype(np.int32)
+    # Few values per column, so rows repeat and rows that share two columns differ in one.
+    values = rng.choice(np.array([0.0, -0.0, 0.5, -1.25, 3.0], np.float32), size=(500, 3))
+    values[7] = values[3]  # same values, maybe another group
+    first, index = (t.numpy() for t in distinct_rows(tf.constant(group), tf.constant(values)))
+
+    numbers: dict[tuple, int] = {}
+    firsts = []
+    for row, key in enumerate(zip(group.tolist(), *values.view(np.int32).T.tolist())):
+        if key not in numbers:
+            numbers[key] = len(firsts)
+            firsts.append(row)
+    want_index = [numbers[k] for k in zip(group.tolist(), *values.view(np.int32).T.tolist())]
+    # Numbering may differ in order; the partition of rows and the first rows may not.
+    assert len(set(index.tolist())) == len(firsts) == len(first)
+    assert len(set(zip(index.tolist(), want_index))) == len(firsts)
+    assert sorted(first.tolist()) == firsts
+    np.testing.assert_array_equal(group[first][index], group)
+    np.testing.assert_array_equal(values[first][index].view(np.int32), values.view(np.int32))
+
+
 # --- ChebConv against a dense numpy ChebNet ------------------------------------------------
 
 # A 2-node kernel, the 4-node graph above, and a kernel whose op 3 is isolated
@@ -441,3 +467,37 @@ def test_scoring_head_joined_equals_the_head_on_the_tiled_concatenation(hidden_d
     got = head.score_joined(tf.constant(kernel), tf.constant(configs)).numpy()
     assert got.shape == (3, 7)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("num_configs", [2, 7])  # below / above the folding threshold (3.4)
+@pytest.mark.parametrize("hidden_dims", [(8,), (8, 4)])
+def test_scoring_head_gated_equals_the_head_on_the_gated_concatenation(num_configs, hidden_dims):
+    """score_gated == head([kernel ; configs ; gate * (configs P + b)]), folded or not."""
+    rng = np.random.default_rng(1)
+    kernel = rng.normal(size=(3, 5)).astype(np.float32)
+    configs = rng.normal(size=(3, num_configs, 6)).astype(np.float32)
+    gate = rng.normal(size=(3, 4)).astype(np.float32)
+    projection = PointwiseDense(4)
+    projection.build(tf.TensorShape([None, 6]))
+    projection.bias.assign(rng.normal(size=4).astype(np.float32))
+    head = ConfigScoringHead(hidden_dims)
+    gated = gate[:, None, :] * (configs @ projection.kernel.numpy() + projection.bias.numpy())
+    joined = np.concatenate(
+        [np.repeat(kernel[:, None, :], num_configs, axis=1), configs, gated], axis=-1
+    )
+    got = head.score_gated(*map(tf.constant, (kernel, configs, gate)), projection).numpy()
+    want = head(tf.constant(joined)).numpy()
+    assert got.shape == (3, num_configs)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert folding_pays(num_configs, 6, hidden_dims[0]) == (num_configs == 7)
+    with pytest.raises(ValueError, match="linear projection"):
+        head.score_gated(kernel, configs, gate, PointwiseDense(4, activation="relu"))
+
+
+@pytest.mark.parametrize("config_width, units", [(6, 8), (280, 128), (24, 64)])
+def test_folding_pays_exactly_when_it_costs_fewer_multiply_adds(config_width, units):
+    gate_width = 5
+    for num_configs in range(1, 400):
+        unfolded = num_configs * (config_width * gate_width + (config_width + gate_width) * units)
+        folded = config_width * gate_width * units + num_configs * config_width * units
+        assert folding_pays(num_configs, config_width, units) == (folded < unfolded)

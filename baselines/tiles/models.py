@@ -266,10 +266,12 @@ class LateJoinModel(TileModel):
         configs = config_features(graph, num_configs)  # [b, k, 24]
         if self.config_encoding == "per_dim":
             configs = self.config_encoder(graph, states, configs)
-        if self.config_interaction:
-            gate = self.kernel_gate(kernel_states)[:, None, :]  # [b, 1, d]
-            configs = tf.concat([configs, gate * self.config_projection(configs)], axis=-1)
         # The head's input is [kernel_states ; configs (; interaction)] per config.
+        if self.config_interaction:
+            gate = self.kernel_gate(kernel_states)  # [b, d]
+            return self.head.score_gated(
+                kernel_states, configs, gate, self.config_projection, training=training
+            )
         return self.head.score_joined(kernel_states, configs, training=training)
 
 
