@@ -68,11 +68,33 @@ def early_data_root(args: argparse.Namespace) -> Path | None:
     return Path(args.data_root).expanduser()
 
 
+def single_model_stats(args: argparse.Namespace):
+    """The feature statistics of a lone --dir model, read without TensorFlow; else None.
+
+    With them the data is normalized in the reading process too, while this
+    one imports TensorFlow (1.4 s of a release-size test split's prediction).
+    An ensemble's members normalize with their own statistics, later.
+    """
+    items = [item.strip() for item in args.dir.split(",")]
+    if len(items) != 1 or not items[0] or not Path(items[0]).expanduser().is_dir():
+        return None
+    from baselines.tiles.run_records import read_run_for_model
+
+    return read_run_for_model(Path(items[0]).expanduser())[1]
+
+
+def read_split(root: Path, split: str, cache_dir: str | None, stats):
+    """The split as the files hold it, or normalized with `stats` (a FeatureStats)."""
+    from baselines.tiles.data import load_split
+
+    raw = load_split(root / split, name=split, cache_dir=cache_dir)
+    return raw if stats is None else stats.normalize_split(raw)
+
+
 def main() -> int:
     args = build_parser().parse_args()
     if args.top < 1:
         raise PipelineError(f"--top: must be at least 1, got {args.top}")
-    from baselines.tiles.data import load_split
     from baselines.tiles.io_utils import remove_stale_temporaries
 
     # Leftovers of killed runs; in the output's folder (any folder) only those
@@ -85,15 +107,15 @@ def main() -> int:
     # rebuilds the models and traces their scoring functions (all of which
     # hold the GIL most of the time). With an existing --data_root the reading
     # starts before TensorFlow is imported (about 3 s); otherwise the root may
-    # come from a run file, which is read first.
+    # come from a run file, which is read first. A lone model's statistics are
+    # read first too, so the split also arrives normalized.
+    stats = single_model_stats(args)
     with ProcessPoolExecutor(
         max_workers=1, mp_context=multiprocessing.get_context("spawn")
     ) as pool:
 
         def read(root: Path):
-            return pool.submit(
-                load_split, root / args.split, name=args.split, cache_dir=args.cache_dir
-            )
+            return pool.submit(read_split, root, args.split, args.cache_dir, stats)
 
         early_root = early_data_root(args)
         loading = read(early_root) if early_root is not None else None
@@ -123,7 +145,10 @@ def main() -> int:
             ranker.scorer.warm_up()
         split = loading.result()
     started = time.perf_counter()
-    members = [ranker.score(split) for ranker in rankers]
+    if stats is not None:  # normalized while it was read
+        members = [rankers[0].scorer.score_split(split)]
+    else:
+        members = [ranker.score(split) for ranker in rankers]
     scores = members[0] if len(members) == 1 else ensemble_scores(members)
     seconds = time.perf_counter() - started
     rows = ranking_rows(split.tile_ids, scores, args.top)

@@ -20,7 +20,6 @@ whose fingerprint, when it has one, must match.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import warnings
 from pathlib import Path
@@ -34,20 +33,13 @@ from baselines.tiles.features import FeatureStats
 from baselines.tiles.io_utils import atomic_directory, atomic_output, describe_write_error
 from baselines.tiles.model_kwargs import resolve_model_kwargs
 from baselines.tiles.models import TileModel, build_model, create_variables
-
-
-def run_file_for(model_dir: Path) -> Path:
-    """`<out>/run_<hash>.jsonz` beside `<out>/model_<hash>`."""
-    name = model_dir.name
-    if not name.startswith("model_"):
-        raise PipelineError(
-            f"{model_dir}: expected a folder named model_<hash> written by tiles_train.py"
-        )
-    return model_dir.parent / f"run_{name.removeprefix('model_')}.jsonz"
-
-
-# The run file's copy inside the model folder: the record that belongs to it.
-RUN_IN_MODEL = "run.jsonz"
+from baselines.tiles.run_records import (  # noqa: F401 (re-exported for callers)
+    RUN_IN_MODEL,
+    model_fingerprint,
+    read_run_file,
+    read_run_for_model,
+    run_file_for,
+)
 
 
 def _write_gzip_json(path: Path, record: dict[str, Any], dest: Path) -> None:
@@ -62,34 +54,6 @@ def _write_gzip_json(path: Path, record: dict[str, Any], dest: Path) -> None:
 def write_run_file(path: Path, record: dict[str, Any]) -> None:
     with atomic_output(path) as tmp:
         _write_gzip_json(tmp, record, path)
-
-
-def model_fingerprint(model_dir: Path) -> str:
-    """BLAKE2b of every file of a saved model (names and bytes), the run copy excluded."""
-    h = hashlib.blake2b(digest_size=16)
-    for f in sorted(p for p in Path(model_dir).rglob("*") if p.is_file()):
-        relative = f.relative_to(model_dir).as_posix()
-        if relative == RUN_IN_MODEL:
-            continue
-        h.update(f"{relative}\0{f.stat().st_size}\0".encode())
-        with open(f, "rb") as stream:
-            for block in iter(lambda: stream.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
-
-
-def read_run_file(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise PipelineError(f"{path}: run file not found; it is written by tiles_train.py")
-    try:
-        with gzip.open(path, "rb") as f:
-            record = json.loads(f.read())
-    except (OSError, EOFError, ValueError) as e:
-        raise PipelineError(f"{path}: not a readable run file ({e}); retrain the model") from None
-    missing = [k for k in ("model", "model_kwargs", "configs", "feature_stats") if k not in record]
-    if missing:
-        raise PipelineError(f"{path}: run file lacks {', '.join(missing)}; retrain the model")
-    return record
 
 
 def _save_keras(model: TileModel, folder: Path, dest: Path) -> None:
@@ -184,29 +148,6 @@ def copy_saved_variables(model_dir: Path, model: TileModel) -> None:
             f"{model_dir}: saved variables do not fit the rebuilt {type(model).__name__} "
             f"({first}); the run file does not match the model"
         ) from None
-
-
-def read_run_for_model(model_dir: Path) -> tuple[dict[str, Any], FeatureStats]:
-    """The run record of `model_dir` and its feature statistics.
-
-    The copy inside the folder when there is one (written with the model, so
-    it always belongs to it); else the run file beside it (models saved before
-    the copy existed). A record's `model_fingerprint` must match the folder's
-    files: a model is never paired with another run's record.
-    """
-    model_dir = Path(model_dir).expanduser()
-    if not model_dir.is_dir():
-        raise PipelineError(f"{model_dir}: model folder not found; pass --dir <out>/model_<hash>")
-    inside = model_dir / RUN_IN_MODEL
-    run_path = inside if inside.is_file() else run_file_for(model_dir)
-    record = read_run_file(run_path)
-    expected = record.get("model_fingerprint")
-    if expected is not None and expected != model_fingerprint(model_dir):
-        raise PipelineError(
-            f"{run_path}: belongs to another model than {model_dir} (model fingerprint "
-            "differs: the model or run file was changed or half replaced); retrain the model"
-        )
-    return record, FeatureStats.from_dict(record["feature_stats"])
 
 
 def restore_model(model_dir: Path, record: dict[str, Any]) -> TileModel:
