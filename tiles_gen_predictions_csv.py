@@ -21,6 +21,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -31,6 +32,10 @@ prepare_tensorflow_import()
 from baselines.tiles.cli import entry_parser
 from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT
+
+if TYPE_CHECKING:
+    from baselines.tiles.data import TileSplit
+    from baselines.tiles.features import FeatureStats
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,7 +73,7 @@ def early_data_root(args: argparse.Namespace) -> Path | None:
     return Path(args.data_root).expanduser()
 
 
-def single_model_stats(args: argparse.Namespace):
+def single_model_stats(args: argparse.Namespace) -> FeatureStats | None:
     """The feature statistics of a lone --dir model, read without TensorFlow; else None.
 
     With them the data is normalized in the reading process too, while this
@@ -83,7 +88,9 @@ def single_model_stats(args: argparse.Namespace):
     return read_run_for_model(Path(items[0]).expanduser())[1]
 
 
-def read_split(root: Path, split: str, cache_dir: str | None, stats):
+def read_split(
+    root: Path, split: str, cache_dir: str | None, stats: FeatureStats | None
+) -> TileSplit:
     """The split as the files hold it, or normalized with `stats` (a FeatureStats)."""
     from baselines.tiles.data import load_split
 
