@@ -50,12 +50,8 @@ def main() -> int:
     from baselines.tiles.data import load_split
     from baselines.tiles.evaluate import csv_text, error_table, markdown
     from baselines.tiles.io_utils import atomic_write_text
-    from baselines.tiles.predict import (
-        SavedRanker,
-        choose_data_root,
-        ensemble_scores,
-        read_model_list,
-    )
+    from baselines.tiles.predict import SavedRanker, choose_data_root, ensemble_scores
+    from baselines.tiles.run_records import read_model_list
 
     models = read_model_list(args.dirs, "--dirs")
     root, origin = choose_data_root(args.data_root, models[0][1].get("data_root"))

@@ -60,32 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def early_data_root(args: argparse.Namespace) -> Path | None:
-    """The data root when it is known before any run file is read: an existing --data_root.
-
-    Only while every --dir item is a folder: a bad list is refused at once,
-    not after the split has been read.
-    """
+    """The data root when it is known before any run file is read: an existing --data_root."""
     if args.data_root is None or not Path(args.data_root).expanduser().is_dir():
         return None
-    items = [item.strip() for item in args.dir.split(",")]
-    if not all(item and Path(item).expanduser().is_dir() for item in items):
-        return None
     return Path(args.data_root).expanduser()
-
-
-def single_model_stats(args: argparse.Namespace) -> FeatureStats | None:
-    """The feature statistics of a lone --dir model, read without TensorFlow; else None.
-
-    With them the data is normalized in the reading process too, while this
-    one imports TensorFlow (1.4 s of a release-size test split's prediction).
-    An ensemble's members normalize with their own statistics, later.
-    """
-    items = [item.strip() for item in args.dir.split(",")]
-    if len(items) != 1 or not items[0] or not Path(items[0]).expanduser().is_dir():
-        return None
-    from baselines.tiles.run_records import read_run_for_model
-
-    return read_run_for_model(Path(items[0]).expanduser())[1]
 
 
 def read_split(
@@ -114,9 +92,15 @@ def main() -> int:
     # rebuilds the models and traces their scoring functions (all of which
     # hold the GIL most of the time). With an existing --data_root the reading
     # starts before TensorFlow is imported (about 3 s); otherwise the root may
-    # come from a run file, which is read first. A lone model's statistics are
-    # read first too, so the split also arrives normalized.
-    stats = single_model_stats(args)
+    # come from a run file. The run records are read first (without TensorFlow;
+    # a bad --dir list is refused before any data is read): with one model the
+    # split is also normalized in the reading process with its statistics.
+    from baselines.tiles.features import FeatureStats
+    from baselines.tiles.run_records import read_model_list
+
+    models = read_model_list(args.dir, "--dir")
+    records = [record for _, record in models]
+    stats = FeatureStats.from_dict(records[0]["feature_stats"]) if len(models) == 1 else None
     with ProcessPoolExecutor(
         max_workers=1, mp_context=multiprocessing.get_context("spawn")
     ) as pool:
@@ -132,13 +116,10 @@ def main() -> int:
             choose_data_root,
             ensemble_scores,
             ranking_rows,
-            read_model_list,
             toy_notice,
         )
         from baselines.tiles.submission import HEADER, write_csv_atomic
 
-        models = read_model_list(args.dir, "--dir")
-        records = [record for _, record in models]
         root, origin = choose_data_root(args.data_root, records[0].get("data_root"))
         names = ", ".join(r["model"] for r in records)
         notice = toy_notice(root, origin)

@@ -274,28 +274,6 @@ def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]
     ]
 
 
-def read_model_list(text: str, flag: str) -> list[tuple[Path, dict[str, Any]]]:
-    """Model folders from a comma-separated list, each with its run record.
-
-    Refuses empty items, missing folders or run files, and a folder listed twice.
-    """
-    items = [item.strip() for item in text.split(",")]
-    if not text.strip() or any(not item for item in items):
-        raise PipelineError(
-            f"{flag}: empty item in {text!r}; give model folders separated by commas, "
-            "e.g. out/model_<hash1>,out/model_<hash2>"
-        )
-    dirs = [Path(item).expanduser() for item in items]
-    if len(set(dirs)) != len(dirs):
-        raise PipelineError(f"{flag}: a model is listed twice in {text!r}")
-    models = []
-    for d in dirs:
-        if not d.is_dir():
-            raise PipelineError(f"{flag}: {d}: model folder not found; pass <out_dir>/model_<hash>")
-        models.append((d, read_run_for_model(d)[0]))
-    return models
-
-
 def ranking_rows(
     tile_ids: Sequence[str], scores: Sequence[np.ndarray], top: int = 5
 ) -> list[tuple[str, str]]:

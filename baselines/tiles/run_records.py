@@ -2,7 +2,8 @@
 
 `tiles_gen_predictions_csv.py` reads the record (and its feature statistics)
 before TensorFlow is imported, so the data can be read and normalized in
-another process meanwhile. `run_files` re-exports everything here.
+another process meanwhile. `run_files` re-exports the record functions;
+`read_model_list` reads a --dir / --dirs list of model folders.
 
     record, stats = read_run_for_model(out_dir / f"model_{h}")
 """
@@ -82,3 +83,25 @@ def read_run_for_model(model_dir: Path) -> tuple[dict[str, Any], FeatureStats]:
             "differs: the model or run file was changed or half replaced); retrain the model"
         )
     return record, FeatureStats.from_dict(record["feature_stats"])
+
+
+def read_model_list(text: str, flag: str) -> list[tuple[Path, dict[str, Any]]]:
+    """Model folders from a comma-separated list, each with its run record.
+
+    Refuses empty items, missing folders or run files, and a folder listed twice.
+    """
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise PipelineError(
+            f"{flag}: empty item in {text!r}; give model folders separated by commas, "
+            "e.g. out/model_<hash1>,out/model_<hash2>"
+        )
+    dirs = [Path(item).expanduser() for item in items]
+    if len(set(dirs)) != len(dirs):
+        raise PipelineError(f"{flag}: a model is listed twice in {text!r}")
+    models = []
+    for d in dirs:
+        if not d.is_dir():
+            raise PipelineError(f"{flag}: {d}: model folder not found; pass <out_dir>/model_<hash>")
+        models.append((d, read_run_for_model(d)[0]))
+    return models
