@@ -48,9 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> int:
     args = build_parser().parse_args()
     from baselines.tiles.data import load_split
+    from baselines.tiles.data_roots import choose_data_root
     from baselines.tiles.evaluate import csv_text, error_table, markdown
     from baselines.tiles.io_utils import atomic_write_text
-    from baselines.tiles.predict import SavedRanker, choose_data_root, ensemble_scores
+    from baselines.tiles.predict import SavedRanker, ensemble_scores
     from baselines.tiles.run_records import read_model_list
 
     models = read_model_list(args.dirs, "--dirs")

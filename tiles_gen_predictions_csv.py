@@ -59,13 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def early_data_root(args: argparse.Namespace) -> Path | None:
-    """The data root when it is known before any run file is read: an existing --data_root."""
-    if args.data_root is None or not Path(args.data_root).expanduser().is_dir():
-        return None
-    return Path(args.data_root).expanduser()
-
-
 def read_split(
     root: Path, split: str, cache_dir: str | None, stats: FeatureStats | None
 ) -> TileSplit:
@@ -90,44 +83,32 @@ def main() -> int:
 
     # Files are read in another process while this one imports TensorFlow,
     # rebuilds the models and traces their scoring functions (all of which
-    # hold the GIL most of the time). With an existing --data_root the reading
-    # starts before TensorFlow is imported (about 3 s); otherwise the root may
-    # come from a run file. The run records are read first (without TensorFlow;
-    # a bad --dir list is refused before any data is read): with one model the
-    # split is also normalized in the reading process with its statistics.
+    # hold the GIL most of the time). The run records are read first, without
+    # TensorFlow (a bad --dir list is refused before any data is read), so the
+    # data root is known, whether from --data_root or the run file, before
+    # TensorFlow is imported (about 3 s); with one model the split is also
+    # normalized in the reading process with its statistics.
+    from baselines.tiles.data_roots import choose_data_root, toy_notice
     from baselines.tiles.features import FeatureStats
     from baselines.tiles.run_records import read_model_list
 
     models = read_model_list(args.dir, "--dir")
     records = [record for _, record in models]
     stats = FeatureStats.from_dict(records[0]["feature_stats"]) if len(models) == 1 else None
+    root, origin = choose_data_root(args.data_root, records[0].get("data_root"))
+    notice = toy_notice(root, origin)
+    if notice:
+        print(notice, flush=True)
+    names = ", ".join(r["model"] for r in records)
+    print(f"data: {root} (from {origin}); model {names}", flush=True)
     with ProcessPoolExecutor(
         max_workers=1, mp_context=multiprocessing.get_context("spawn")
     ) as pool:
+        loading = pool.submit(read_split, root, args.split, args.cache_dir, stats)
 
-        def read(root: Path):
-            return pool.submit(read_split, root, args.split, args.cache_dir, stats)
-
-        early_root = early_data_root(args)
-        loading = read(early_root) if early_root is not None else None
-
-        from baselines.tiles.predict import (
-            SavedRanker,
-            choose_data_root,
-            ensemble_scores,
-            ranking_rows,
-            toy_notice,
-        )
+        from baselines.tiles.predict import SavedRanker, ensemble_scores, ranking_rows
         from baselines.tiles.submission import HEADER, write_csv_atomic
 
-        root, origin = choose_data_root(args.data_root, records[0].get("data_root"))
-        names = ", ".join(r["model"] for r in records)
-        notice = toy_notice(root, origin)
-        if notice:
-            print(notice, flush=True)
-        print(f"data: {root} (from {origin}); model {names}", flush=True)
-        if loading is None:
-            loading = read(root)
         rankers = [SavedRanker.load(d, record) for d, record in models]
         for ranker in rankers:
             ranker.scorer.warm_up()

@@ -24,7 +24,7 @@ from baselines.tiles.startup import prepare_tensorflow_import
 prepare_tensorflow_import()
 
 from baselines.tiles.cli import add_field_flags, entry_parser
-from baselines.tiles.data import resolve_data_root
+from baselines.tiles.data_roots import resolve_data_root
 from baselines.tiles.distribution import STRATEGIES, check_tf_config
 from baselines.tiles.errors import run_cli
 from baselines.tiles.flagfile import expand_flagfiles

@@ -22,7 +22,7 @@ from baselines.tiles.startup import prepare_tensorflow_import
 prepare_tensorflow_import()
 
 from baselines.tiles.cli import entry_parser
-from baselines.tiles.data import BUNDLED_TOY_ROOT
+from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.errors import run_cli
 from baselines.tiles.io_utils import atomic_write_text
 from baselines.tiles.models import MODELS

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from baselines.tiles import data, models
+from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import assemble_batch, graph_from_batch, sample_config_slots, to_tensors
 
@@ -22,7 +23,7 @@ SMALL = {"hidden_dim": 16, "op_embedding_dim": 8}
 
 @pytest.fixture(scope="module")
 def toy_valid():
-    raw = data.load_splits(data.BUNDLED_TOY_ROOT, ("train", "valid"), progress=False)
+    raw = data.load_splits(BUNDLED_TOY_ROOT, ("train", "valid"), progress=False)
     return FeatureStats.fit_split(raw["train"]).normalize_split(raw["valid"])
 
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from conftest import ROOT, numpy_feature_stats, signed_log
 
-from baselines.tiles import data
+from baselines.tiles import data, data_roots
+from baselines.tiles.data_roots import BUNDLED_TOY_ROOT, resolve_data_root
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats, column_moments, layout_positions
 
@@ -80,14 +81,40 @@ def test_toy_data_keeps_first_100_files(tmp_path):
 def test_only_a_missing_default_data_root_falls_back_to_the_toy_set(tmp_path):
     lines = []
     default = tmp_path / "default_location"
-    root, toy = data.resolve_data_root(default, default, lines.append)
-    assert (root, toy) == (data.BUNDLED_TOY_ROOT, True)
+    root, toy = resolve_data_root(default, default, lines.append)
+    assert (root, toy) == (BUNDLED_TOY_ROOT, True)
     assert len(lines) == 1 and "TOY DATA" in lines[0] and str(default) in lines[0]
     # A mistyped --data_root (not the default) is refused, never replaced by toy data.
     with pytest.raises(PipelineError, match="--data_root: .*nowhere does not exist"):
-        data.resolve_data_root(tmp_path / "nowhere", default, lines.append)
-    assert data.resolve_data_root(tmp_path, default, lines.append) == (tmp_path, False)
+        resolve_data_root(tmp_path / "nowhere", default, lines.append)
+    assert resolve_data_root(tmp_path, default, lines.append) == (tmp_path, False)
     assert len(lines) == 1
+
+
+def test_prediction_takes_the_flag_then_the_run_root_then_the_default_then_the_toy_set(
+    tmp_path, monkeypatch
+):
+    flag, run_root, default = (tmp_path / n for n in ("flag", "run_root", "default"))
+    monkeypatch.setattr(data_roots, "DEFAULT_DATA_ROOT", str(default))
+    for folder in (flag, run_root, default):
+        folder.mkdir()
+    assert data_roots.choose_data_root(str(flag), str(run_root)) == (flag, "--data_root")
+    assert data_roots.choose_data_root(None, str(run_root)) == (run_root, "the run file")
+    assert data_roots.choose_data_root(None, None) == (default, "the default")
+    run_root.rmdir()
+    assert data_roots.choose_data_root(None, str(run_root)) == (default, "the default")
+    default.rmdir()
+    root, origin = data_roots.choose_data_root(None, str(run_root))
+    assert root == BUNDLED_TOY_ROOT and origin.startswith("the bundled toy set")
+    assert "TOY DATA" in data_roots.toy_notice(root, origin)
+    # The toy set read because the run was trained on it is still announced;
+    # named by --data_root, or any other root, it is not.
+    assert "trained on it" in data_roots.toy_notice(BUNDLED_TOY_ROOT, "the run file")
+    assert data_roots.toy_notice(BUNDLED_TOY_ROOT, "--data_root") is None
+    assert data_roots.toy_notice(flag, "the run file") is None
+    # A mistyped --data_root is refused even when the run's root exists.
+    with pytest.raises(PipelineError, match="--data_root: .*nowhere does not exist"):
+        data_roots.choose_data_root(str(tmp_path / "nowhere"), str(flag))
 
 
 # --- validation -------------------------------------------------------------------------

@@ -177,7 +177,7 @@ ONE_STEP = textwrap.dedent(
     from baselines.tiles.models import build_model, create_variables
 
     tf.keras.utils.set_random_seed(0)
-    split = data.load_split(data.BUNDLED_TOY_ROOT / "train", progress=False)
+    split = data.load_split(BUNDLED_TOY_ROOT / "train", progress=False)
     ids = np.flatnonzero(split.num_configs >= 10)[:4]
     split = data.stack_kernels("train", [split.kernel(int(i)) for i in ids])
     split = FeatureStats.fit_split(split).normalize_split(split)

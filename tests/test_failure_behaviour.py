@@ -18,6 +18,7 @@ import tensorflow as tf
 from conftest import write_random_root
 
 from baselines.tiles import data, io_utils, run_files, train_lib
+from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.models import build_model, create_variables
 from baselines.tiles.submission import HEADER, write_csv_atomic
@@ -74,10 +75,10 @@ def test_toy_fallback_says_so_first_and_last_and_keeps_its_own_hash(tmp_path, mo
     record = train(args, lines)
     assert "TOY DATA" in lines[0] and "TOY DATA" in lines[-1]
     assert record["data"]["toy_fallback"] is True
-    assert Path(record["data"]["root"]) == data.BUNDLED_TOY_ROOT
+    assert Path(record["data"]["root"]) == BUNDLED_TOY_ROOT
     assert record["run_hash"] != args.run_hash()
     assert (tmp_path / "out" / f"model_{record['run_hash']}").is_dir()
-    largest = _largest_train_kernel(data.BUNDLED_TOY_ROOT)
+    largest = _largest_train_kernel(BUNDLED_TOY_ROOT)
     assert record["configs"] == largest < 5000
     assert (
         sum(
@@ -321,7 +322,7 @@ def test_full_disk_in_the_tensorboard_writer_is_one_line(tmp_path, monkeypatch):
         model="MLP",
         epochs=1,
         toy_data=True,
-        data_root=str(data.BUNDLED_TOY_ROOT),
+        data_root=str(BUNDLED_TOY_ROOT),
         out_dir=str(tmp_path / "out"),
         cache_dir=str(tmp_path / "cache"),
     )

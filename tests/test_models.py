@@ -8,6 +8,7 @@ import tensorflow as tf
 from conftest import write_random_root
 
 from baselines.tiles import data, features, models
+from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import assemble_batch, graph_from_batch, sample_config_slots, to_tensors
@@ -18,7 +19,7 @@ from baselines.tiles.run_files import build_from_record, load_trained_model, sav
 
 @pytest.fixture(scope="module")
 def toy_valid():
-    split = data.load_split(data.BUNDLED_TOY_ROOT / "valid", progress=False)
+    split = data.load_split(BUNDLED_TOY_ROOT / "valid", progress=False)
     return FeatureStats.fit_split(split).normalize_split(split)
 
 
@@ -80,7 +81,7 @@ def test_build_makes_the_variables_a_forward_pass_makes(name, extra, toy_valid):
 
 def test_variables_do_not_depend_on_data(sample_root, tmp_path):
     """Same shapes on the toy set, on random kernels (other opcodes) and on the samples."""
-    toy = data.load_split(data.BUNDLED_TOY_ROOT / "valid", progress=False)
+    toy = data.load_split(BUNDLED_TOY_ROOT / "valid", progress=False)
     other = data.load_split(write_random_root(tmp_path / "r") / "test", progress=False)
     sample = data.load_split(sample_root / "test", progress=False)
     shapes = []

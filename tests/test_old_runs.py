@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from baselines.tiles import data
+from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.predict import SavedRanker, ranking_rows
 from baselines.tiles.run_files import read_run_file
 
@@ -44,7 +45,7 @@ OLD_RUNS = {
 
 @pytest.fixture(scope="module")
 def toy_test():
-    return data.load_split(data.BUNDLED_TOY_ROOT / "test", progress=False)
+    return data.load_split(BUNDLED_TOY_ROOT / "test", progress=False)
 
 
 def read_csv(path: Path) -> dict[str, list[int]]:

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from baselines.tiles import data, metrics, models, sweeps
+from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import BATCH_SIGNATURE, assemble_batch, graph_from_batch, to_tensors
 
@@ -33,7 +34,7 @@ def test_a_paper_grid_row_trains_one_compiled_step():
     model_name, kwargs = next(
         (m, kw) for m, kw in sweeps.PAPER_MODEL_GRID if kw.get("mlp_layers") == 3
     )
-    raw = data.load_split(data.BUNDLED_TOY_ROOT / "valid", progress=False)
+    raw = data.load_split(BUNDLED_TOY_ROOT / "valid", progress=False)
     split = FeatureStats.fit_split(raw).normalize_split(raw)
     k = 8
     ids = [i for i in range(len(split)) if split.num_configs[i] >= k][:4]

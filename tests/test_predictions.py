@@ -15,6 +15,7 @@ import pytest
 from conftest import ROOT
 
 from baselines.tiles import data
+from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import assemble_batch, graph_from_batch, to_tensors
 from baselines.tiles.predict import ConfigScorer, SavedRanker, plan_calls
@@ -55,7 +56,7 @@ def train_toy_model(work, model: str, epochs: int, out: str):
         f"--model={model}",
         "--toy_data=True",
         f"--epochs={epochs}",
-        f"--data_root={data.BUNDLED_TOY_ROOT}",
+        f"--data_root={BUNDLED_TOY_ROOT}",
         f"--out_dir={out}",
         "--cache_dir=cache",
         cwd=work,
@@ -71,18 +72,18 @@ def test_end_to_end_toy_training_predictions_submission(trained):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "from the run file" in proc.stdout
     rows = read_rows(work / "predictions_output_model.csv")
-    test = data.load_split(data.BUNDLED_TOY_ROOT / "test", progress=False)
+    test = data.load_split(BUNDLED_TOY_ROOT / "test", progress=False)
     assert set(rows) == {f"tile:xla:{t}" for t in test.tile_ids}
     for tid, c in zip(test.tile_ids, test.num_configs):
         ranking = rows[f"tile:xla:{tid}"]
         assert len(ranking) == min(5, c) and len(set(ranking)) == len(ranking)
         assert all(0 <= i < c for i in ranking)
 
-    proc = run_script("create_kaggle_csv.py", f"--data_root={data.BUNDLED_TOY_ROOT}", cwd=work)
+    proc = run_script("create_kaggle_csv.py", f"--data_root={BUNDLED_TOY_ROOT}", cwd=work)
     assert proc.returncode == 2 and "kaggle competitions download" in proc.stderr  # no sample
     assert not (work / "predictions_kaggle.csv").exists()
     proc = run_script(
-        "create_kaggle_csv.py", f"--data_root={data.BUNDLED_TOY_ROOT}", "--allow_missing", cwd=work
+        "create_kaggle_csv.py", f"--data_root={BUNDLED_TOY_ROOT}", "--allow_missing", cwd=work
     )
     assert proc.returncode == 0, proc.stderr
     assert read_rows(work / "predictions_kaggle.csv") == rows
@@ -125,7 +126,7 @@ def test_valid_split_reports_errors_per_program(trained, tmp_path):
     assert "top5_err" in lines[header] and "kaggle_score" in lines[header]
     rows = [line.strip("|").split("|") for line in lines[header + 2 :] if line.startswith("|")]
     assert rows[0][1].strip() == "ALL"
-    valid = data.load_split(data.BUNDLED_TOY_ROOT / "valid", progress=False)
+    valid = data.load_split(BUNDLED_TOY_ROOT / "valid", progress=False)
     programs = {t.rpartition("_")[0] for t in valid.tile_ids}
     assert [r[1].strip() for r in rows[1:]] == sorted(programs)
     assert sum(int(r[2]) for r in rows[1:]) == int(rows[0][2]) == len(valid)
@@ -252,7 +253,7 @@ def test_feature_stats_travel_with_the_model(trained):
     """Prediction uses the saved train statistics, not ones refitted on test."""
     _, model_dir = trained
     _, record, stats = load_trained_model(model_dir)
-    train = data.load_split(data.BUNDLED_TOY_ROOT / "train", progress=False)
+    train = data.load_split(BUNDLED_TOY_ROOT / "train", progress=False)
     refit = FeatureStats.fit_split(train)
     np.testing.assert_allclose(stats.node_mean, refit.node_mean, rtol=1e-6)
     assert record["args"]["toy_data"] is True
@@ -269,7 +270,7 @@ def test_tiles_evaluate_reports_each_model_and_the_ensemble(trained, tmp_path):
         rows = list(csv.DictReader(f))
     assert (tmp_path / "ev.md").read_text() in proc.stdout
 
-    valid = data.load_split(data.BUNDLED_TOY_ROOT / "valid", progress=False)
+    valid = data.load_split(BUNDLED_TOY_ROOT / "valid", progress=False)
     runtimes = [k.config_runtime / k.config_runtime_normalizers for k in valid.kernels()]
     members = [SavedRanker.load(d).score(valid, progress=False) for d in (model_dir, mlp_dir)]
 

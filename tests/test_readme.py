@@ -11,6 +11,7 @@ import sys
 from conftest import ROOT
 
 from baselines.tiles import data
+from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 
 
 def walkthrough_commands() -> list[str]:
@@ -40,6 +41,6 @@ def test_readme_walkthrough_runs_as_written(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out / "predictions_kaggle.csv", newline="") as f:
         rows = list(csv.reader(f))
-    test = data.load_split(data.BUNDLED_TOY_ROOT / "test", progress=False)
+    test = data.load_split(BUNDLED_TOY_ROOT / "test", progress=False)
     assert rows[0] == ["ID", "TopConfigs"]
     assert sorted(r[0] for r in rows[1:]) == sorted(f"tile:xla:{t}" for t in test.tile_ids)

@@ -15,6 +15,7 @@ from conftest import ROOT
 
 import tiles_train
 from baselines.tiles import data, metrics
+from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import graph_from_batch, to_tensors
@@ -96,7 +97,7 @@ def test_bad_flags_fail_before_loading_data(tmp_path, flag, message):
 
 @pytest.fixture(scope="module")
 def toy_splits():
-    raw = data.load_splits(data.BUNDLED_TOY_ROOT, ("train", "valid"), progress=False)
+    raw = data.load_splits(BUNDLED_TOY_ROOT, ("train", "valid"), progress=False)
     stats = FeatureStats.fit_split(raw["train"])
     return {k: stats.normalize_split(v) for k, v in raw.items()}
 
@@ -155,7 +156,7 @@ def test_train_writes_matching_outputs_and_is_deterministic(tmp_path):
         model="MLP",
         epochs=2,
         toy_data=True,
-        data_root=str(data.BUNDLED_TOY_ROOT),
+        data_root=str(BUNDLED_TOY_ROOT),
         out_dir=str(tmp_path / "out"),
         cache_dir=str(tmp_path / "cache"),
         configs=6,
@@ -197,7 +198,7 @@ def test_saved_model_is_the_best_validation_one(tmp_path):
         seed=1,
         eval_every=1,
         toy_data=True,
-        data_root=str(data.BUNDLED_TOY_ROOT),
+        data_root=str(BUNDLED_TOY_ROOT),
         out_dir=str(tmp_path / "out"),
         cache_dir=str(tmp_path / "cache"),
     )
@@ -208,7 +209,7 @@ def test_saved_model_is_the_best_validation_one(tmp_path):
 
     saved = tf.keras.models.load_model(tmp_path / "out" / f"model_{args.run_hash()}", compile=False)
     stats = FeatureStats.from_dict(record["feature_stats"])
-    valid = stats.normalize_split(data.load_split(data.BUNDLED_TOY_ROOT / "valid", progress=False))
+    valid = stats.normalize_split(data.load_split(BUNDLED_TOY_ROOT / "valid", progress=False))
     correct = comparable = 0
     batches = EpochBatches(valid, args.batch, args.configs, args.seed + 1, fixed_epoch=0)
     for batch in batches.batches(epoch=0):
@@ -231,7 +232,7 @@ def test_diverged_training_is_refused_and_writes_nothing(tmp_path):
         lr=1e30,  # diverges to NaN in the first epoch
         clip_norm=1e6,
         toy_data=True,
-        data_root=str(data.BUNDLED_TOY_ROOT),
+        data_root=str(BUNDLED_TOY_ROOT),
         out_dir=str(tmp_path / "out"),
         cache_dir=str(tmp_path / "cache"),
     )
@@ -304,7 +305,7 @@ def test_eval_every_validates_every_nth_and_the_last_epoch(tmp_path):
         run_id="eval-test",
         toy_data=True,
         test_mode="metrics",
-        data_root=str(data.BUNDLED_TOY_ROOT),
+        data_root=str(BUNDLED_TOY_ROOT),
         out_dir=str(tmp_path / "out"),
         cache_dir=str(tmp_path / "cache"),
     )

@@ -57,8 +57,6 @@ REQUIRED_KEYS = (
     "config_runtime_normalizers",
 )
 
-BUNDLED_TOY_ROOT = Path(__file__).resolve().parents[2] / "data" / "tile_xla_toy"
-
 
 @dataclasses.dataclass(frozen=True)
 class Kernel:
@@ -656,38 +654,6 @@ def load_split(
             f"{cache_path}: cannot write the cache ({e}); check --cache_dir"
         ) from None
     return split
-
-
-def toy_data_banner(reason: str) -> str:
-    """The line that says a run uses the bundled toy set (printed first and last)."""
-    return (
-        f"!!! TOY DATA: {reason}, so this uses the bundled synthetic toy set "
-        f"{BUNDLED_TOY_ROOT}; its results say nothing about real TPU kernels !!!"
-    )
-
-
-def resolve_data_root(
-    data_root: Path | str, default: Path | str | None, log: Callable[[str], None] = print
-) -> tuple[Path, bool]:
-    """The data root to read and whether it is the bundled toy set standing in for it.
-
-    An existing folder is used as given. The toy set stands in only when the
-    flag kept its default (`data_root == default`) and nothing is there yet,
-    said by `toy_data_banner`; any other missing folder is a mistyped flag,
-    refused in one line: training on toy data by accident is worse than
-    stopping.
-    """
-    root = Path(data_root).expanduser()
-    if root.is_dir():
-        return root, False
-    if default is not None and root == Path(default).expanduser():
-        log(toy_data_banner(f"no --data_root given and the default {root} does not exist"))
-        return BUNDLED_TOY_ROOT, True
-    raise PipelineError(
-        f"--data_root: {root} does not exist; pass the folder holding train/ valid/ test/ "
-        "(python echo_download_commands.py downloads them), or leave the flag out to try "
-        "the bundled toy set"
-    )
 
 
 def data_identity(

@@ -36,8 +36,7 @@ import numpy as np
 import tensorflow as tf
 import tqdm
 
-from baselines.tiles.data import BUNDLED_TOY_ROOT, TileSplit, toy_data_banner
-from baselines.tiles.errors import PipelineError
+from baselines.tiles.data import TileSplit
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import (
     BATCH_SIGNATURE,
@@ -50,7 +49,6 @@ from baselines.tiles.metrics import require_finite_scores, top_configs
 from baselines.tiles.models import EarlyJoinModel, TileModel, configs_per_kernel
 from baselines.tiles.run_files import read_run_for_model, restore_model
 from baselines.tiles.submission import TILE_PREFIX
-from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,36 +218,6 @@ class SavedRanker:
     def score(self, raw: TileSplit, progress: bool = True) -> list[np.ndarray]:
         """Scores of every configuration of an unnormalized split, in file order."""
         return self.scorer.score_split(self.stats.normalize_split(raw), progress=progress)
-
-
-def choose_data_root(flag: str | None, run_root: str | None) -> tuple[Path, str]:
-    """The data root to read and where that choice came from.
-
-    An explicit `--data_root` must exist (a mistyped one is refused in one
-    line, as training refuses it); without it, the root the run was trained
-    on, then the default download location, then the bundled toy set (see
-    `toy_notice`).
-    """
-    if flag is not None:
-        root = Path(flag).expanduser()
-        if not root.is_dir():
-            raise PipelineError(
-                f"--data_root: {root} does not exist; pass the folder holding the split's "
-                "folder (e.g. ~/data/tpugraphs/npz/tile/xla)"
-            )
-        return root, "--data_root"
-    for candidate, origin in ((run_root, "the run file"), (DEFAULT_DATA_ROOT, "the default")):
-        if candidate and Path(candidate).expanduser().is_dir():
-            return Path(candidate).expanduser(), origin
-    return BUNDLED_TOY_ROOT, "the bundled toy set (no other data root exists)"
-
-
-def toy_notice(root: Path, origin: str) -> str | None:
-    """The toy-data banner when the bundled toy set is read without --data_root naming it."""
-    if origin == "--data_root" or Path(root).resolve() != BUNDLED_TOY_ROOT.resolve():
-        return None
-    why = "the run was trained on it" if origin == "the run file" else "no data root exists"
-    return toy_data_banner(f"no --data_root given and {why}")
 
 
 def standardized(scores: np.ndarray) -> np.ndarray:

@@ -32,9 +32,8 @@ from baselines.tiles.data import (
     TileSplit,
     data_identity,
     load_splits,
-    resolve_data_root,
-    toy_data_banner,
 )
+from baselines.tiles.data_roots import resolve_data_root, toy_data_banner
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.io_utils import (
