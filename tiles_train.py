@@ -56,7 +56,8 @@ HELP = {
     "lr_schedule": "constant (baseline) or cosine (Keras CosineDecay over all training steps)",
     "warmup_epochs": "epochs of linear warm-up before the cosine decay",
     "sampling": "uniform: every train kernel once per epoch; balanced: kernels drawn so "
-    "that every program is seen equally often",
+    "that every program is seen equally often; sqrt_configs: kernels drawn in proportion "
+    "to the square root of their config count",
     "eval_every": "validate (OPA, model selection, early stop) every N epochs and after the "
     "last; --early_stop still counts epochs",
 }

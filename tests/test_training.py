@@ -296,6 +296,28 @@ def test_balanced_sampling_gives_every_program_the_same_share(toy_splits):
     assert sum(len(t) for t in drawn) == len(split)  # an epoch is still one split's worth
 
 
+def test_sqrt_configs_sampling_draws_kernels_by_the_root_of_their_config_count(toy_splits):
+    from baselines.tiles.train_lib import sampling_weights
+
+    split = toy_splits["train"]
+    counts = np.array([len(split.kernel(i).config_runtime) for i in range(len(split))])
+    assert len(set(counts)) > 1
+    weights = sampling_weights(TrainArgs(sampling="sqrt_configs"), split)
+    np.testing.assert_allclose(weights, np.sqrt(counts) / np.sqrt(counts).sum(), rtol=1e-12)
+    assert sampling_weights(TrainArgs(), split) is None  # uniform: every kernel once
+    # Over many epochs the kernels with more configs than the median take the
+    # share their weights give them (uniform: half; in proportion to the count
+    # itself, more than sqrt gives).
+    batches = EpochBatches(split, 10, 4, 0, weights=weights)
+    drawn = np.array([t for e in range(200) for b in batches.batches(e) for t in b["tile_id"]])
+    large = {t.encode() for t, c in zip(split.tile_ids, counts) if c > np.median(counts)}
+    share = np.mean([t in large for t in drawn])
+    expected = np.sqrt(counts[counts > np.median(counts)]).sum() / np.sqrt(counts).sum()
+    assert share == pytest.approx(expected, abs=0.015)
+    linear = counts[counts > np.median(counts)].sum() / counts.sum()
+    assert abs(linear - expected) > 0.05 and abs(0.5 - expected) > 0.05
+
+
 def test_eval_every_validates_every_nth_and_the_last_epoch(tmp_path):
     args = TrainArgs(
         model="MLP",

@@ -27,7 +27,7 @@ from baselines.tiles.model_kwargs import resolve_model_kwargs
 TEST_MODES = ("predictions", "metrics")
 OPTIMIZERS = ("adam", "adamw")
 LR_SCHEDULES = ("constant", "cosine")
-SAMPLINGS = ("uniform", "balanced")
+SAMPLINGS = ("uniform", "balanced", "sqrt_configs")
 # Where echo_download_commands.py puts tile:xla; every entry script's default.
 DEFAULT_DATA_ROOT = "~/data/tpugraphs/npz/tile/xla"
 
