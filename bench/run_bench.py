@@ -177,6 +177,7 @@ def bench_model(model: str, data_root: Path, work: Path, epochs: int, repeats: i
 
 
 def bench_predict(model_dir: str, data_root: Path, work: Path, repeats: int) -> dict:
+    """The README's command, `--dir` alone: the data root comes from the run file."""
     runs = []
     for r in range(repeats):
         res = measure(
@@ -184,11 +185,12 @@ def bench_predict(model_dir: str, data_root: Path, work: Path, repeats: int) -> 
                 sys.executable,
                 str(ROOT / "tiles_gen_predictions_csv.py"),
                 f"--dir={model_dir}",
-                f"--data_root={data_root}",
                 f"--output={work / f'pred_{r}.csv'}",
             ],
             work,
         )
+        if f"data: {data_root} (from the run file)" not in res["stdout"]:
+            raise SystemExit(f"prediction did not read {data_root} from the run file")
         rate = float(re.search(r"\(([\d.]+) kernels/s\)", res["stdout"]).group(1))
         runs.append(
             {"wall_s": res["wall_s"], "peak_rss_mb": res["peak_rss_mb"], "kernels_per_s": rate}
