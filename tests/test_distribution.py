@@ -171,6 +171,7 @@ ONE_STEP = textwrap.dedent(
             tf.config.list_physical_devices("CPU")[0],
             [tf.config.LogicalDeviceConfiguration()] * cpus)
     from baselines.tiles import data, metrics
+    from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
     from baselines.tiles.distribution import distributed, make_strategy
     from baselines.tiles.features import FeatureStats
     from baselines.tiles.keras_fit import EpochBatches, RankingTrainer
