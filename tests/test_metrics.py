@@ -124,6 +124,26 @@ def test_position_weighted_listmle_matches_its_formula_and_ignores_padding():
     assert swap_top - swap_tail > plain_top - plain_tail
 
 
+def test_position_weighted_listmle_weights_each_list_by_its_own_length():
+    # The recommended recipe's loss: batches mix kernels with fewer real
+    # configs than slots (padding), and each list's weights sum to its own
+    # count of real configs, whatever the other lists hold.
+    rng = np.random.default_rng(11)
+    long_runtimes = rng.permutation(np.linspace(0.5, 4.0, 7))
+    short_runtimes = rng.permutation(np.linspace(1.0, 2.0, 3))
+    long_scores, short_scores = rng.normal(scale=4.0, size=7), rng.normal(scale=4.0, size=3)
+    runtimes = np.stack([long_runtimes, np.concatenate([short_runtimes, [-1.0] * 4])])
+    scores = np.stack([long_scores, np.concatenate([short_scores, [9.0, -9.0, 3.0, 0.0]])])
+    loss, _ = loss_and_gradient("PListMLELoss", runtimes, scores)
+    expected = np.mean(
+        [
+            numpy_position_weighted_listmle(long_runtimes, long_scores),
+            numpy_position_weighted_listmle(short_runtimes, short_scores),
+        ]
+    )
+    assert loss == pytest.approx(expected, rel=1e-5)
+
+
 def test_pairwise_hinge_matches_its_formula():
     runtimes = np.array([[1.0, 3.0, 2.0, 4.0]])
     scores = np.array([[0.2, 0.1, 1.5, -0.3]])
