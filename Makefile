@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 DEMO_OUT := out/demo
 DEMO_DATA := data/tile_xla_toy
 
-.PHONY: install demo test mutation lint bench clean
+.PHONY: install demo test test-fast check-model mutation lint bench clean
 
 install: $(VENV)/.installed
 
@@ -27,8 +27,25 @@ demo: install
 	$(PY) create_kaggle_csv.py --data_root=$(DEMO_DATA) --allow_missing \
 		--inputcsv=$(DEMO_OUT)/predictions_output_model.csv --output=$(DEMO_OUT)/predictions_kaggle.csv
 
+# Everything (what CI runs).
 test: install
 	$(PY) -m pytest -q
+
+# The edit loop: every test but those marked slow (subprocess runs, several
+# processes, Beam, the walkthroughs); about 2 minutes on 2 cores.
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
+
+# A model of your own in baselines/tiles/models.py: one toy epoch, then predictions.
+#   make check-model MODEL=StudentSAGE KWARGS='{"mix_dim": 16}'
+MODEL ?= MLP
+KWARGS ?= {}
+CHECK_OUT := out/check-model
+check-model: install
+	$(PY) tiles_train.py --model=$(MODEL) --model_kwargs_json='$(KWARGS)' --toy_data=True \
+		--epochs=1 --data_root=$(DEMO_DATA) --out_dir=$(CHECK_OUT) --cache_dir=$(CHECK_OUT)/cache
+	$(PY) tiles_gen_predictions_csv.py --dir "$$(ls -td $(CHECK_OUT)/model_* | head -1)" \
+		--output=$(CHECK_OUT)/predictions_output_model.csv
 
 # One-line wrong changes the tests must catch (tools/mutations.toml); not part of `test`.
 mutation: install

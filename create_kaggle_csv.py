@@ -10,12 +10,15 @@ missing ones with `0;1;2;3;4`).
 Without `--sample`, `sample_submission.csv` is looked for in `--data_root`, its
 parents up to four levels (for the default `~/data/tpugraphs/npz/tile/xla` that
 reaches `~/data/tpugraphs` and a Kaggle bundle root) and the current directory.
-If there is none, the script refuses and prints the Kaggle CLI line that gets
-it. `--allow_missing` is the explicit way to build a partial file anyway: the
-IDs then come from the downloaded test splits: tile `<data_root>/test/*.npz`,
-layout `<data_root>/../../layout/<source>/<search>/test` (layout rows get the
-dummy `0;1;2;3;4`; without layout folders the file has no layout rows and
-Kaggle will not accept it).
+When `--data_root` is left at its default and nothing is there (the course's
+toy path: train with --toy_data before downloading anything), the IDs come from
+the bundled toy set's test files, said in a TOY DATA line first and last.
+Otherwise, with no sample, the script refuses and names what works: the Kaggle
+CLI line that gets it, `--sample`, or `--allow_missing`, the explicit way to
+build a partial file from the downloaded test splits: tile
+`<data_root>/test/*.npz`, layout `<data_root>/../../layout/<source>/<search>/test`
+(layout rows get the dummy `0;1;2;3;4`; without layout folders the file has no
+layout rows and Kaggle will not accept it).
 
 Any error prints one line and exits with status 2; no output file is written
 (an existing one is left as it was).
@@ -33,7 +36,9 @@ if str(_HERE) not in sys.path:
 
 from baselines.tiles import submission
 from baselines.tiles.cli import entry_parser
+from baselines.tiles.data_roots import BUNDLED_TOY_ROOT, toy_data_banner
 from baselines.tiles.errors import PipelineError, run_cli
+from baselines.tiles.io_utils import check_output_file, ensure_parent
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 from echo_download_commands import sample_submission_command
 
@@ -82,21 +87,33 @@ def sample_search_dirs(data_root: Path) -> list[Path]:
 
 
 def resolve_sample(
-    args: argparse.Namespace, data_root: Path
+    args: argparse.Namespace, data_root: Path, log
 ) -> tuple[list[tuple[str, str]], str, Path | None]:
-    """Returns the sample rows, where they came from (for the summary), the sample file."""
+    """Returns the sample rows, where they came from (for the summary), the sample file.
+
+    In order: `--sample`; a sample_submission.csv beside the data; when
+    `--data_root` was left at its default and nothing is there, the bundled
+    toy set's test folder (the course's toy path; said in a TOY DATA line);
+    with `--allow_missing`, the test folders. Otherwise the error names every
+    option that works from here.
+    """
     if args.sample is not None:
         sample = Path(args.sample).expanduser()
         if not sample.exists():
             raise PipelineError(
                 f"sample submission {sample} (--sample) not found; download "
-                "sample_submission.csv from the Kaggle competition (predict-ai-model-runtime)"
+                f"sample_submission.csv with `{sample_submission_command('~/data/tpugraphs')}`"
             )
         return submission.read_sample_ids(sample), str(sample), sample
     search_dirs = sample_search_dirs(data_root)
     found = submission.find_sample_submission(search_dirs)
     if found is not None:
         return submission.read_sample_ids(found), str(found), found
+    if not data_root.exists() and data_root == Path(DEFAULT_DATA_ROOT).expanduser().absolute():
+        log(toy_data_banner(f"no --data_root given and the default {data_root} does not exist"))
+        toy_test = BUNDLED_TOY_ROOT / "test"
+        rows = submission.sample_ids_from_test_dirs(toy_test)
+        return rows, f"the bundled toy set's test files ({toy_test}; not a Kaggle submission)", None
     tile_test = data_root / "test"
     if args.allow_missing and tile_test.is_dir():
         layout_root = data_root.parent.parent / "layout"
@@ -105,10 +122,17 @@ def resolve_sample(
         if layout_root.is_dir():
             source += f" and {layout_root}"
         return rows, source, None
+    options = [
+        f"get it with `{sample_submission_command('~/data/tpugraphs')}` and rerun",
+        "pass --sample PATH",
+    ]
+    if tile_test.is_dir():
+        options.append(f"add --allow_missing to build a partial file from {tile_test}")
+    elif not data_root.exists():
+        options.append("pass --data_root=DIR for the data the predictions are of")
     raise PipelineError(
-        f"no {submission.SAMPLE_NAME} in {', '.join(str(d) for d in search_dirs)}: get it with "
-        f"`{sample_submission_command('~/data/tpugraphs')}`, then rerun (or pass --sample PATH); "
-        "--allow_missing builds a partial file from the test folders instead"
+        f"no {submission.SAMPLE_NAME} in {', '.join(str(d) for d in search_dirs)}: "
+        + "; or ".join(options)
     )
 
 
@@ -123,10 +147,15 @@ def main() -> int:
             f"prediction CSV {inputcsv} (--inputcsv) not found; write it with "
             "tiles_gen_predictions_csv.py --dir <out>/model_<hash>, or pass --inputcsv PATH"
         )
-    if not output.parent.is_dir():
-        raise PipelineError(f"--output {output}: directory {output.parent} does not exist")
+    check_output_file(output, "--output")
 
-    sample_rows, sample_source, sample_path = resolve_sample(args, data_root)
+    banner: list[str] = []
+
+    def log(line: str) -> None:
+        banner.append(line)
+        print(line, flush=True)
+
+    sample_rows, sample_source, sample_path = resolve_sample(args, data_root, log)
     for name, source in (("--inputcsv", inputcsv), ("the sample submission", sample_path)):
         if source is not None and output.exists() and output.resolve() == source.resolve():
             raise PipelineError(f"--output {output} would overwrite {name}; choose another path")
@@ -139,7 +168,7 @@ def main() -> int:
         predictions_label=str(inputcsv),
         sample_label=sample_source,
     )
-    submission.write_csv_atomic(output, submission.HEADER, rows)
+    submission.write_csv_atomic(ensure_parent(output), submission.HEADER, rows)
 
     tile_rows = sum(1 for row_id, _ in rows if row_id.startswith(submission.TILE_PREFIX))
     layout_rows = sum(1 for row_id, _ in rows if row_id.startswith(submission.LAYOUT_PREFIX))
@@ -149,6 +178,8 @@ def main() -> int:
         f"{filled} tile rows filled with {submission.FILL_RANKING}; "
         f"sample: {sample_source}{note}"
     )
+    for line in banner:  # the toy-data line, first and last
+        print(line)
     return 0
 
 

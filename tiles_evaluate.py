@@ -38,15 +38,27 @@ def build_parser() -> argparse.ArgumentParser:
         f"{DEFAULT_DATA_ROOT})",
     )
     parser.add_argument("--cache_dir", default=None, help="optional cache of the loaded split")
-    parser.add_argument("--split", default="valid", choices=("valid", "train", "test"))
     parser.add_argument(
-        "--output", default="evaluation", help="writes <output>.md and <output>.csv"
+        "--split",
+        default="valid",
+        choices=("valid", "train", "test"),
+        help="labelled split to evaluate",
+    )
+    parser.add_argument(
+        "--output",
+        default="evaluation",
+        help="writes <output>.md, <output>.csv and the figures <output>_*.png; "
+        "its folder is created if missing",
     )
     return parser
 
 
 def main() -> int:
     args = build_parser().parse_args()
+    from baselines.tiles.io_utils import check_output_file, ensure_parent
+
+    # Refused now, not after scoring every model; a missing folder is made when writing.
+    output = check_output_file(Path(args.output), "--output")
     from baselines.tiles.data import load_split
     from baselines.tiles.data_roots import choose_data_root
     from baselines.tiles.evaluate import csv_text, error_table, markdown
@@ -66,7 +78,7 @@ def main() -> int:
         scores["ensemble"] = ensemble_scores(list(scores.values()))
     rows = error_table(split, scores)
     text = markdown(rows)
-    output = Path(args.output).expanduser()
+    ensure_parent(output)
     atomic_write_text(output.with_name(output.name + ".md"), text)
     atomic_write_text(output.with_name(output.name + ".csv"), csv_text(rows))
     print(text, end="")

@@ -52,8 +52,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder holding the split (default: the first run's data root, then "
         f"{DEFAULT_DATA_ROOT}, then the bundled toy set)",
     )
-    parser.add_argument("--split", default="test", choices=("test", "valid", "train"))
-    parser.add_argument("--output", default="predictions_output_model.csv")
+    parser.add_argument(
+        "--split",
+        default="test",
+        choices=("test", "valid", "train"),
+        help="split to rank; valid (labelled) also prints top-K errors per program",
+    )
+    parser.add_argument(
+        "--output",
+        default="predictions_output_model.csv",
+        help="CSV to write (ID,TopConfigs); its folder is created if missing",
+    )
     parser.add_argument("--cache_dir", default=None, help="optional cache of the loaded split")
     parser.add_argument("--top", type=int, default=5, help="configurations listed per kernel")
     return parser
@@ -73,11 +82,15 @@ def main() -> int:
     args = build_parser().parse_args()
     if args.top < 1:
         raise PipelineError(f"--top: must be at least 1, got {args.top}")
-    from baselines.tiles.io_utils import remove_stale_temporaries
+    from baselines.tiles.io_utils import check_output_file, ensure_parent, remove_stale_temporaries
+
+    # Refused now, not after the ranking; a missing folder is made when writing.
+    output = check_output_file(Path(args.output), "--output")
 
     # Leftovers of killed runs; in the output's folder (any folder) only those
     # whose writer is known to be gone, in the cache also old foreign ones.
-    remove_stale_temporaries(Path(args.output).expanduser().parent, max_age_s=None)
+    if output.parent.is_dir():
+        remove_stale_temporaries(output.parent, max_age_s=None)
     if args.cache_dir:
         remove_stale_temporaries(Path(args.cache_dir))
 
@@ -121,7 +134,7 @@ def main() -> int:
     scores = members[0] if len(members) == 1 else ensemble_scores(members)
     seconds = time.perf_counter() - started
     rows = ranking_rows(split.tile_ids, scores, args.top)
-    write_csv_atomic(Path(args.output), HEADER, rows)
+    write_csv_atomic(ensure_parent(output), HEADER, rows)
     print(f"wrote {args.output}: {len(rows)} kernels of {root / args.split}")
     print(
         f"ranked {len(rows)} kernels, {int(split.num_configs.sum())} configs in {seconds:.2f} s "

@@ -23,44 +23,13 @@ from baselines.tiles.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
-from baselines.tiles.cli import add_field_flags, entry_parser
+from baselines.tiles.cli import add_field_flags, entry_parser, field_help
 from baselines.tiles.data_roots import resolve_data_root
 from baselines.tiles.distribution import STRATEGIES, check_tf_config
 from baselines.tiles.errors import run_cli
 from baselines.tiles.flagfile import expand_flagfiles
-from baselines.tiles.model_kwargs import MODEL_NAMES
+from baselines.tiles.model_catalog import read_catalog
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT, TrainArgs
-
-HELP = {
-    "model": "model class: " + ", ".join(MODEL_NAMES),
-    "epochs": "maximum training epochs",
-    "early_stop": "stop after this many epochs without a validation OPA gain",
-    "configs": "configurations sampled per kernel in a training batch",
-    "batch": "kernels per training batch",
-    "losses": "weighted losses, Name:weight,... "
-    "(ListMLELoss, PListMLELoss, PairwiseHingeLoss, MSE)",
-    "lr": "Adam learning rate",
-    "clip_norm": "gradient clip norm (per variable, as Keras clipnorm)",
-    "model_kwargs_json": "JSON object of model constructor kwargs",
-    "test_mode": "predictions: write results CSV; metrics: report test errors",
-    "out_dir": "where the model, run file, TensorBoard logs and CSV go",
-    "results_csv": "results CSV path (default <out_dir>/results_<ms timestamp>.csv)",
-    "validate_batches": "validation batches per epoch for OPA (-1 = all)",
-    "run_id": "free-form label stored in the run (part of the hash)",
-    "data_root": "folder with train/, valid/, test/ npz files (bundled toy set if missing)",
-    "cache_dir": "cache of loaded splits, keyed by file names, sizes, mtimes and contents",
-    "toy_data": "use the first 100 files of each split",
-    "seed": "random seed: same seed and data give the same run",
-    "optimizer": "adam (baseline) or adamw (decoupled weight decay, Keras AdamW)",
-    "weight_decay": "AdamW weight decay (needs --optimizer=adamw)",
-    "lr_schedule": "constant (baseline) or cosine (Keras CosineDecay over all training steps)",
-    "warmup_epochs": "epochs of linear warm-up before the cosine decay",
-    "sampling": "uniform: every train kernel once per epoch; balanced: kernels drawn so "
-    "that every program is seen equally often; sqrt_configs: kernels drawn in proportion "
-    "to the square root of their config count",
-    "eval_every": "validate (OPA, model selection, early stop) every N epochs and after the "
-    "last; --early_stop still counts epochs",
-}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,9 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="--flagfile=FILE reads one --flag=value per line (absl's convention); "
         "flags after it override it.",
     )
-    add_field_flags(
-        parser, TrainArgs, default=lambda field: field.default, help=lambda field: HELP[field.name]
-    )
+    models = ", ".join(read_catalog().names)
+
+    def help_text(field) -> str:
+        extra = f" ({models})" if field.name == "model" else ""
+        return field_help(field) + extra
+
+    add_field_flags(parser, TrainArgs, default=lambda field: field.default, help=help_text)
     # Not a TrainArgs field: the same recipe on 1 or N devices is the same run (hash).
     parser.add_argument(
         "--strategy",

@@ -20,7 +20,7 @@ per-kernel standardized scores). Reported: val and test top-1/5/10 error, OPA,
 Kaggle score and training wall time, mean ± std over seeds, the ensemble's
 figures and a per-program table; written to `<out>/quality.{json,md}`.
 Trained runs stay in `<out>/runs/<size>_<set>/<recipe>-<digest>/s<seed>` and
-are reused while the recipe's expanded flags (the digest) are unchanged.
+are reused while the flags the recipe resolves to (the digest) are unchanged.
 """
 
 from __future__ import annotations
@@ -62,12 +62,15 @@ def recipe_path(name: str) -> Path:
 
 
 def recipe_digest(recipe: Path) -> str:
-    """Hash of a recipe's expanded flags: a changed recipe never reuses old runs."""
-    from baselines.tiles.flagfile import expand_flagfiles
-    from baselines.tiles.train_args import TrainArgs
+    """Hash of the training flags a recipe resolves to: a changed recipe never reuses old runs.
 
-    flags = expand_flagfiles([f"--flagfile={recipe}"], TrainArgs.flag_names())
-    return hashlib.sha256("\n".join(flags).encode()).hexdigest()[:8]
+    Of the resolved flags, not of the file's lines, so how a recipe file is
+    written (flat, or including another) does not change its digest.
+    """
+    import tiles_train
+
+    args = tiles_train.parse_args([f"--flagfile={recipe}"])
+    return hashlib.sha256(json.dumps(args.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
 
 
 def generate(root: Path, size: str, hardware: str, seed: int) -> None:

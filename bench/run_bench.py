@@ -15,7 +15,8 @@ then, `--repeats` times each, measures in fresh processes:
   kernels/s, peak RSS.
 
 Medians go to <out>/bench.json and <out>/bench.md, with ratios against the
-baseline figures measured on the same kind of machine and data size (issue #5).
+public baseline's figures, measured once on the same kind of machine and data
+size (not in the same run: the ratios move with the machine's load).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.io_utils import atomic_write_text
 
 # The public baseline on a 2-core machine, 1000/200/200 synthetic kernels,
-# ~577k configs (issue #5): EarlyJoinSAGE --epochs 2 and its prediction script.
+# ~577k configs, measured once when this project started: EarlyJoinSAGE
+# --epochs 2 and the course's prediction script.
 BASELINE = {
     "train_wall_s": 89.0,
     "train_peak_rss_mb": 2300.0,
@@ -231,7 +233,7 @@ def markdown(result: dict) -> str:
         )
     lines += [
         "",
-        f"Baseline (issue #5, same machine kind and data size): train "
+        f"Public baseline (measured once, same machine kind and data size): train "
         f"{BASELINE['train_wall_s']:.0f} s and {BASELINE['train_peak_rss_mb']:.0f} MB for "
         f"EarlyJoinSAGE --epochs 2; prediction {BASELINE['predict_wall_s']:.0f} s, "
         f"{BASELINE['predict_kernels_per_s']:.0f} kernels/s, "

@@ -66,7 +66,7 @@ RECIPES = {
 ENV = run_bench.ENV
 GB = 1000.0  # MB per GB in the targets
 
-# Targets at 1x on 2 cores, 24 GiB (issue 11).
+# Targets at 1x on 2 cores, 24 GiB.
 TARGET_TRAIN_RSS_MB = 6 * GB
 TARGET_PREDICT_RSS_MB = 3 * GB
 TARGET_PREDICT_S = 15.0

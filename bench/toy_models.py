@@ -25,7 +25,7 @@ from baselines.tiles.cli import entry_parser
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.errors import run_cli
 from baselines.tiles.io_utils import atomic_write_text
-from baselines.tiles.models import MODELS
+from baselines.tiles.model_catalog import read_catalog
 from baselines.tiles.train_args import TrainArgs
 
 
@@ -34,7 +34,7 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--early_stop", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--models", default=",".join(read_catalog().names))
     parser.add_argument("--out", default=str(ROOT / "out" / "toy_models"))
     flags = parser.parse_args()
     from baselines.tiles.train_lib import train

@@ -99,3 +99,40 @@ def write_random_root(
         arrays = random_kernel(rng, int(rng.integers(2, 12)), c, labelled=False)
         np.savez(root / "test" / f"{i:032x}.npz", **arrays)
     return root
+
+
+# Never part of a copy of the repository: build outputs and environments.
+_NOT_COPIED = {".git", ".venv", "out", "__pycache__", ".pytest_cache", ".ruff_cache"}
+
+
+def copy_repository(dest: Path) -> Path:
+    """A copy of the repository's files as a clean clone plus uncommitted work holds them.
+
+    With git: the tracked and untracked, not ignored files. Without (the
+    mutation check runs the tests in a copy that has no .git): every file but
+    environments, caches and outputs.
+    """
+    import shutil
+    import subprocess
+
+    if (ROOT / ".git").exists():
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout.split(b"\0")
+        names = [n.decode() for n in listed if n]
+    else:
+        names = [
+            str(p.relative_to(ROOT))
+            for p in ROOT.rglob("*")
+            if p.is_file() and not _NOT_COPIED & set(p.relative_to(ROOT).parts)
+        ]
+    for name in names:
+        source = ROOT / name
+        if source.is_file():
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return dest

@@ -12,12 +12,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from baselines.tiles import data, models
+from baselines.tiles import data, model_builder
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import assemble_batch, graph_from_batch, sample_config_slots, to_tensors
+from baselines.tiles.model_base import TileModel
 
-GNN_MODELS = [name for name in models.MODELS if name != "MLP"]
+MODEL_NAMES = tuple(model_builder.model_classes())
+
+GNN_MODELS = [name for name in MODEL_NAMES if name != "MLP"]
 SMALL = {"hidden_dim": 16, "op_embedding_dim": 8}
 
 
@@ -27,9 +30,9 @@ def toy_valid():
     return FeatureStats.fit_split(raw["train"]).normalize_split(raw["valid"])
 
 
-def build(name: str) -> models.TileModel:
+def build(name: str) -> TileModel:
     tf.keras.utils.set_random_seed(0)
-    model = models.build_model(name, 6, SMALL)
+    model = model_builder.build_model(name, 6, SMALL)
     model.build()
     return model
 
@@ -47,7 +50,7 @@ def diverse_kernels(split) -> list[int]:
     return ids
 
 
-@pytest.mark.parametrize("name", list(models.MODELS))
+@pytest.mark.parametrize("name", list(MODEL_NAMES))
 def test_packed_batch_scores_each_kernel_as_if_alone(name, toy_valid):
     model = build(name)
     k = 6
@@ -70,7 +73,7 @@ def one_kernel_batch(split, i: int) -> dict:
     return assemble_batch(split, [i], [np.arange(c)], c)
 
 
-@pytest.mark.parametrize("name", list(models.MODELS))
+@pytest.mark.parametrize("name", list(MODEL_NAMES))
 def test_a_configs_features_move_its_score_and_only_its_score(name, toy_valid):
     model = build(name)
     i = int(np.argmax((toy_valid.num_configs >= 5) * toy_valid.num_nodes))
@@ -94,7 +97,7 @@ def with_edges(batch: dict, edges: np.ndarray) -> dict:
     )
 
 
-@pytest.mark.parametrize("name", list(models.MODELS))
+@pytest.mark.parametrize("name", list(MODEL_NAMES))
 def test_edges_change_the_scores_of_gnn_models(name, toy_valid):
     model = build(name)
     i = int(np.argmax(toy_valid.num_nodes))

@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, TOY_ROOT
 
 import tiles_beam_experiments as beam_script
-from baselines.tiles import models, sweeps
+from baselines.tiles import model_builder, sweeps
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.run_files import build_from_record, load_trained_model, read_run_file
 from baselines.tiles.train_args import TrainArgs
@@ -113,8 +113,8 @@ def test_every_paper_run_builds(tmp_path):
 def test_upstream_kwarg_aliases_build_the_same_model():
     upstream = {"num_gnns": 2, "op_embed_dim": 16, "hidden_dim": 8, "hidden_activation": "relu"}
     ours = {"num_layers": 2, "op_embedding_dim": 16, "hidden_dim": 8, "activation": "relu"}
-    a = models.build_model("EarlyJoinSAGE", 4, upstream)
-    b = models.build_model("EarlyJoinSAGE", 4, ours)
+    a = model_builder.build_model("EarlyJoinSAGE", 4, upstream)
+    b = model_builder.build_model("EarlyJoinSAGE", 4, ours)
     assert a.get_config() == b.get_config()
     assert a.get_config()["num_layers"] == 2 and a.get_config()["op_embedding_dim"] == 16
 
@@ -133,7 +133,7 @@ def test_upstream_kwarg_aliases_build_the_same_model():
 )
 def test_alias_conflicts_and_missing_upstream_kwargs_are_refused(name, kwargs, message):
     with pytest.raises(PipelineError, match=message):
-        models.build_model(name, 4, kwargs)
+        model_builder.build_model(name, 4, kwargs)
 
 
 def test_run_files_with_upstream_names_and_older_ones_rebuild():

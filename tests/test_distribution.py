@@ -175,7 +175,7 @@ ONE_STEP = textwrap.dedent(
     from baselines.tiles.distribution import distributed, make_strategy
     from baselines.tiles.features import FeatureStats
     from baselines.tiles.keras_fit import EpochBatches, RankingTrainer
-    from baselines.tiles.models import build_model, create_variables
+    from baselines.tiles.model_builder import build_model, create_variables
 
     tf.keras.utils.set_random_seed(0)
     split = data.load_split(BUNDLED_TOY_ROOT / "train", progress=False)

@@ -1,4 +1,4 @@
-"""Nothing silently wrong (issue 12): data choice, run identity, the model + run file
+"""Nothing silently wrong: data choice, run identity, the model + run file
 unit under injected faults, full disks, stale temporaries, odd --configs values."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from conftest import write_random_root
 from baselines.tiles import data, io_utils, run_files, train_lib
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.errors import PipelineError
-from baselines.tiles.models import build_model, create_variables
+from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.submission import HEADER, write_csv_atomic
 from baselines.tiles.train_args import TrainArgs
 
@@ -102,7 +102,7 @@ def test_runs_on_changed_data_never_share_a_model_or_tensorboard_folder(tmp_path
         cache_dir=str(tmp_path / "cache"),
     )
     first = train(args)
-    assert first["run_hash"] == args.run_hash()  # SPEC §4's hash for the first data
+    assert first["run_hash"] == args.run_hash()  # the baseline's hash for the first data
     first_model = run_files.model_fingerprint(out / f"model_{first['run_hash']}")
 
     # Same flags, the data changed underneath (one kernel's runtimes).

@@ -1,4 +1,4 @@
-"""GraphTensor schema (SPEC §2) and config sampling with padding."""
+"""The baseline's GraphTensor schema and config sampling with padding."""
 
 from __future__ import annotations
 

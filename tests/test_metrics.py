@@ -71,7 +71,7 @@ def loss_and_gradient(name, runtimes, scores):
     return float(loss), tape.gradient(loss, scores).numpy()
 
 
-def numpy_listmle(runtimes, scores, temperature=10.0):  # SPEC §4: ListMLE at temperature 10
+def numpy_listmle(runtimes, scores, temperature=10.0):  # the baseline's ListMLE: temperature 10
     """Plackett-Luce negative log-likelihood of the true order (fastest first)."""
     order = sorted(range(len(runtimes)), key=lambda i: runtimes[i])
     z = [-scores[i] / temperature for i in order]  # higher logit = predicted faster

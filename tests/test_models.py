@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from conftest import write_random_root
 
-from baselines.tiles import data, features, models
+from baselines.tiles import data, features, model_builder
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
@@ -15,6 +15,8 @@ from baselines.tiles.graph import assemble_batch, graph_from_batch, sample_confi
 from baselines.tiles.layers import ChebConv
 from baselines.tiles.predict import ConfigScorer
 from baselines.tiles.run_files import build_from_record, load_trained_model, save_model
+
+MODEL_NAMES = tuple(model_builder.model_classes())
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +36,9 @@ def single_kernel_graph(split, i):
     return graph_from_batch(to_tensors(assemble_batch(split, [i], [np.arange(c)], c)))
 
 
-@pytest.mark.parametrize("name", list(models.MODELS))
+@pytest.mark.parametrize("name", list(MODEL_NAMES))
 def test_forward_shapes(name, toy_valid):
-    model = models.build_model(name, 4, {"hidden_dim": 16, "op_embedding_dim": 8})
+    model = model_builder.build_model(name, 4, {"hidden_dim": 16, "op_embedding_dim": 8})
     scores = model.forward(merged_graph(toy_valid, [0, 1, 2, 3, 4], 4), 4)
     assert scores.shape == (5, 4)
     assert model(merged_graph(toy_valid, [5, 6], 4)).shape == (2, 4)
@@ -48,7 +50,7 @@ def test_forward_shapes(name, toy_valid):
     assert embedding.shape[0] == data.OPCODE_VOCAB_SIZE  # fixed, whatever the data holds
 
 
-VARIANTS = [(name, {}) for name in models.MODELS] + [
+VARIANTS = [(name, {}) for name in MODEL_NAMES] + [
     ("LateJoinGAT", {"config_encoding": "per_dim"}),
     ("LateJoinGAT", {"config_encoding": "per_dim", "tiled_op_heads": 3}),
     ("LateJoinGAT", {"config_encoding": "per_dim", "config_dim": 8}),
@@ -66,7 +68,9 @@ def test_build_makes_the_variables_a_forward_pass_makes(name, extra, toy_valid):
     made = []
     for create in ("forward", "build"):
         tf.keras.utils.set_random_seed(0)
-        model = models.build_model(name, 3, {"hidden_dim": 16, "op_embedding_dim": 8, **extra})
+        model = model_builder.build_model(
+            name, 3, {"hidden_dim": 16, "op_embedding_dim": 8, **extra}
+        )
         if create == "forward":
             model.forward(graph, 3)
         else:
@@ -87,30 +91,30 @@ def test_variables_do_not_depend_on_data(sample_root, tmp_path):
     shapes = []
     for split in (toy, other, sample):
         split = FeatureStats.fit_split(split).normalize_split(split)
-        model = models.build_model("EarlyJoinSAGE", 3, {})
+        model = model_builder.build_model("EarlyJoinSAGE", 3, {})
         model(merged_graph(split, [0, 1], 3))
         shapes.append([tuple(v.shape) for v in model.trainable_variables])
     assert shapes[0] == shapes[1]
 
 
 def test_gat_kwargs_shape_the_model():
-    model = models.build_model(
+    model = model_builder.build_model(
         "LateJoinGAT", 2, {"hidden_dim": 32, "num_heads": 8, "num_layers": 2}
     )
     assert len(model.blocks) == 2
     with pytest.raises(PipelineError, match="multiple of num_heads"):
-        models.build_model("LateJoinGAT", 2, {"hidden_dim": 30, "num_heads": 4})
+        model_builder.build_model("LateJoinGAT", 2, {"hidden_dim": 30, "num_heads": 4})
     with pytest.raises(PipelineError, match="does not take"):
-        models.build_model("MLP", 2, {"num_heads": 4})
+        model_builder.build_model("MLP", 2, {"num_heads": 4})
     with pytest.raises(PipelineError, match="config_encoding must be one of flat, per_dim"):
-        models.build_model("LateJoinGAT", 2, {"config_encoding": "tokens"})
+        model_builder.build_model("LateJoinGAT", 2, {"config_encoding": "tokens"})
     with pytest.raises(PipelineError, match="tiled_op_heads 2 needs config_encoding 'per_dim'"):
-        models.build_model("LateJoinGAT", 2, {"tiled_op_heads": 2})
+        model_builder.build_model("LateJoinGAT", 2, {"tiled_op_heads": 2})
     with pytest.raises(PipelineError, match="unknown model"):
-        models.build_model("GraphTransformer", 2, {})
+        model_builder.build_model("GraphTransformer", 2, {})
 
 
-@pytest.mark.parametrize("name", models.MODELS)
+@pytest.mark.parametrize("name", MODEL_NAMES)
 def test_only_position_tokens_read_the_layout_positions(name, toy_valid):
     """The columns after the file's 140 reach a model only through dim_layout="position"."""
     graph = merged_graph(toy_valid, [0, 1], 3)
@@ -133,7 +137,9 @@ def test_only_position_tokens_read_the_layout_positions(name, toy_valid):
         ]
     for extra in variants:
         tf.keras.utils.set_random_seed(0)
-        model = models.build_model(name, 3, {"hidden_dim": 16, "op_embedding_dim": 8, **extra})
+        model = model_builder.build_model(
+            name, 3, {"hidden_dim": 16, "op_embedding_dim": 8, **extra}
+        )
         same = np.allclose(model.forward(graph, 3), model.forward(shifted, 3))
         assert same == (extra.get("dim_layout") != "position"), (name, extra)
 
@@ -145,7 +151,7 @@ def test_only_position_tokens_read_the_layout_positions(name, toy_valid):
 def test_config_dim_sets_the_width_of_every_per_config_layer_only(name, extra, toy_valid):
     """Op-side layers keep hidden_dim; encoder, interaction and head take config_dim."""
     graph = merged_graph(toy_valid, [0, 1], 3)
-    model = models.build_model(name, 3, {"hidden_dim": 16, "config_dim": 8, **extra})
+    model = model_builder.build_model(name, 3, {"hidden_dim": 16, "config_dim": 8, **extra})
     scores = model.forward(graph, 3)
     assert scores.shape == (2, 3)
     assert [layer.units for layer in model.head.hidden] == [8, 8]
@@ -160,7 +166,7 @@ def test_config_dim_sets_the_width_of_every_per_config_layer_only(name, extra, t
         assert model.kernel_gate.units == 8 and model.config_projection.units == 8
         assert model.config_encoder.units == 8
     # Unset, it is hidden_dim: the models saved before the kwarg rebuild unchanged.
-    same = models.build_model(name, 3, {"hidden_dim": 16, **extra})
+    same = model_builder.build_model(name, 3, {"hidden_dim": 16, **extra})
     assert [layer.units for layer in same.head.hidden] == [16, 16]
 
 
@@ -175,8 +181,8 @@ def test_config_dim_sets_the_width_of_every_per_config_layer_only(name, extra, t
 )
 def test_rebuild_and_copy_matches_saved_keras_model(name, extra, toy_valid, tmp_path):
     record = {"model": name, "model_kwargs": {"hidden_dim": 16, **extra}, "configs": 3}
-    trained = models.build_model(name, 3, record["model_kwargs"])
-    models.create_variables(trained)  # compiled: the saved model accepts any batch shape
+    trained = model_builder.build_model(name, 3, record["model_kwargs"])
+    model_builder.create_variables(trained)  # compiled: the saved model accepts any batch shape
     # Move the weights away from their initial values so that copying is visible.
     for v in trained.trainable_variables:
         v.assign(v + tf.random.normal(v.shape, stddev=0.05, seed=1))
@@ -204,15 +210,15 @@ def test_rebuild_and_copy_matches_saved_keras_model(name, extra, toy_valid, tmp_
 
 # --- upstream kwargs: names, aliases, refusals, and what each one does ---------------------
 
-# Upstream's names (SPEC §10) beside this project's canonical ones, per model:
+# Upstream's names beside this project's canonical ones, per model:
 # every name upstream gives the model a meaning for.
 UPSTREAM = {"num_gnns": 2, "op_embed_dim": 8, "hidden_dim": 16, "hidden_activation": "relu"}
 CANONICAL = {"num_layers": 2, "op_embedding_dim": 8, "hidden_dim": 16, "activation": "relu"}
 HEAD_ONLY_MODELS = ["MLP"]
-GRAPH_MODELS = [name for name in models.MODELS if name not in HEAD_ONLY_MODELS]
+GRAPH_MODELS = [name for name in MODEL_NAMES if name not in HEAD_ONLY_MODELS]
 
 
-@pytest.mark.parametrize("name", list(models.MODELS))
+@pytest.mark.parametrize("name", list(MODEL_NAMES))
 def test_upstream_names_build_the_model_their_canonical_names_build(name):
     graph_only = ("num_gnns", "num_layers") if name in HEAD_ONLY_MODELS else ()
     upstream = {k: v for k, v in UPSTREAM.items() if k not in graph_only}
@@ -224,7 +230,7 @@ def test_upstream_names_build_the_model_their_canonical_names_build(name):
     else:  # upstream's ResGCN has no mlp_layers meaning the head (see below)
         upstream["final_mlp_layers"] = 3
     canonical["final_mlp_layers"] = 3
-    a, b = (models.build_model(name, 4, kw) for kw in (upstream, canonical))
+    a, b = (model_builder.build_model(name, 4, kw) for kw in (upstream, canonical))
     assert a.get_config() == b.get_config()
     for model in (a, b):
         model.build()
@@ -265,21 +271,21 @@ def test_upstream_names_build_the_model_their_canonical_names_build(name):
 )
 def test_meaningless_or_conflicting_kwargs_are_refused_in_one_line(name, kwargs, message):
     with pytest.raises(PipelineError, match=message) as caught:
-        models.build_model(name, 4, kwargs)
+        model_builder.build_model(name, 4, kwargs)
     assert "\n" not in str(caught.value)
 
 
 def test_new_kwargs_default_to_the_models_before_them():
     """Defaults: head of 2 hidden layers, sum pooling (GAT: sum, mean, max), undirected
     (GAT: directed, as its blocks always were)."""
-    for name in models.MODELS:
-        model = models.build_model(name, 4, {})
+    for name in MODEL_NAMES:
+        model = model_builder.build_model(name, 4, {})
         assert [layer.units for layer in model.head.hidden] == [64, 64]
         gat = name == "LateJoinGAT"
         assert model.reductions == (("sum", "mean", "max") if gat else ("sum",))
         assert model.directed == gat
         if name not in HEAD_ONLY_MODELS:
-            again = models.build_model(
+            again = model_builder.build_model(
                 name,
                 4,
                 {
@@ -304,11 +310,11 @@ def numpy_linear_mlp_scores(model, graph, num_configs, reduce) -> np.ndarray:
 @pytest.mark.parametrize("reduction, reduce", [("sum", np.sum), ("mean", np.mean), ("max", np.max)])
 def test_mlp_layers_and_reduction_shape_the_mlp(reduction, reduce, toy_valid):
     graph = merged_graph(toy_valid, [0, 3, 7], 4)
-    linear = models.build_model("MLP", 4, {"mlp_layers": 0, "reduction": reduction})
+    linear = model_builder.build_model("MLP", 4, {"mlp_layers": 0, "reduction": reduction})
     got = linear.forward(graph, 4).numpy()
     want = numpy_linear_mlp_scores(linear, graph, 4, reduce)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-    deep = models.build_model("MLP", 4, {"mlp_layers": 3, "hidden_dim": 8})
+    deep = model_builder.build_model("MLP", 4, {"mlp_layers": 3, "hidden_dim": 8})
     deep.build()
     widths = [tuple(layer.kernel.shape) for layer in [*deep.head.hidden, deep.head.out]]
     assert widths == [(8 + 24, 8), (8, 8), (8, 8), (8, 1)]
@@ -316,7 +322,7 @@ def test_mlp_layers_and_reduction_shape_the_mlp(reduction, reduce, toy_valid):
 
 @pytest.mark.parametrize("name", ["EarlyJoinSAGE", "LateJoinResGCN", "ChebSAGE"])
 def test_reduction_concatenates_its_poolings_before_the_head(name, toy_valid):
-    model = models.build_model(name, 3, {"hidden_dim": 8, "reduction": "sum+max"})
+    model = model_builder.build_model(name, 3, {"hidden_dim": 8, "reduction": "sum+max"})
     model.build()
     config_width = 0 if name in ("EarlyJoinSAGE", "ChebSAGE") else 24
     assert model.head.hidden[0].kernel.shape[0] == model.state_dim() * 2 + config_width
@@ -334,7 +340,7 @@ def test_directed_models_tell_producers_from_consumers(name, toy_valid):
     scores = {}
     for directed in (False, True):
         tf.keras.utils.set_random_seed(0)
-        model = models.build_model(name, 4, {"hidden_dim": 8, "directed": directed})
+        model = model_builder.build_model(name, 4, {"hidden_dim": 8, "directed": directed})
         for split in (toy_valid, with_reversed_edges(toy_valid)):
             scores[directed, split is toy_valid] = model(single_kernel_graph(split, i)).numpy()
     np.testing.assert_allclose(scores[False, True], scores[False, False], rtol=1e-4, atol=1e-5)
@@ -342,10 +348,10 @@ def test_directed_models_tell_producers_from_consumers(name, toy_valid):
 
 
 def test_cheb_order_sets_the_polynomial_order_of_every_cheb_layer():
-    model = models.build_model("ChebSAGE", 2, {"cheb_order": 5, "num_layers": 2})
+    model = model_builder.build_model("ChebSAGE", 2, {"cheb_order": 5, "num_layers": 2})
     cheb = [layer for layer in model.message_passing_layers() if isinstance(layer, ChebConv)]
     assert cheb and all(layer.order == 5 for layer in cheb)
-    assert models.build_model("ChebSAGE", 2, {}).get_config()["cheb_order"] == 3
+    assert model_builder.build_model("ChebSAGE", 2, {}).get_config()["cheb_order"] == 3
 
 
 @pytest.mark.parametrize(
@@ -356,7 +362,7 @@ def test_cheb_order_sets_the_polynomial_order_of_every_cheb_layer():
     ],
 )
 def test_cheb_layout_sets_the_layer_sequence_and_state_width(layout, expected, toy_valid):
-    model = models.build_model("ChebSAGE", 4, {"hidden_dim": 8, "cheb_layout": layout})
+    model = model_builder.build_model("ChebSAGE", 4, {"hidden_dim": 8, "cheb_layout": layout})
     layers = [type(layer).__name__ for layer in model.message_passing_layers()]
     assert layers == expected
     scores = model(single_kernel_graph(toy_valid, 0)).numpy()

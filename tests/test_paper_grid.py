@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from baselines.tiles import data, metrics, models, sweeps
+from baselines.tiles import data, metrics, model_builder, sweeps
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import BATCH_SIGNATURE, assemble_batch, graph_from_batch, to_tensors
 
-# Upstream's names -> what each must set in the built model (SPEC §10 meanings).
+# Upstream's names -> what each must set in the built model (upstream's meanings).
 DEFAULTS = {"num_gnns": 3, "op_embed_dim": 64, "hidden_dim": 64, "mlp_layers": 2}
 
 
 @pytest.mark.parametrize("model_name, kwargs", sweeps.PAPER_MODEL_GRID)
 def test_every_paper_grid_row_builds_with_upstreams_meaning(model_name, kwargs):
-    model = models.build_model(model_name, 8, kwargs)
+    model = model_builder.build_model(model_name, 8, kwargs)
     model.build()
     given = {**DEFAULTS, **kwargs}
     assert model.op_encoder.embedding.embeddings.shape == (256, given["op_embed_dim"])
@@ -40,8 +40,8 @@ def test_a_paper_grid_row_trains_one_compiled_step():
     ids = [i for i in range(len(split)) if split.num_configs[i] >= k][:4]
     batch = to_tensors(assemble_batch(split, ids, [np.arange(k)] * len(ids), k))
     tf.keras.utils.set_random_seed(0)
-    model = models.build_model(model_name, k, kwargs)
-    models.create_variables(model)
+    model = model_builder.build_model(model_name, k, kwargs)
+    model_builder.create_variables(model)
     loss_fn = metrics.make_loss_fn(metrics.parse_losses("ListMLELoss:1,MSE:0.02"))
     optimizer = tf.keras.optimizers.Adam(1e-2)
 

@@ -6,6 +6,7 @@ import csv
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -182,7 +183,7 @@ def _expect_refusal(proc, message, output):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: ") and message in last, proc.stderr
+    assert last.startswith("error: ") and re.search(message, last), proc.stderr
     assert not output.exists()
 
 
@@ -200,8 +201,8 @@ def _edit_run_file(path, **changes):
         ("missing_dir", "model folder not found"),
         ("missing_run_file", "run file not found"),
         ("unknown_class", "unknown model 'FancyNet'"),
-        ("shape_mismatch", "do not fit the rebuilt LateJoinSAGE"),
-        ("count_mismatch", "has 18 trainable variables, the rebuilt LateJoinSAGE has 12"),
+        ("shape_mismatch", r"is \[64, 64\] in the saved model but \[8, 8\] in the rebuilt"),
+        ("count_mismatch", r"saved variable convs/1/\S+ \[.*\] has no counterpart .*saved 18 var"),
         ("empty_test_split", "split has no .npz files"),
         ("missing_data_root", "--data_root: "),
         ("other_runs_file", "belongs to another model than"),

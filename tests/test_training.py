@@ -20,11 +20,11 @@ from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import graph_from_batch, to_tensors
 from baselines.tiles.keras_fit import EpochBatches, RankingTrainer, ResumableEarlyStopping
-from baselines.tiles.models import build_model, create_variables
+from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.train_args import TrainArgs
 from baselines.tiles.train_lib import set_determinism, train
 
-SPEC_DEFAULTS = {
+BASELINE_DEFAULTS = {
     "model": "EarlyJoinSAGE",
     "epochs": 100,
     "early_stop": 20,
@@ -40,13 +40,13 @@ SPEC_DEFAULTS = {
     "data_root": "~/data/tpugraphs/npz/tile/xla",
     "cache_dir": "~/data/tpugraphs/cache/tile",
     "toy_data": False,
-    "eval_every": 5,  # upstream's train_args.py (SPEC §10)
+    "eval_every": 5,  # upstream's train_args.py
 }
 
 
 def test_every_spec_flag_exists_with_its_default():
     defaults = vars(tiles_train.build_parser().parse_args([]))
-    for flag, value in SPEC_DEFAULTS.items():
+    for flag, value in BASELINE_DEFAULTS.items():
         assert defaults[flag] == value, flag
     assert {"results_csv", "run_id", "seed"} <= set(defaults)
     parsed = tiles_train.parse_args(["--model=MLP", "--toy_data=True", "--configs", "4"])
@@ -345,22 +345,65 @@ def test_eval_every_validates_every_nth_and_the_last_epoch(tmp_path):
     assert hparams["model"] == "MLP" and hparams["run_id"] == "eval-test"
     assert hparams["_trial"] == f"MLP-eval-test-{record['run_hash'][:8]}"
     assert hparams["eval_every"] == 3 and "out_dir" not in hparams
+    # The HParams dashboard's metrics are the validation top-K errors, OPA and losses...
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    tb = tmp_path / "out" / f"tb_{record['run_hash']}"
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(
+        tensorboard_metadata(tb, "_hparams_/experiment")
+    ).experiment
+    metrics = {(m.name.tag, m.name.group) for m in experiment.metric_infos}
+    assert {("epoch_top5_err", "validation"), ("epoch_opa", "validation")} <= metrics
+    # ... which are scalars there: one per validated epoch, beside the learning rate
+    # (constant here: --lr's default) for every epoch.
+    validation = tensorboard_scalars(tb / "validation")
+    for k in (1, 5, 10):
+        assert len(validation[f"epoch_top{k}_err"]) == 3
+        assert all(v >= 0 for v in validation[f"epoch_top{k}_err"])
+    assert validation["epoch_opa"] == pytest.approx(
+        [curve["val_opa"][e] for e in validated], rel=1e-6
+    )
+    assert tensorboard_scalars(tb / "train")["epoch_learning_rate"] == pytest.approx([1e-3] * 7)
+
+
+def tensorboard_metadata(tb_dir, tag: str) -> bytes:
+    """The plugin content of summary `tag` in any event file of `tb_dir` (the run's root)."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    found = []
+    for events in tb_dir.glob("events.out.tfevents.*"):
+        acc = event_accumulator.EventAccumulator(str(events))
+        acc.Reload()
+        if tag in acc.summary_metadata:
+            found.append(acc.summary_metadata[tag].plugin_data.content)
+    assert len(found) == 1, (tag, len(found))
+    return found[0]
 
 
 def tensorboard_hparams(tb_dir) -> dict:
-    from tensorboard.backend.event_processing import event_accumulator
     from tensorboard.plugins.hparams import plugin_data_pb2
 
-    (events,) = tb_dir.glob("events.out.tfevents.*")  # the run's root: HParams
-    acc = event_accumulator.EventAccumulator(str(events))
-    acc.Reload()
-    content = acc.summary_metadata["_hparams_/session_start_info"].plugin_data.content
+    content = tensorboard_metadata(tb_dir, "_hparams_/session_start_info")
     start = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
     values = {"_trial": start.group_name}
     for name, value in start.hparams.items():
         kind = value.WhichOneof("kind")
         values[name] = getattr(value, kind)
     return values
+
+
+def tensorboard_scalars(run_dir) -> dict[str, list[float]]:
+    """Every scalar of a TensorBoard run folder (train/ or validation/), by tag."""
+    import tensorflow as tf
+    from tensorboard.backend.event_processing import event_accumulator
+
+    scalars: dict[str, list[float]] = {}
+    for events in sorted(run_dir.glob("events.out.tfevents.*")):
+        acc = event_accumulator.EventAccumulator(str(events), size_guidance={"tensors": 0})
+        acc.Reload()
+        for tag in acc.Tags()["tensors"]:
+            scalars[tag] = [float(tf.make_ndarray(e.tensor_proto)) for e in acc.Tensors(tag)]
+    return scalars
 
 
 @pytest.mark.parametrize(
@@ -392,15 +435,15 @@ def test_early_stop_patience_counts_epochs_not_validations(tmp_path, eval_every,
 
 
 @pytest.mark.parametrize(
-    "script, flags",
+    "script, flags, meant",
     [
-        ("tiles_train.py", ["--epoch=5"]),
-        ("tiles_gen_predictions_csv.py", ["--dir=x", "--data_ro=x"]),
-        ("tiles_evaluate.py", ["--dirs=a", "--dir=a"]),
-        ("create_kaggle_csv.py", ["--allow"]),
+        ("tiles_train.py", ["--epoch=5"], "--epochs"),
+        ("tiles_gen_predictions_csv.py", ["--dir=x", "--data_ro=x"], "--data_root"),
+        ("tiles_evaluate.py", ["--dirs=a", "--dir=a"], "--dirs"),
+        ("create_kaggle_csv.py", ["--allow"], "--allow_missing"),
     ],
 )
-def test_abbreviated_flags_are_refused(script, flags):
+def test_abbreviated_flags_are_refused(script, flags, meant):
     """argparse would take `--epoch` for `--epochs`; absl (upstream) and this project don't."""
     flag = flags[-1]
     proc = subprocess.run(
@@ -410,8 +453,11 @@ def test_abbreviated_flags_are_refused(script, flags):
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
         timeout=120,
     )
-    assert proc.returncode == 2
-    assert f"unrecognized arguments: {flag}" in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: unknown flag {flag}")
+    # The flag the abbreviation was meant for is suggested.
+    assert f"; did you mean {meant}? " in line
 
 
 def test_help_shows_defaults():

@@ -1,12 +1,13 @@
-"""Argument parsers of the entry scripts: no abbreviations, defaults in --help.
+"""Argument parsers of the entry scripts: no abbreviations, defaults in --help, one-line errors.
 
     parser = entry_parser(__doc__)
     parser.add_argument("--epochs", type=int, default=100, help="maximum epochs")
-    add_field_flags(parser, TrainArgs, default=lambda f: f.default, help=lambda f: HELP[f.name])
+    add_field_flags(parser, TrainArgs, default=lambda f: f.default)
 
 argparse accepts any unique prefix of a flag by default (`--epoch=5` for
 `--epochs`); absl, which upstream's scripts use, does not, and a typo that
-silently lands on another flag is worse than an error. TensorFlow-free, so
+silently lands on another flag is worse than an error. A misspelt flag is
+refused in one line that names the closest known flag. TensorFlow-free, so
 scripts can refuse bad flags before the slow import.
 """
 
@@ -14,21 +15,56 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
+
+from baselines.tiles.errors import PipelineError
 
 
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Shows every flag's default and keeps the epilog's line breaks."""
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows a flag's default once: not when its help already says it, nor when it is None."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "(default" in text or action.default in (None, argparse.SUPPRESS):
+            return text
+        if action.option_strings and action.nargs != 0:
+            return text + " (default: %(default)s)"
+        return text
 
 
-def entry_parser(doc: str | None, *, epilog: str | None = None) -> argparse.ArgumentParser:
+def did_you_mean(given: str, known: list[str]) -> str:
+    """'; did you mean --x?' for the closest of `known`, or ''."""
+    close = difflib.get_close_matches(given, known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+class EntryParser(argparse.ArgumentParser):
+    """Refuses bad flags in one line (a PipelineError), with "did you mean" for a typo."""
+
+    def option_names(self) -> list[str]:
+        return [s for a in self._actions for s in a.option_strings if s.startswith("--")]
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            flag = extra[0].split("=", 1)[0]
+            hint = did_you_mean(flag, self.option_names()) if flag.startswith("--") else ""
+            raise PipelineError(f"unknown flag {extra[0]}{hint} (see --help)")
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        raise PipelineError(f"{message} (see --help)")
+
+
+def entry_parser(doc: str | None, *, epilog: str | None = None) -> EntryParser:
     """A parser whose description is the first paragraph of a script's docstring."""
-    return argparse.ArgumentParser(
+    return EntryParser(
         description=(doc or "").split("\n\n")[0],
         epilog=epilog,
         allow_abbrev=False,
-        formatter_class=_HelpFormatter,
+        formatter_class=HelpFormatter,
     )
 
 
@@ -42,12 +78,17 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def field_help(field: dataclasses.Field) -> str:
+    """A record field's help text, from its metadata."""
+    return field.metadata.get("help", "")
+
+
 def add_field_flags(
     parser: argparse.ArgumentParser,
     record: type,
     *,
     default: Callable[[dataclasses.Field], Any],
-    help: Callable[[dataclasses.Field], str],
+    help: Callable[[dataclasses.Field], str] = field_help,
 ) -> None:
     """One `--<field>` flag per field of dataclass `record`, typed like the field.
 

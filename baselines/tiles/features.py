@@ -35,7 +35,7 @@ _MIN_STD = 1e-6
 CHUNK_ROWS = 1 << 18
 
 NUM_DIMS = 6
-# Node columns of dimension d (SPEC §9): output shape dim and layout entry.
+# Node columns of dimension d: output shape dim (21 + d) and layout entry (134 + d).
 SHAPE_COLUMN = 21
 LAYOUT_COLUMN = 134
 # Normalized node features: the 140 file columns, then layout_positions.

@@ -402,3 +402,62 @@ def publish_once(path: str | os.PathLike[str]) -> Iterator[Path]:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# Probes of a folder that a concurrent probe may remove before the write.
+PROBE_ATTEMPTS = 5
+
+
+def check_writable_dir(path: Path, flag: str) -> None:
+    """Proves a file can be written in `path`, leaving the filesystem as it was.
+
+    A real attempt, because `os.access` says yes to root even where the
+    filesystem refuses (read-only mounts, /proc). Folders made for the probe are
+    removed again, so a run that fails later leaves nothing behind.
+    """
+    created = path
+    while not created.parent.exists():
+        created = created.parent
+    made = not created.exists()
+    try:
+        for attempt in range(PROBE_ATTEMPTS):
+            path.mkdir(parents=True, exist_ok=True)
+            try:
+                with tempfile.TemporaryFile(dir=path):
+                    pass
+                break
+            except FileNotFoundError:
+                # Another process probing the same new folder (the workers of
+                # a multi-worker run) removed it between our mkdir and write.
+                if attempt == PROBE_ATTEMPTS - 1:
+                    raise
+    except OSError as e:
+        raise PipelineError(
+            f"{flag}: {path} is not writable ({e.strerror or e}); choose another folder"
+        ) from None
+    finally:
+        if made:
+            shutil.rmtree(created, ignore_errors=True)
+
+
+def check_output_file(path: Path, flag: str) -> Path:
+    """Refuses, before any work, an output file that could not be written; returns it.
+
+    Its folder need not exist yet: the probe creates and removes it, and the
+    writer creates it (`ensure_parent`) when the result is ready, so a run
+    that fails in between leaves nothing behind.
+    """
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise PipelineError(f"{flag}: {path} is a directory; give a file name")
+    check_writable_dir(path.parent, flag)
+    return path
+
+
+def ensure_parent(path: Path) -> Path:
+    """Creates `path`'s folder (and its parents) for a writer; returns `path`."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise PipelineError(f"cannot write {path}: {describe_write_error(e)}") from None
+    return path

@@ -86,11 +86,13 @@ class RankingTrainer(tf.keras.Model):
         self.num_configs = num_configs
         self.loss_tracker = tf.keras.metrics.Mean(name="loss")
         self.opa = PooledOPA()
+        # Mean over kernels of the top-k error among each list's sampled configs.
+        self.top_k_errors = [tf.keras.metrics.Mean(name=f"top{k}_err") for k in metrics.TOP_KS]
         self.traces = {"train": 0, "eval": 0}  # Python side effects: traces, not steps
 
     @property
     def metrics(self) -> list[tf.keras.metrics.Metric]:
-        return [self.loss_tracker, self.opa]
+        return [self.loss_tracker, self.opa, *self.top_k_errors]
 
     def call(self, batch: dict[str, tf.Tensor], training: bool = False) -> tf.Tensor:
         return self.tile_model.forward(graph_from_batch(batch), self.num_configs, training=training)
@@ -99,6 +101,8 @@ class RankingTrainer(tf.keras.Model):
         runtimes = tf.reshape(batch["config_runtimes"], [-1, self.num_configs])
         self.loss_tracker.update_state(loss)
         self.opa.update_state(*metrics.pair_counts(runtimes, scores))
+        for k, metric in zip(metrics.TOP_KS, self.top_k_errors):
+            metric.update_state(metrics.batch_top_k_errors(runtimes, scores, k))
         return {m.name: m.result() for m in self.metrics}
 
     def train_step(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -118,6 +122,23 @@ class RankingTrainer(tf.keras.Model):
         runtimes = tf.reshape(batch["config_runtimes"], [-1, self.num_configs])
         scores = self(batch, training=False)
         return self._update(batch, scores, self.loss_fn(runtimes, scores))
+
+
+class LearningRateLogger(tf.keras.callbacks.Callback):
+    """Adds the optimizer's learning rate at the epoch's end to the logs (`learning_rate`).
+
+    Keras' TensorBoard callback logs it only for a schedule; listed before it,
+    this callback puts it in the logs of every run, so TensorBoard plots it.
+    """
+
+    def on_epoch_end(self, epoch: int, logs=None) -> None:
+        if logs is None:
+            return
+        optimizer = self.model.optimizer
+        rate = optimizer.learning_rate
+        if isinstance(rate, tf.keras.optimizers.schedules.LearningRateSchedule):
+            rate = rate(optimizer.iterations)
+        logs["learning_rate"] = float(tf.convert_to_tensor(rate).numpy())
 
 
 def replica_chunks(order: np.ndarray, batch: int, num_replicas: int) -> list[list[np.ndarray]]:

@@ -151,6 +151,28 @@ def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.T
     )
 
 
+def batch_top_k_errors(runtimes: tf.Tensor, scores: tf.Tensor, k: int) -> tf.Tensor:
+    """Top-k error of each [b, K] list over its real slots: [b] (the numpy `top_k_error`).
+
+    min(runtime of the k best-scored real configs) / min(runtime) - 1, where the
+    configs are the list's slots (a training or validation batch samples some
+    of a kernel's configs, so this is the error among those). Padding slots
+    (runtime < 0) are never picked; a list without a real slot (or whose best
+    runtime is 0, as in hidden-label files) gets 0.
+    """
+    valid = runtimes >= 0
+    big = tf.constant(np.inf, runtimes.dtype)
+    real = tf.where(valid, runtimes, big)
+    order = tf.argsort(
+        tf.where(valid, scores, tf.constant(np.inf, scores.dtype)), axis=1, stable=True
+    )
+    top = tf.gather(real, order[:, :k], batch_dims=1)
+    best = tf.reduce_min(real, axis=1)
+    picked = tf.reduce_min(top, axis=1)
+    usable = tf.logical_and(tf.reduce_any(valid, axis=1), best > 0)
+    return tf.where(usable, picked / tf.where(usable, best, 1.0) - 1.0, 0.0)
+
+
 # ---------------------------------------------------------------------------
 # Per-kernel numpy metrics over all configurations.
 

@@ -1,58 +1,24 @@
-"""Which kwargs each model class takes, and upstream's names for them. No TensorFlow.
+"""Upstream's names for model kwargs, and the check of a model's kwargs. No TensorFlow.
 
     resolve_model_kwargs("EarlyJoinSAGE", {"num_gnns": 3})   # {"num_layers": 3}
     resolve_model_kwargs("MLP", {"num_gnns": 3})             # PipelineError, one line
 
-Kept apart from models.py so that the entry scripts can refuse an unknown
-model or kwarg before paying seconds for importing TensorFlow; models.py
-checks at import that its classes are exactly `MODEL_NAMES`. Values (layer
-counts, reductions, ...) are checked by the model constructors.
+Which models exist and which kwargs each takes is read off models.py: from its
+source before TensorFlow is imported (`model_catalog.read_catalog`, so entry
+scripts refuse a misspelt model or kwarg at once), from the imported classes
+after (`model_builder.runtime_catalog`). Values (layer counts, reductions, ...)
+are checked by the model constructors.
 """
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from baselines.tiles.errors import PipelineError
+from baselines.tiles.model_catalog import ModelCatalog, read_catalog
 
-MODEL_NAMES = (
-    "MLP",
-    "EarlyJoinSAGE",
-    "LateJoinSAGE",
-    "EarlyJoinResGCN",
-    "LateJoinResGCN",
-    "LateJoinGAT",
-    "ChebSAGE",
-)
-
-# Kwargs for parts every model has: the op encoder, the scoring head, pooling.
-COMMON_KWARGS = (
-    "hidden_dim",
-    "op_embedding_dim",
-    "activation",
-    "dropout",
-    "final_mlp_layers",
-    "reduction",
-)
-GRAPH_KWARGS = ("num_layers", "directed")
-# Late-join models apply their config encoder and head once per configuration:
-# `config_dim` sets that part's width apart from the op states' `hidden_dim`.
-LATE_JOIN_KWARGS = ("config_dim",)
-MODEL_KWARGS: dict[str, tuple[str, ...]] = {
-    "MLP": COMMON_KWARGS + LATE_JOIN_KWARGS,
-    "EarlyJoinSAGE": COMMON_KWARGS + GRAPH_KWARGS,
-    "LateJoinSAGE": COMMON_KWARGS + GRAPH_KWARGS + LATE_JOIN_KWARGS,
-    "EarlyJoinResGCN": COMMON_KWARGS + GRAPH_KWARGS,
-    "LateJoinResGCN": COMMON_KWARGS + GRAPH_KWARGS + LATE_JOIN_KWARGS,
-    "LateJoinGAT": COMMON_KWARGS
-    + GRAPH_KWARGS
-    + LATE_JOIN_KWARGS
-    + ("num_heads", "config_encoding", "tiled_op_heads", "dim_layout"),
-    "ChebSAGE": COMMON_KWARGS + GRAPH_KWARGS + ("cheb_order", "cheb_layout"),
-}
-
-
-# Upstream's kwarg names (its models and its sweep, SPEC §10) -> this project's
+# Upstream's kwarg names (its models and its sweep, tiles_beam_experiments.py) -> this project's
 # names. Upstream's MLP calls its depth `mlp_layers` and its SAGE models call
 # the head after the GNN `final_mlp_layers`: both are the scoring head's depth
 # here, and `final_mlp_layers` is the canonical name because upstream's ResGCN
@@ -64,7 +30,7 @@ KWARG_ALIASES: dict[str, str] = {
     "hidden_activation": "activation",
     "mlp_layers": "final_mlp_layers",
 }
-# Every kwarg upstream's models or sweep take (SPEC §10), by upstream's name.
+# Every kwarg upstream's models or sweep take, by upstream's name.
 UPSTREAM_KWARGS = (
     "num_gnns",
     "op_embed_dim",
@@ -91,8 +57,15 @@ UPSTREAM_ELSEWHERE: dict[tuple[str, str], str] = {
 }
 
 
-def resolve_model_kwargs(name: str, given: dict[str, Any]) -> dict[str, Any]:
+def resolve_model_kwargs(
+    name: str, given: dict[str, Any], catalog: ModelCatalog | None = None
+) -> dict[str, Any]:
     """`given` with upstream's names mapped to this project's; PipelineError if wrong.
+
+    `catalog` says which models exist and what each takes (default: read from
+    models.py's source). A model whose kwargs the source cannot tell (a base
+    from elsewhere) has its names mapped here and its kwargs checked once the
+    classes are imported.
 
     Upstream's kwarg names (`KWARG_ALIASES`: `num_gnns`, `op_embed_dim`,
     `hidden_activation`, `mlp_layers`) are taken for this project's; an alias
@@ -100,11 +73,10 @@ def resolve_model_kwargs(name: str, given: dict[str, Any]) -> dict[str, Any]:
     upstream kwarg for a part the model does not have (`num_gnns` for the MLP,
     `mlp_layers` for the ResGCN models, where upstream meant another part).
     """
-    if name not in MODEL_NAMES:
-        raise PipelineError(
-            f"--model: unknown model '{name}'; choose one of {', '.join(MODEL_NAMES)}"
-        )
-    takes = f"{name} takes {', '.join(MODEL_KWARGS[name])}"
+    catalog = catalog or read_catalog()
+    catalog.check_name(name)
+    accepted = catalog.kwargs.get(name)
+    takes = f"{name} takes {', '.join(accepted or ())}"
     kwargs: dict[str, Any] = {}
     for key, value in given.items():
         canonical = KWARG_ALIASES.get(key, key)
@@ -118,7 +90,10 @@ def resolve_model_kwargs(name: str, given: dict[str, Any]) -> dict[str, Any]:
                 f"--model_kwargs_json: {key} means nothing for {name}: "
                 f"{UPSTREAM_ELSEWHERE[name, key]}"
             )
-        if canonical not in MODEL_KWARGS[name] and (key in UPSTREAM_KWARGS or canonical in NO_PART):
+        if accepted is None:
+            kwargs[canonical] = value
+            continue
+        if canonical not in accepted and (key in UPSTREAM_KWARGS or canonical in NO_PART):
             shown = key if key == canonical else f"{key} (= {canonical})"
             whose = "upstream's " if key in UPSTREAM_KWARGS else ""
             reason = NO_PART.get(canonical, "it has no part for it")
@@ -129,10 +104,16 @@ def resolve_model_kwargs(name: str, given: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(
         k if k == c else f"{k} (= {c})"
         for k, c in ((k, KWARG_ALIASES.get(k, k)) for k in given)
-        if c not in MODEL_KWARGS[name]
+        if accepted is not None and c not in accepted
     )
     if unknown:
+        close = [
+            match[0]
+            for k in unknown
+            if (match := difflib.get_close_matches(k, accepted or (), n=1))
+        ]
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise PipelineError(
-            f"--model_kwargs_json: {name} does not take {', '.join(unknown)}; {takes}"
+            f"--model_kwargs_json: {name} does not take {', '.join(unknown)}{hint}; {takes}"
         )
     return kwargs

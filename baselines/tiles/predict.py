@@ -46,7 +46,7 @@ from baselines.tiles.graph import (
     to_tensors,
 )
 from baselines.tiles.metrics import require_finite_scores, top_configs
-from baselines.tiles.models import EarlyJoinModel, TileModel, configs_per_kernel
+from baselines.tiles.model_base import EarlyJoinModel, TileModel, configs_per_kernel
 from baselines.tiles.run_files import read_run_for_model, restore_model
 from baselines.tiles.submission import TILE_PREFIX
 

@@ -31,8 +31,9 @@ from baselines.tiles.data import OPCODE_VOCAB_SIZE
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.io_utils import atomic_directory, atomic_output, describe_write_error
+from baselines.tiles.model_base import TileModel
+from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.model_kwargs import resolve_model_kwargs
-from baselines.tiles.models import TileModel, build_model, create_variables
 from baselines.tiles.run_records import (  # noqa: F401 (re-exported for callers)
     RUN_IN_MODEL,
     model_fingerprint,
@@ -63,7 +64,7 @@ def _save_keras(model: TileModel, folder: Path, dest: Path) -> None:
     call for the SavedModel took 8-13 s per run, a quarter of a benchmark
     training run, and nothing here executes those traces. The folder holds the
     variables and the model's config; `tf.keras.models.load_model` rebuilds it
-    once `baselines.tiles.models` is imported (which registers the classes).
+    once `baselines.tiles.models` is imported (defining a model class registers it).
     """
     try:
         with warnings.catch_warnings():
@@ -98,7 +99,7 @@ def save_run(model: TileModel, record: dict[str, Any], model_dir: Path, run_path
 
 
 def build_from_record(record: dict[str, Any]) -> TileModel:
-    """The run's model class with its kwargs, its variables created from its widths."""
+    """The run's model class with its kwargs, its standard parts' variables created."""
     vocab = record.get("opcode_vocab_size", OPCODE_VOCAB_SIZE)
     if vocab != OPCODE_VOCAB_SIZE:
         raise PipelineError(
@@ -125,19 +126,63 @@ def saved_variable_shapes(model_dir: Path) -> dict[str, tuple[int, ...]]:
     return {k.removesuffix(suffix): tuple(v) for k, v in shapes.items() if k.endswith(suffix)}
 
 
+def variable_paths(model: tf.Module) -> dict[str, tuple[int, ...]]:
+    """Object path -> shape of every variable of a live model, as its checkpoint names them."""
+    found: dict[str, tuple[int, ...]] = {}
+    queue: list[tuple[Any, str]] = [(model, "")]
+    seen: set[int] = set()
+    while queue:
+        obj, path = queue.pop(0)
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, tf.Variable):
+            found[path] = tuple(obj.shape)
+            continue
+        for name, child in tf.train.TrackableView(obj).children(obj).items():
+            queue.append((child, f"{path}/{name}" if path else name))
+    return found
+
+
+def variable_difference(
+    saved: dict[str, tuple[int, ...]], rebuilt: dict[str, tuple[int, ...]], model_name: str
+) -> str | None:
+    """The first variable that differs between a saved and a rebuilt model, in words."""
+    for path in sorted(saved):
+        if path not in rebuilt:
+            layer = path.rsplit("/", 1)[0]
+            return (
+                f"the saved variable {path} {list(saved[path])} has no counterpart in the "
+                f"rebuilt {model_name} (its layer {layer} is not created, or has another name)"
+            )
+        if rebuilt[path] != saved[path]:
+            return (
+                f"variable {path} is {list(saved[path])} in the saved model but "
+                f"{list(rebuilt[path])} in the rebuilt {model_name}"
+            )
+    for path in sorted(rebuilt):
+        if path not in saved:
+            return (
+                f"the rebuilt {model_name} has a variable {path} {list(rebuilt[path])} "
+                "that the saved model lacks"
+            )
+    return None
+
+
 def copy_saved_variables(model_dir: Path, model: TileModel) -> None:
-    """Copies the saved Keras model's trainable variables into `model`.
+    """Copies the saved Keras model's variables into `model`, which has all of its own.
 
     Variables are matched by their path in the model (`convs/0/self_dense/kernel`,
-    ...), as Keras itself restores them. Counts, paths and shapes must agree; the
-    first disagreement is reported in one line.
+    ...), as Keras itself restores them. Paths and shapes must agree; the
+    first disagreement is named in one line.
     """
     saved = saved_variable_shapes(model_dir)
-    ours = model.trainable_variables
-    if len(saved) != len(ours):
+    difference = variable_difference(saved, variable_paths(model), type(model).__name__)
+    if difference:
         raise PipelineError(
-            f"{model_dir}: the saved model has {len(saved)} trainable variables, the rebuilt "
-            f"{type(model).__name__} has {len(ours)}; the run file does not match the model"
+            f"{model_dir}: cannot copy the saved weights in: {difference} (saved "
+            f"{len(saved)} variables, rebuilt {len(variable_paths(model))}); the class in "
+            "models.py or its kwargs differ from those the model was trained with"
         )
     try:
         status = model.load_weights(str(model_dir / "variables" / "variables"))
@@ -146,17 +191,23 @@ def copy_saved_variables(model_dir: Path, model: TileModel) -> None:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise PipelineError(
             f"{model_dir}: saved variables do not fit the rebuilt {type(model).__name__} "
-            f"({first}); the run file does not match the model"
+            f"({first}); the class in models.py or its kwargs differ from training"
         ) from None
 
 
 def restore_model(model_dir: Path, record: dict[str, Any]) -> TileModel:
     """Rebuilds the run's model class and copies the saved Keras model's weights in.
 
-    A wrong class or wrong kwargs in the run file fail with the first mismatch named.
+    The variables are created as training created them: from the known widths
+    (`build`) and, when the saved model holds variables that this leaves
+    out (a layer only a call builds, e.g. one a student added), by one forward
+    pass on a tiny kernel. A class or kwargs that still do not fit fail with
+    the first differing variable named.
     """
     model_dir = Path(model_dir).expanduser()
     model = build_from_record(with_saved_layout(record, model_dir))
+    if variable_paths(model).keys() != saved_variable_shapes(model_dir).keys():
+        create_variables(model, compiled=True)
     copy_saved_variables(model_dir, model)
     return model
 

@@ -39,7 +39,7 @@ SUMMARY_MD = "sweep_summary.md"
 TOP_KS = ("1", "5", "10")  # keys of a run record's final_error["val"]
 DEBUG_RUNS = 2  # --debug trains the first two runs, as upstream's script does
 
-# The paper's hyperparameter grid (TpuGraphs paper, Table 5; SPEC §10), as the
+# The paper's hyperparameter grid (TpuGraphs paper, Table 5), as the
 # upstream sweep `tiles_beam_experiments.py` spells it: every (model, kwargs)
 # row below is crossed with every combination of PAPER_TRAINING_AXES, in
 # upstream's loop order (model, loss, run id, clip norm, learning rate).

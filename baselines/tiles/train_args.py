@@ -4,10 +4,11 @@
     args.run_hash()        # md5 of the sorted JSON of every field
     args.validate()        # PipelineError on a bad model, loss spec, kwargs, test mode
 
-Defaults are the public baseline's (SPEC §4); `seed`, `optimizer`,
-`weight_decay`, `lr_schedule`, `warmup_epochs` and `sampling` are new, and at
-their defaults they train exactly as the baseline does; `eval_every` is
-upstream's (validate every N epochs and after the last one).
+Defaults are the public baseline's; `seed`, `optimizer`, `weight_decay`,
+`lr_schedule`, `warmup_epochs` and `sampling` are new, and at their defaults
+they train exactly as the baseline does; `eval_every` is upstream's (validate
+every N epochs and after the last one). Each field's help is the flag's one
+description (tiles_train.py --help and docs/usage.md are made from it).
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ import dataclasses
 import hashlib
 import json
 import math
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from baselines.tiles.errors import PipelineError
+from baselines.tiles.io_utils import check_writable_dir
 from baselines.tiles.model_kwargs import resolve_model_kwargs
 
 TEST_MODES = ("predictions", "metrics")
@@ -32,33 +32,71 @@ SAMPLINGS = ("uniform", "balanced", "sqrt_configs")
 DEFAULT_DATA_ROOT = "~/data/tpugraphs/npz/tile/xla"
 
 
+def _flag(default: Any, help: str) -> Any:
+    """A field that is also a command-line flag; `help` is its one description."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainArgs:
-    model: str = "EarlyJoinSAGE"
-    epochs: int = 100
-    early_stop: int = 20
-    configs: int = 10
-    batch: int = 10
-    losses: str = "ListMLELoss:1,MSE:0.02"
-    lr: float = 1e-3
-    clip_norm: float = 1e-3
-    model_kwargs_json: str = "{}"
-    test_mode: str = "predictions"
-    out_dir: str = "~/out/tpugraphs_tiles"
-    results_csv: str = ""
-    validate_batches: int = -1
-    run_id: str = ""
-    data_root: str = DEFAULT_DATA_ROOT
-    cache_dir: str = "~/data/tpugraphs/cache/tile"
-    toy_data: bool = False
-    seed: int = 0
+    """Every tiles_train.py flag; `docs/usage.md`'s flag table is generated from these helps."""
+
+    model: str = _flag("EarlyJoinSAGE", "model class: a class of baselines/tiles/models.py")
+    epochs: int = _flag(100, "maximum training epochs")
+    early_stop: int = _flag(20, "stop after this many epochs without a validation OPA gain")
+    configs: int = _flag(
+        10,
+        "configurations sampled per kernel in a training batch (at least 2; more than the "
+        "largest train kernel has is capped to it)",
+    )
+    batch: int = _flag(10, "kernels per training batch")
+    losses: str = _flag(
+        "ListMLELoss:1,MSE:0.02",
+        "weighted losses, Name:weight,... (ListMLELoss, PListMLELoss, PairwiseHingeLoss, MSE)",
+    )
+    lr: float = _flag(1e-3, "learning rate (peak rate with --lr_schedule=cosine)")
+    clip_norm: float = _flag(1e-3, "gradient clip norm (per variable, as Keras clipnorm)")
+    model_kwargs_json: str = _flag("{}", "JSON object of model constructor kwargs")
+    test_mode: str = _flag(
+        "predictions",
+        "predictions: write the results CSV; metrics: report test errors (labelled test data)",
+    )
+    out_dir: str = _flag(
+        "~/out/tpugraphs_tiles", "where the model, run file, TensorBoard logs and CSV go"
+    )
+    results_csv: str = _flag("", "results CSV path (default: <out_dir>/results_<ms timestamp>.csv)")
+    validate_batches: int = _flag(-1, "validation batches per epoch for OPA (-1 = all)")
+    run_id: str = _flag("", "free-form label stored in the run (part of the hash)")
+    data_root: str = _flag(
+        DEFAULT_DATA_ROOT,
+        "folder with train/, valid/, test/ npz files (the bundled toy set stands in when "
+        "this default is absent)",
+    )
+    cache_dir: str = _flag(
+        "~/data/tpugraphs/cache/tile",
+        "cache of loaded splits, keyed by file names, sizes, mtimes and contents",
+    )
+    toy_data: bool = _flag(False, "use the first 100 files of each split")
+    seed: int = _flag(0, "random seed: same seed and data give the same run")
     # Beyond the baseline (its behaviour at these defaults):
-    optimizer: str = "adam"
-    weight_decay: float = 0.0
-    lr_schedule: str = "constant"
-    warmup_epochs: int = 0
-    sampling: str = "uniform"
-    eval_every: int = 5  # upstream's flag and default (SPEC §10)
+    optimizer: str = _flag("adam", "adam (the baseline) or adamw (decoupled weight decay)")
+    weight_decay: float = _flag(0.0, "AdamW weight decay (needs --optimizer=adamw)")
+    lr_schedule: str = _flag(
+        "constant", "constant (the baseline) or cosine (Keras CosineDecay over all steps)"
+    )
+    warmup_epochs: int = _flag(0, "epochs of linear warm-up before the cosine decay")
+    sampling: str = _flag(
+        "uniform",
+        "uniform: every train kernel once per epoch; balanced: kernels drawn so that every "
+        "program is seen equally often; sqrt_configs: kernels drawn in proportion to the "
+        "square root of their config count",
+    )
+    # Upstream's flag and default.
+    eval_every: int = _flag(
+        5,
+        "validate (OPA, model selection, early stop) every N epochs and after the last; "
+        "--early_stop still counts epochs",
+    )
 
     @classmethod
     def flag_names(cls) -> frozenset[str]:
@@ -102,9 +140,9 @@ class TrainArgs:
         """
         self.check_flags()
         # Imported here so that importing TrainArgs stays free of TensorFlow.
-        from baselines.tiles import models
+        from baselines.tiles.model_builder import build_model
 
-        models.build_model(self.model, self.configs, self.model_kwargs())
+        build_model(self.model, self.configs, self.model_kwargs())
 
     def check_flags(self) -> None:
         """Checks every flag, the model name and its kwarg names, without TensorFlow."""
@@ -147,42 +185,6 @@ class TrainArgs:
         if self.results_csv and self.test_mode == "predictions":
             # Checked now, not after hours of training.
             check_writable_dir(Path(self.results_csv).expanduser().parent, "--results_csv")
-
-
-# Probes of a folder that a concurrent probe may remove before the write.
-PROBE_ATTEMPTS = 5
-
-
-def check_writable_dir(path: Path, flag: str) -> None:
-    """Proves a file can be written in `path`, leaving the filesystem as it was.
-
-    A real attempt, because `os.access` says yes to root even where the
-    filesystem refuses (read-only mounts, /proc). Folders made for the probe are
-    removed again, so a run that fails later leaves nothing behind.
-    """
-    created = path
-    while not created.parent.exists():
-        created = created.parent
-    made = not created.exists()
-    try:
-        for attempt in range(PROBE_ATTEMPTS):
-            path.mkdir(parents=True, exist_ok=True)
-            try:
-                with tempfile.TemporaryFile(dir=path):
-                    pass
-                break
-            except FileNotFoundError:
-                # Another process probing the same new folder (the workers of
-                # a multi-worker run) removed it between our mkdir and write.
-                if attempt == PROBE_ATTEMPTS - 1:
-                    raise
-    except OSError as e:
-        raise PipelineError(
-            f"{flag}: {path} is not writable ({e.strerror or e}); choose another folder"
-        ) from None
-    finally:
-        if made:
-            shutil.rmtree(created, ignore_errors=True)
 
 
 # Names of --losses' terms (metrics.py builds them with TensorFlow and TF-Ranking).

@@ -41,7 +41,7 @@ from baselines.tiles.io_utils import (
     remove_stale_temporaries,
     write_failure_kind,
 )
-from baselines.tiles.models import build_model, create_variables
+from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.predict import ConfigScorer, ranking_rows
 from baselines.tiles.run_files import RUN_IN_MODEL, read_run_file, save_run
 from baselines.tiles.submission import HEADER, write_csv_atomic
@@ -125,6 +125,29 @@ def tensorboard_hparams(args: TrainArgs) -> dict[str, Any]:
     return {k: v for k, v in args.to_dict().items() if k not in _NOT_HPARAMS}
 
 
+# Scalars the HParams dashboard shows beside each run's flags: (tag, run, title).
+HPARAMS_METRICS = (
+    ("epoch_top5_err", "validation", "val top-5 error (sampled configs)"),
+    ("epoch_top1_err", "validation", "val top-1 error (sampled configs)"),
+    ("epoch_top10_err", "validation", "val top-10 error (sampled configs)"),
+    ("epoch_opa", "validation", "val OPA"),
+    ("epoch_loss", "validation", "val loss"),
+    ("epoch_loss", "train", "train loss"),
+)
+
+
+def write_hparams_config(tb_dir: Path, args: TrainArgs) -> None:
+    """Tells TensorBoard's HParams dashboard the flags and which scalars are the metrics."""
+    with tf.summary.create_file_writer(str(tb_dir)).as_default():
+        hparams_api.hparams_config(
+            hparams=[hparams_api.HParam(name) for name in tensorboard_hparams(args)],
+            metrics=[
+                hparams_api.Metric(tag, group=group, display_name=title)
+                for tag, group, title in HPARAMS_METRICS
+            ],
+        )
+
+
 def run_label(args: TrainArgs, run_hash: str) -> str:
     """A readable run name: model, --run_id when given, and the run hash's first 8 digits."""
     parts = [args.model, args.run_id, run_hash[:8]]
@@ -176,7 +199,7 @@ def _claimed_identities(out_dir: Path, run_hash: str) -> list[str | None]:
 def choose_run_hash(args: TrainArgs, out_dir: Path, data: dict[str, Any]) -> tuple[str, str]:
     """The hash that names this run's files, and why when it is not `args.run_hash()`.
 
-    SPEC §4's hash (md5 of the sorted JSON of the args) while the files under
+    The baseline's hash (md5 of the sorted JSON of the args) while the files under
     it are of the same data (or there are none yet): a rerun on the same data
     replaces or resumes its run. When they hold another data set's run (or
     one whose data is unknown: older files), or when the toy set stands in for
@@ -308,12 +331,14 @@ def train(
     )
     callbacks = [
         early_stopping,  # before the backup: its state must be on disk first
+        keras_fit.LearningRateLogger(),  # before TensorBoard, which writes the logs
         tf.keras.callbacks.TensorBoard(
             str(out_dir / f"tb_{run_hash}"), write_graph=False, profile_batch=0
         ),
         tf.keras.callbacks.BackupAndRestore(str(backup_dir / "keras")),
     ]
     if chief:
+        write_hparams_config(out_dir / f"tb_{run_hash}", args)
         # Labels the TensorBoard run (folders are named by hash only): the
         # HParams dashboard lists model, --run_id and the recipe's flags.
         callbacks.append(

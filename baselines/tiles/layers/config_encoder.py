@@ -14,7 +14,7 @@ from baselines.tiles.features import (
 )
 from baselines.tiles.layers.pointwise import PointwiseDense
 
-# Config columns of dim d: kernel, output and input bounds (SPEC §9).
+# Config columns of dim d: kernel (d), output (8 + d) and input (16 + d) bounds.
 BOUND_GROUPS = (0, 8, 16)
 # What a token learns of the layout: "minor_to_major" (file column 134 + d, the
 # dimension at position d: models before `dim_layout` existed) or "position"

@@ -242,7 +242,7 @@ def release_tile_candidates(size: int) -> np.ndarray:
     """The larger tile menu of release-size sets: `tile_candidates` plus divisors,
     multiples of 8 up to 256, multiples of 128, and ceil splits into 2..16 parts.
 
-    Real output bounds hold sizes like 5, 10, 14 and 20 (SPEC §9), and real
+    Real output bounds hold sizes like 5, 10, 14 and 20, and real
     kernels list thousands of configs, more than powers of two allow.
     """
     values = set(tile_candidates(size).tolist())

@@ -1,0 +1,288 @@
+"""The one-file contract: a class added to models.py is a model, and models.py rebuilds it.
+
+The student path follows docs/adding_a_model.md in a scratch copy of the
+repository (its template pasted into models.py, then its one-command check and
+the submission); the grader path swaps only that models.py into a second clean
+copy and ranks the student's saved model there. Bad student models are refused
+in one line: a wrong score shape, a name that collides, a kwarg the class does
+not take.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, copy_repository
+
+from baselines.tiles.errors import PipelineError
+from baselines.tiles.model_catalog import read_catalog
+
+GUIDE = ROOT / "docs" / "adding_a_model.md"
+MODELS = Path("baselines") / "tiles" / "models.py"
+
+
+def template_class() -> str:
+    text = GUIDE.read_text()
+    block = re.search(r"<!-- template:start -->\s*```python\n(.*?)```", text, re.S)
+    assert block, "the guide lost its template block"
+    return block.group(1)
+
+
+def with_student_class(models_source: str, class_source: str) -> str:
+    """models.py as the guide says to edit it: tfgnn imported, the class appended."""
+    assert "import tensorflow as tf\n" in models_source
+    source = models_source.replace(
+        "import tensorflow as tf\n", "import tensorflow as tf\nimport tensorflow_gnn as tfgnn\n", 1
+    )
+    return source.rstrip("\n") + "\n\n\n" + class_source
+
+
+def run(cmd: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
+    # HOME points at an empty folder: the default data root (~/data/...) is
+    # absent, as on a student's machine before any download.
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", HOME=str(home))
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def read_rows(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+@pytest.mark.slow
+def test_student_trains_predicts_submits_and_the_grader_ranks_identically(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    student = copy_repository(tmp_path / "student")
+    (student / MODELS).write_text(with_student_class((ROOT / MODELS).read_text(), template_class()))
+
+    # The guide's one-command check, as the guide gives it (no .venv in the copy:
+    # this interpreter stands in for it).
+    check = run(
+        [
+            "make",
+            "-o",
+            ".venv/.installed",
+            f"PY={sys.executable}",
+            "check-model",
+            "MODEL=StudentSAGE",
+            'KWARGS={"mix_dim": 16}',
+        ],
+        student,
+        home,
+    )
+    assert check.returncode == 0, check.stderr[-3000:]
+    out = student / "out" / "check-model"
+    (model_dir,) = out.glob("model_*")
+    predictions = out / "predictions_output_model.csv"
+    submission = out / "predictions_kaggle.csv"
+    kaggle = run(
+        [
+            sys.executable,
+            "create_kaggle_csv.py",
+            f"--inputcsv={predictions}",
+            f"--output={submission}",
+        ],
+        student,
+        home,
+    )
+    assert kaggle.returncode == 0, kaggle.stderr[-2000:]
+    assert "TOY DATA" in kaggle.stdout  # the toy set stood in, and said so
+    toy_test = sorted(p.stem for p in (ROOT / "data" / "tile_xla_toy" / "test").glob("*.npz"))
+    rows = read_rows(submission)
+    assert rows[0] == "ID,TopConfigs"
+    assert sorted(r.split(",")[0] for r in rows[1:]) == [f"tile:xla:{t}" for t in toy_test]
+
+    # The grader: a clean copy, only models.py swapped in, the student's model
+    # folder and run file handed in.
+    grader = copy_repository(tmp_path / "grader")
+    (grader / MODELS).write_text((student / MODELS).read_text())
+    handed_in = tmp_path / "handed_in"
+    handed_in.mkdir()
+    subprocess.run(["cp", "-r", str(model_dir), str(handed_in)], check=True)
+    run_file = out / f"run_{model_dir.name.removeprefix('model_')}.jsonz"
+    subprocess.run(["cp", str(run_file), str(handed_in)], check=True)
+    graded = run(
+        [
+            sys.executable,
+            "tiles_gen_predictions_csv.py",
+            f"--dir={handed_in / model_dir.name}",
+            f"--data_root={grader / 'data' / 'tile_xla_toy'}",
+            f"--output={tmp_path / 'graded.csv'}",
+        ],
+        grader,
+        home,
+    )
+    assert graded.returncode == 0, graded.stderr[-3000:]
+    assert read_rows(tmp_path / "graded.csv") == read_rows(predictions)
+
+    # Without the student's models.py the class is unknown, in one line.
+    clean = copy_repository(tmp_path / "clean")
+    refused = run(
+        [sys.executable, "tiles_gen_predictions_csv.py", f"--dir={handed_in / model_dir.name}"],
+        clean,
+        home,
+    )
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "unknown model 'StudentSAGE'" in refused.stderr.strip().splitlines()[-1]
+
+
+@pytest.fixture(autouse=True)
+def keras_registry():
+    """Model classes register with Keras by name when defined: a variant module's
+    classes must not stay registered in place of the real ones."""
+    import tensorflow as tf
+
+    saved = dict(tf.keras.utils.get_custom_objects())
+    yield
+    registry = tf.keras.utils.get_custom_objects()
+    registry.clear()
+    registry.update(saved)
+
+
+def load_models_module(tmp_path: Path, source: str):
+    """A models.py variant imported under a name of its own (beside the real one)."""
+    path = tmp_path / "student_models.py"
+    path.write_text(source)
+    name = f"student_models_{abs(hash(source))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+WRONG_SHAPE = '''
+class StudentWrongShape(LateJoinModel):
+    """Returns one extra axis."""
+
+    def forward(self, graph, num_configs, training=None):
+        return super().forward(graph, num_configs, training)[:, :, None]
+'''
+
+
+def test_a_model_returning_the_wrong_shape_is_refused_naming_the_expected_one(tmp_path):
+    from baselines.tiles.model_builder import build_model, create_variables
+
+    source = with_student_class((ROOT / MODELS).read_text(), WRONG_SHAPE)
+    module = load_models_module(tmp_path, source)
+    model = build_model("StudentWrongShape", 3, {"hidden_dim": 8}, module=module)
+    with pytest.raises(PipelineError) as caught:
+        create_variables(model)
+    message = str(caught.value)
+    assert "[1, 3, 1]" in message and "[batch, num_configs] = [1, 3]" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        # A second class of the same name would silently replace the first.
+        ('\nclass MLP(LateJoinModel):\n    """Again."""\n', "class MLP collides with"),
+        # A class that takes an imported layer's name hides the layer.
+        ('\nclass SAGEConv(LateJoinModel):\n    """Hides a layer."""\n', "class SAGEConv collides"),
+        # A base class's name, imported into models.py or not.
+        ('\nclass EarlyJoinModel(LateJoinModel):\n    """A base."""\n', "collides with"),
+        ('\nclass TileModel(LateJoinModel):\n    """A base."""\n', "collides with the base"),
+    ],
+)
+def test_a_colliding_class_name_is_refused_in_one_line(tmp_path, extra, message):
+    path = tmp_path / "models.py"
+    path.write_text((ROOT / MODELS).read_text() + extra)
+    with pytest.raises(PipelineError, match=message) as caught:
+        read_catalog(models_file=path)
+    text = str(caught.value)
+    assert f"{path}:" in text and "\n" not in text
+    # The line of the second definition is named.
+    line = len((ROOT / MODELS).read_text().splitlines()) + 2
+    assert f"{path}:{line}:" in text
+
+
+def test_kwargs_a_student_class_does_not_take_are_refused_with_a_suggestion(tmp_path):
+    path = tmp_path / "models.py"
+    path.write_text(with_student_class((ROOT / MODELS).read_text(), template_class()))
+    catalog = read_catalog(models_file=path)
+    from baselines.tiles.model_kwargs import resolve_model_kwargs
+
+    assert resolve_model_kwargs("StudentSAGE", {"mix_dim": 8, "hidden_dim": 16}, catalog) == {
+        "mix_dim": 8,
+        "hidden_dim": 16,
+    }
+    with pytest.raises(PipelineError) as caught:
+        resolve_model_kwargs("StudentSAGE", {"mixdim": 8}, catalog)
+    assert "StudentSAGE does not take mixdim (did you mean mix_dim?)" in str(caught.value)
+    with pytest.raises(PipelineError, match="does not take num_heads"):
+        resolve_model_kwargs("StudentSAGE", {"num_heads": 2}, catalog)
+
+
+def test_the_source_catalog_agrees_with_the_imported_classes(tmp_path):
+    """What entry scripts check before TensorFlow is what the classes say after."""
+    from baselines.tiles.model_builder import runtime_catalog
+
+    source = with_student_class((ROOT / MODELS).read_text(), template_class())
+    source += (
+        '\n\nclass _Helper(LateJoinModel):\n    """Private: not a model."""\n'
+        '\n\nclass NotAModel(tf.keras.layers.Layer):\n    """A layer of the student\'s."""\n'
+        '\n\nclass Deeper(StudentSAGE):\n    """Inherits a student class and adds a kwarg."""\n\n'
+        "    def __init__(self, num_configs, num_ops=OPCODE_VOCAB_SIZE, depth=2, **kwargs):\n"
+        "        super().__init__(num_configs, num_ops, **kwargs)\n"
+        "        self.depth = depth\n"
+    )
+    module = load_models_module(tmp_path, source)
+    from_source = read_catalog(models_file=Path(module.__file__))
+    imported = runtime_catalog(module)
+    assert from_source.names == imported.names
+    # Same kwargs (the order, bases first, may differ under multiple inheritance).
+    assert {k: set(v) for k, v in from_source.kwargs.items()} == {
+        k: set(v) for k, v in imported.kwargs.items()
+    }
+    assert "_Helper" not in imported.names and "NotAModel" not in imported.names
+    assert imported.kwargs["Deeper"][-2:] == ("mix_dim", "depth")
+    shipped = read_catalog()
+    assert shipped.names == runtime_catalog().names
+    assert shipped.kwargs == runtime_catalog().kwargs
+
+
+def test_a_layer_only_a_call_builds_is_rebuilt_and_its_weights_copied(tmp_path):
+    """The template's extra Dense layers are not built by `build()`: the rebuild runs
+    a forward pass, as training did, and ranks exactly as the trained model."""
+    import tensorflow as tf
+
+    from baselines.tiles import graph as graph_lib
+    from baselines.tiles.model_builder import build_model, create_variables
+    from baselines.tiles.run_files import copy_saved_variables, save_model, variable_paths
+
+    source = with_student_class((ROOT / MODELS).read_text(), template_class())
+    module = load_models_module(tmp_path, source)
+    trained = build_model("StudentSAGE", 4, {"hidden_dim": 8, "mix_dim": 4}, module=module)
+    create_variables(trained)
+    model_dir = tmp_path / "model_x"
+    save_model(trained, model_dir)
+
+    fresh = build_model("StudentSAGE", 4, {"hidden_dim": 8, "mix_dim": 4}, module=module)
+    create_variables(fresh, compiled=False)
+    assert "mix_out/kernel" not in variable_paths(fresh)  # build() alone leaves it out
+    with pytest.raises(
+        PipelineError, match=r"saved variable mix_\w+/\w+ \[.*\] has no counterpart"
+    ):
+        copy_saved_variables(model_dir, fresh)
+    create_variables(fresh)  # the forward pass training ran
+    copy_saved_variables(model_dir, fresh)
+    batch = graph_lib.graph_from_batch(graph_lib.to_tensors(graph_lib.dummy_batch(4)))
+    rng = np.random.default_rng(0)
+    batch = batch.replace_features(
+        node_sets={
+            "op": {
+                "op": tf.constant([3, 7], tf.int32),
+                "feats": tf.constant(rng.normal(size=(2, 146)), tf.float32),
+            }
+        }
+    )
+    np.testing.assert_array_equal(fresh.forward(batch, 4), trained.forward(batch, 4))
