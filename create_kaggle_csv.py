@@ -45,7 +45,7 @@ from echo_download_commands import sample_submission_command
 SAMPLE_SEARCH_DEPTH = 4  # Parents of --data_root searched for sample_submission.csv.
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = entry_parser(__doc__, epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument(
         "--inputcsv",
@@ -69,7 +69,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="build a partial file: fill sample tile IDs that have no prediction with "
         "0;1;2;3;4, and without a sample take the IDs from the test folders",
     )
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def sample_search_dirs(data_root: Path) -> list[Path]:

@@ -12,6 +12,7 @@ files plus sample_submission.csv.
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import sys
 from pathlib import Path
@@ -70,11 +71,20 @@ def download_commands(dest: str, collections: str) -> list[str]:
     return lines
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = entry_parser(__doc__)
     parser.add_argument("--dest", default="~/data/tpugraphs", help="download folder")
-    parser.add_argument("--collections", choices=("tile", "layout", "all"), default="tile")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--collections",
+        choices=("tile", "layout", "all"),
+        default="tile",
+        help="which collections' tar files to download",
+    )
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
     print("\n".join(download_commands(args.dest, args.collections)))
     return 0
 

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from baselines.tiles import sweeps
-from baselines.tiles.cli import add_field_flags, parse_bool
+from baselines.tiles.cli import HelpFormatter, add_field_flags, parse_bool
 from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.flagfile import expand_flagfiles
 from baselines.tiles.train_args import TrainArgs
@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Flags not listed here are Apache Beam pipeline options (--runner, "
         "--direct_num_workers, --project, ...). --flagfile=FILE reads flags from a file.",
         allow_abbrev=False,  # a Beam option must never be taken for a tiles flag
+        formatter_class=HelpFormatter,
     )
     # No default: a flag not given is absent, so it leaves the sweep's value alone.
     add_field_flags(

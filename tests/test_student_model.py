@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,16 @@ def template_class() -> str:
     block = re.search(r"<!-- template:start -->\s*```python\n(.*?)```", text, re.S)
     assert block, "the guide lost its template block"
     return block.group(1)
+
+
+def guide_check_commands() -> list[str]:
+    """The commands of the guide's check block (the bash block this test runs)."""
+    text = GUIDE.read_text()
+    block = re.search(
+        r"<!-- docs-test: run by tests/test_student_model.py -->\n```bash\n(.*?)```", text, re.S
+    )
+    assert block, "the guide lost its check block"
+    return [line for line in block.group(1).splitlines() if line.strip()]
 
 
 def with_student_class(models_source: str, class_source: str) -> str:
@@ -65,19 +76,10 @@ def test_student_trains_predicts_submits_and_the_grader_ranks_identically(tmp_pa
 
     # The guide's one-command check, as the guide gives it (no .venv in the copy:
     # this interpreter stands in for it).
-    check = run(
-        [
-            "make",
-            "-o",
-            ".venv/.installed",
-            f"PY={sys.executable}",
-            "check-model",
-            "MODEL=StudentSAGE",
-            'KWARGS={"mix_dim": 16}',
-        ],
-        student,
-        home,
-    )
+    (command,) = guide_check_commands()
+    assert command.startswith("make check-model MODEL=StudentSAGE")
+    made = f"make -o .venv/.installed PY={shlex.quote(sys.executable)} {command[5:]}"
+    check = run(["bash", "-c", made], student, home)
     assert check.returncode == 0, check.stderr[-3000:]
     out = student / "out" / "check-model"
     (model_dir,) = out.glob("model_*")
