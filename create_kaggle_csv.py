@@ -126,14 +126,17 @@ def resolve_sample(
         if layout_root.is_dir():
             source += f" and {layout_root}"
         return rows, source, None
+    if not data_root.exists():
+        raise PipelineError(
+            f"--data_root: {data_root} does not exist; pass --sample PATH (Kaggle's "
+            f"{submission.SAMPLE_NAME}), or the --data_root that holds the test/ folder"
+        )
     options = [
         f"get it with `{sample_submission_command('~/data/tpugraphs')}` and rerun",
         "pass --sample PATH",
     ]
     if tile_test.is_dir():
         options.append(f"add --allow_missing to build a partial file from {tile_test}")
-    elif not data_root.exists():
-        options.append("pass --data_root=DIR for the data the predictions are of")
     raise PipelineError(
         f"no {submission.SAMPLE_NAME} in {', '.join(str(d) for d in search_dirs)}: "
         + "; or ".join(options)

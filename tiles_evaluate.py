@@ -6,7 +6,10 @@
 Prints top-1/5/10 error, Kaggle score and OPA per benchmark (program) for each
 model and, with two or more models, for their ensemble (the mean of per-kernel
 standardized scores, as `tiles_gen_predictions_csv.py --dir a,b` ranks), and
-writes the table as `<output>.md` and `<output>.csv`.
+writes the table as `<output>.md` and `<output>.csv`, with two figures:
+`<output>_per_program.png` (top-1/5/10 error per program, every model and the
+ensemble) and `<output>_pred_vs_true.png` (scores against runtimes, of the
+ensemble, or of the one model).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ def main() -> int:
 
     # Refused now, not after scoring every model; a missing folder is made when writing.
     output = check_output_file(Path(args.output), "--output")
+    from baselines.tiles import plots
     from baselines.tiles.data import load_split
     from baselines.tiles.data_roots import choose_data_root
     from baselines.tiles.evaluate import csv_text, error_table, markdown
@@ -81,8 +85,16 @@ def main() -> int:
     ensure_parent(output)
     atomic_write_text(output.with_name(output.name + ".md"), text)
     atomic_write_text(output.with_name(output.name + ".csv"), csv_text(rows))
+    shown = "ensemble" if "ensemble" in scores else next(iter(scores))
+    figures = {
+        "_per_program.png": plots.per_program_errors(rows),
+        "_pred_vs_true.png": plots.predicted_vs_true(
+            scores[shown], split.normalized_runtimes(), shown
+        ),
+    }
+    pngs = [plots.save_png(f, output.with_name(output.name + e)) for e, f in figures.items()]
     print(text, end="")
-    print(f"wrote {output}.md and {output}.csv")
+    print(f"wrote {output}.md, {output}.csv, {', '.join(map(str, pngs))}")
     return 0
 
 

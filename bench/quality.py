@@ -18,7 +18,9 @@ then scored on the full valid and test splits through the prediction path
 (`SavedRanker`), and the seeds of a recipe also as an ensemble (mean of
 per-kernel standardized scores). Reported: val and test top-1/5/10 error, OPA,
 Kaggle score and training wall time, mean ± std over seeds, the ensemble's
-figures and a per-program table; written to `<out>/quality.{json,md}`.
+figures and a per-program table; written to `<out>/quality.{json,md}`, with
+the figures `<out>/quality_per_program.png` (test top-5 error per program and
+recipe) and `<out>/quality_ablation.png` (val and test top-5 error per recipe).
 Trained runs stay in `<out>/runs/<size>_<set>/<recipe>-<digest>/s<seed>` and
 are reused while the flags the recipe resolves to (the digest) are unchanged.
 """
@@ -38,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # this process scores the saved models
 
+from baselines.tiles import plots
 from baselines.tiles.cli import entry_parser
 from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.io_utils import atomic_write_text
@@ -145,6 +148,9 @@ def summarize(tables: dict, walls: list[float], seeds: int) -> dict:
                     )
                     for m in ("top1_err", "top5_err")
                 },
+                "top5_err_std": mean_std(
+                    [r["top5_err"] for r in rows if r["program"] == p and r["model"] != "ensemble"]
+                )[1],
             }
             for p in programs
         }
@@ -239,6 +245,9 @@ def main() -> int:
     atomic_write_text(out / "quality.json", json.dumps(result, indent=1) + "\n")
     text = markdown(result)
     atomic_write_text(out / "quality.md", text)
+    per_program, ablation = plots.quality_figures(result)
+    plots.save_png(per_program, out / "quality_per_program.png")
+    plots.save_png(ablation, out / "quality_ablation.png")
     print(text)
     return 0
 

@@ -29,7 +29,9 @@ model code: `early_join_flops`) and the resulting arithmetic floor; with two
 or more sizes, the growth exponent k of every figure (figure ∝ configs^k, least
 squares on log-log). Peak RSS is that of the largest single process (load
 workers are separate processes). Writes `<work>/scale.json` and
-`<work>/scale.md` (after every size) and prints each target as met or missed.
+`<work>/scale.md` (after every size), with two sizes or more also
+`<work>/scale_growth.png` (every figure against configurations, log-log, with
+its k), and prints each target as met or missed.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import run_bench  # the measuring helpers: a fresh process per step, its wall time and peak RSS
 
+from baselines.tiles import plots
 from baselines.tiles.cli import entry_parser
 from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.io_utils import atomic_write_text
@@ -456,6 +459,18 @@ def growth(results: dict) -> dict[str, float]:
     }
 
 
+def growth_plot(results: dict):
+    """The figure of scale_growth.png: every figure `growth` has a k for, against configs."""
+    sizes = [s for s in SIZE_ORDER if s in results]
+    table = {s: figures(results[s]) for s in sizes}
+    series = {label: [table[s][label] for s in sizes] for label in growth(results)}
+    units = {
+        label: "MB" if "MB" in label else "GFLOP" if "GFLOP" in label else "s" for label in series
+    }
+    configs = [results[s]["load"]["configs"] for s in sizes]
+    return plots.growth_figure(configs, series, units, "configurations (3 splits)")
+
+
 def targets(results: dict, k: dict) -> list[tuple[str, str, str]]:
     """(target, measured, verdict) rows."""
     rows = []
@@ -650,6 +665,8 @@ def main() -> int:
         result["growth"] = growth(result["sizes"])
         atomic_write_text(work / "scale.json", json.dumps(result, indent=1) + "\n")
         atomic_write_text(work / "scale.md", markdown(result))
+        if result["growth"]:
+            plots.save_png(growth_plot(result["sizes"]), work / "scale_growth.png")
     text = markdown(result)
     print(text)
     return 0

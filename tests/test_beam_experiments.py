@@ -54,6 +54,7 @@ def run_script(*argv, cwd, timeout=300):
 # --- the paper grid --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_paper_grid_is_upstreams():
     sweep = sweeps.paper_sweep()
     rows = [("MLP", kw) for kw in UPSTREAM_MLP_KWARGS] + [
@@ -159,6 +160,7 @@ def test_overrides_win_over_entries_which_win_over_the_base():
     assert repeats == 1 and [(r.epochs, r.lr, r.batch) for r in runs] == [(1, 0.1, 2), (1, 0.2, 2)]
 
 
+@pytest.mark.slow
 def test_command_line_order_flagfile_then_flags(tmp_path):
     recipe = tmp_path / "r.flags"
     recipe.write_text("--model=MLP\n--epochs=3\n--lr=0.01\n")
@@ -174,6 +176,7 @@ def test_command_line_order_flagfile_then_flags(tmp_path):
     assert todo.out_dir == tmp_path / "out"
 
 
+@pytest.mark.slow
 def test_paper_debug_runs_the_first_two_with_overrides(tmp_path):
     todo = beam_script.plan(["--debug", "--epochs=1", f"--out_dir={tmp_path}"])
     assert todo.sweep.name == "paper" and len(todo.runs) == 2
@@ -374,6 +377,7 @@ def test_run_one_reports_success_and_failures_without_raising():
 # --- the script: bad input, and a real sweep on Beam's local runner -----------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -397,6 +401,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, argv, message):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_local_sweep_trains_in_worker_processes_and_reports_a_failed_run(tmp_path):
     out, cache = tmp_path / "out", tmp_path / "cache"
     sweep_file = tmp_path / "sweep.json"

@@ -14,6 +14,10 @@ from conftest import ROOT
 from baselines.tiles import data
 from baselines.tiles.io_utils import atomic_directory
 
+# Several processes each: the slow tier (make test-fast leaves them out).
+pytestmark = pytest.mark.slow
+
+
 ROUNDS = 50
 
 

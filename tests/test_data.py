@@ -194,6 +194,7 @@ def run_train_cli(tmp_path, *flags):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["truncated", "edge_range", "empty_split"])
 def test_cli_bad_data_exits_cleanly_without_outputs(tmp_path, kind):
     root = make_root(tmp_path)

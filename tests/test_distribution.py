@@ -18,6 +18,10 @@ from baselines.tiles.distribution import check_tf_config
 from baselines.tiles.errors import PipelineError
 from baselines.tiles.keras_fit import replica_chunks
 
+# Several processes each: the slow tier (make test-fast leaves them out).
+pytestmark = pytest.mark.slow
+
+
 PY = sys.executable
 QUIET_TF = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)}
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 import echo_download_commands as edc
 
 
+@pytest.mark.slow
 def test_default_prints_tile_lines():
     out = subprocess.run(
         [sys.executable, str(ROOT / "echo_download_commands.py")],

@@ -217,6 +217,7 @@ def test_a_fault_at_any_rename_leaves_a_consistent_pair(tmp_path, monkeypatch, e
     assert outcomes == {"old", "new"}
 
 
+@pytest.mark.slow
 def test_a_model_moved_aside_by_a_killed_swap_is_put_back(tmp_path):
     """The state a kill between the two renames of the move-aside swap leaves: the
     previous model only under `model_h.tmp-<dead pid>-<host>-old-*/`."""
@@ -343,6 +344,7 @@ def test_write_failure_kinds():
 # --- stale temporaries ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_stale_temporaries_of_dead_writers_are_removed_live_ones_kept(tmp_path):
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],

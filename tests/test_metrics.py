@@ -356,3 +356,25 @@ def test_listmle_is_finite_with_its_gradient_for_any_score_spread():
     loss, grad = loss_and_gradient("ListMLELoss", runtimes, scores)
     assert loss == pytest.approx(stable_numpy_listmle(runtimes[0, :4], scores[0, :4]), rel=1e-5)
     assert np.all(np.isfinite(grad)) and grad[0, 3] > 0 and grad[0, 4] == 0
+
+
+def test_batch_top_k_errors_match_the_per_kernel_formula_with_padding():
+    """The per-epoch top-K error of a [b, K] batch: each list's real slots alone."""
+    rng = np.random.default_rng(3)
+    lists, real = 6, [1, 2, 5, 9, 12, 12]
+    runtimes = np.full((lists, 12), -1.0, np.float32)
+    scores = rng.normal(size=(lists, 12)).astype(np.float32) * 5
+    for i, n in enumerate(real):
+        runtimes[i, :n] = rng.uniform(1.0, 4.0, n)
+    # A padding slot with the best score must never be picked.
+    scores[1, 11] = -100.0
+    for k in (1, 5, 10):
+        got = metrics.batch_top_k_errors(tf.constant(runtimes), tf.constant(scores), k).numpy()
+        for i, n in enumerate(real):
+            r, s = runtimes[i, :n].astype(np.float64), scores[i, :n]
+            picked = min(r[j] for j in sorted(range(n), key=lambda j: (s[j], j))[:k])
+            assert got[i] == pytest.approx(picked / r.min() - 1.0, rel=1e-6), (k, i)
+    # A list without a real slot (or all runtimes 0, hidden labels) counts 0.
+    empty = metrics.batch_top_k_errors(tf.fill([1, 3], -1.0), tf.zeros([1, 3]), 1).numpy()
+    zeros = metrics.batch_top_k_errors(tf.zeros([1, 3]), tf.range(3.0)[None], 1).numpy()
+    assert empty.tolist() == [0.0] and zeros.tolist() == [0.0]

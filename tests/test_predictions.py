@@ -270,6 +270,9 @@ def test_tiles_evaluate_reports_each_model_and_the_ensemble(trained, tmp_path):
     with open(tmp_path / "ev.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert (tmp_path / "ev.md").read_text() in proc.stdout
+    for figure in ("ev_per_program.png", "ev_pred_vs_true.png"):
+        assert (tmp_path / figure).read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), figure
+        assert figure in proc.stdout  # the path it wrote is printed
 
     valid = data.load_split(BUNDLED_TOY_ROOT / "valid", progress=False)
     runtimes = [k.config_runtime / k.config_runtime_normalizers for k in valid.kernels()]

@@ -152,6 +152,7 @@ def test_training_outputs_rank_by_ascending_score(linear_run):
     assert any(r != list(range(len(r))) for r in want.values())  # not file order
 
 
+@pytest.mark.slow
 def test_prediction_script_ranks_by_ascending_score(linear_run, tmp_path):
     _, root, model_dir, _, _, expected = linear_run
     proc = run_predictions(
@@ -171,6 +172,7 @@ def test_prediction_normalizes_with_the_saved_train_statistics(linear_run):
         np.testing.assert_allclose(s, expected[tile_id], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_non_finite_model_is_refused_in_one_line(linear_run, tmp_path):
     _, root, model_dir, _, _, _ = linear_run
     record = read_run_file(run_file_for(model_dir))
@@ -245,6 +247,7 @@ def second_linear_model(linear_run):
     return model_dir, numpy_test_scores(root, model_dir, stats)
 
 
+@pytest.mark.slow
 def test_prediction_script_ranks_an_ensemble_by_mean_z_score(
     linear_run, second_linear_model, tmp_path
 ):
@@ -264,6 +267,7 @@ def test_prediction_script_ranks_an_ensemble_by_mean_z_score(
     assert read_csv_rows(tmp_path / "e.csv") == want
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["missing_model", "missing_run_file", "empty_item", "twice"])
 def test_bad_model_lists_are_refused_in_one_line(linear_run, tmp_path, case):
     _, root, model_dir, _, _, _ = linear_run

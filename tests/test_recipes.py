@@ -62,6 +62,7 @@ def test_bad_flagfiles_are_refused_with_the_line(tmp_path, content, message):
         expand_flagfiles([f"--flagfile={path}"], KNOWN | {"flagfile"})
 
 
+@pytest.mark.slow
 def test_bad_flagfile_on_the_command_line_is_one_line_and_writes_nothing(tmp_path):
     recipe = tmp_path / "r.flags"
     recipe.write_text("--model=MLP\n--epochz=3\n")
@@ -116,6 +117,7 @@ def _train_recipe(tmp_path, data_root, *extra):
         return json.loads(f.read())
 
 
+@pytest.mark.slow
 def test_recommended_recipe_trains_on_the_bundled_and_real_data(tmp_path, sample_root):
     record = _train_recipe(tmp_path, sample_root)
     recipe = tiles_train.parse_args([f"--flagfile={ROOT / 'configs' / 'recommended.flags'}"])

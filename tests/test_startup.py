@@ -33,6 +33,7 @@ def imported_after_tensorflow(call: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     importlib.util.find_spec("_distutils_hack") is None,
     reason="setuptools' distutils shim is not installed here, nothing to skip",
@@ -42,6 +43,7 @@ def test_prepare_skips_the_setuptools_distutils_shim():
     assert imported_after_tensorflow("prepare_tensorflow_import()") == "[]"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "flag, message",
     [

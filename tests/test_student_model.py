@@ -252,39 +252,58 @@ def test_the_source_catalog_agrees_with_the_imported_classes(tmp_path):
     assert shipped.kwargs == runtime_catalog().kwargs
 
 
-def test_a_layer_only_a_call_builds_is_rebuilt_and_its_weights_copied(tmp_path):
+def test_a_layer_only_a_call_builds_is_rebuilt_and_its_weights_copied(tmp_path, monkeypatch):
     """The template's extra Dense layers are not built by `build()`: the rebuild runs
-    a forward pass, as training did, and ranks exactly as the trained model."""
+    a forward pass, as training did, and scores exactly as the trained model, and so
+    does Keras' own loader (the class's own kwarg, mix_dim, is in its config)."""
     import tensorflow as tf
 
     from baselines.tiles import graph as graph_lib
-    from baselines.tiles.model_builder import build_model, create_variables
-    from baselines.tiles.run_files import copy_saved_variables, save_model, variable_paths
+    from baselines.tiles import model_builder
+    from baselines.tiles.run_files import (
+        copy_saved_variables,
+        restore_model,
+        save_model,
+        variable_paths,
+    )
 
     source = with_student_class((ROOT / MODELS).read_text(), template_class())
     module = load_models_module(tmp_path, source)
-    trained = build_model("StudentSAGE", 4, {"hidden_dim": 8, "mix_dim": 4}, module=module)
-    create_variables(trained)
+    monkeypatch.setattr(model_builder, "models_module", lambda: module)
+    kwargs = {"hidden_dim": 8, "mix_dim": 4}
+    trained = model_builder.build_model("StudentSAGE", 4, kwargs)
+    model_builder.create_variables(trained)
     model_dir = tmp_path / "model_x"
     save_model(trained, model_dir)
 
-    fresh = build_model("StudentSAGE", 4, {"hidden_dim": 8, "mix_dim": 4}, module=module)
-    create_variables(fresh, compiled=False)
+    fresh = model_builder.build_model("StudentSAGE", 4, kwargs)
+    model_builder.create_variables(fresh, compiled=False)
     assert "mix_out/kernel" not in variable_paths(fresh)  # build() alone leaves it out
     with pytest.raises(
         PipelineError, match=r"saved variable mix_\w+/\w+ \[.*\] has no counterpart"
     ):
         copy_saved_variables(model_dir, fresh)
-    create_variables(fresh)  # the forward pass training ran
-    copy_saved_variables(model_dir, fresh)
-    batch = graph_lib.graph_from_batch(graph_lib.to_tensors(graph_lib.dummy_batch(4)))
+
+    rebuilt = restore_model(
+        model_dir, {"model": "StudentSAGE", "model_kwargs": kwargs, "configs": 4}
+    )
+    loaded = tf.keras.models.load_model(model_dir, compile=False)
     rng = np.random.default_rng(0)
+    batch = graph_lib.graph_from_batch(graph_lib.to_tensors(graph_lib.dummy_batch(4)))
     batch = batch.replace_features(
         node_sets={
             "op": {
                 "op": tf.constant([3, 7], tf.int32),
                 "feats": tf.constant(rng.normal(size=(2, 146)), tf.float32),
-            }
+            },
+            "config": {
+                **batch.node_sets["config"].features,
+                "feats": tf.constant(rng.normal(size=(4, 24)), tf.float32),
+            },
         }
     )
-    np.testing.assert_array_equal(fresh.forward(batch, 4), trained.forward(batch, 4))
+    expected = trained.forward(batch, 4).numpy()
+    assert np.ptp(expected) > 0  # the configs score differently: a real comparison
+    np.testing.assert_array_equal(rebuilt.forward(batch, 4), expected)
+    assert loaded.get_config()["mix_dim"] == 4
+    np.testing.assert_array_equal(loaded.forward(batch, 4), expected)

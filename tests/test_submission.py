@@ -107,6 +107,7 @@ def pred_rows(preds: dict[str, list[int]]) -> list[tuple[str, str]]:
 # ---------------------------------------------------------- the full join
 
 
+@pytest.mark.slow
 def test_full_submission_from_shuffled_real_ids(work: pathlib.Path):
     if not REAL_SAMPLE.is_file():
         pytest.skip(f"real sample submission not found at {REAL_SAMPLE}")
@@ -173,6 +174,7 @@ def test_real_test_npz_ids_are_in_real_sample():
 # -------------------------------------------------- missing IDs / --allow_missing
 
 
+@pytest.mark.slow
 def test_incomplete_csv_refused_then_filled(small_case):
     work, _, sample_rows, preds = small_case
     ids = list(preds)
@@ -253,6 +255,7 @@ BAD_INPUTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_bad_prediction_csv_refused(small_case, case: str):
     work, _, _, preds = small_case
@@ -267,6 +270,7 @@ def test_bad_prediction_csv_refused(small_case, case: str):
         assert str(inputcsv.name) in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "header", [None, ("id", "TopConfigs"), ("ID", "TopConfigs", "x"), ("ID", "Configs")]
 )
@@ -277,6 +281,7 @@ def test_bad_header_refused(small_case, header):
     assert_refused(proc, work / "predictions_kaggle.csv", "preds.csv", "ID,TopConfigs")
 
 
+@pytest.mark.slow
 def test_empty_prediction_file_refused(small_case):
     work, _, _, _ = small_case
     (work / "preds.csv").write_text("")
@@ -284,6 +289,7 @@ def test_empty_prediction_file_refused(small_case):
     assert_refused(proc, work / "predictions_kaggle.csv", "preds.csv", "empty")
 
 
+@pytest.mark.slow
 def test_missing_input_csv_refused(small_case):
     work, _, _, _ = small_case
     proc = run_script(work, "--sample", "sample.csv")  # Default name, absent.
@@ -292,6 +298,7 @@ def test_missing_input_csv_refused(small_case):
     )
 
 
+@pytest.mark.slow
 def test_missing_sample_refused(small_case):
     work, _, _, preds = small_case
     write_csv(work / "preds.csv", pred_rows(preds))
@@ -299,22 +306,22 @@ def test_missing_sample_refused(small_case):
     assert_refused(proc, work / "predictions_kaggle.csv", "nope/sample_submission.csv", "not found")
 
 
+@pytest.mark.slow
 def test_no_sample_and_no_test_dir_refused(small_case, tmp_path: pathlib.Path):
     work, sample, _, preds = small_case
     sample.unlink()
     write_csv(work / "preds.csv", pred_rows(preds))
     data_root = tmp_path / "data" / "npz" / "tile" / "xla"
     proc = run_script(work, "--inputcsv", "preds.csv", "--data_root", str(data_root))
-    assert_refused(
-        proc, work / "predictions_kaggle.csv", "--sample", "kaggle competitions download"
-    )
+    assert_refused(proc, work / "predictions_kaggle.csv", "--sample", "does not exist")
     # --allow_missing cannot help without test folders either.
     proc = run_script(
         work, "--inputcsv", "preds.csv", "--data_root", str(data_root), "--allow_missing"
     )
-    assert_refused(proc, work / "predictions_kaggle.csv", "no sample_submission.csv")
+    assert_refused(proc, work / "predictions_kaggle.csv", "--sample", "does not exist")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "content,words",
     [
@@ -332,6 +339,7 @@ def test_malformed_sample_refused(small_case, content: str, words: list[str]):
     assert_refused(proc, work / "predictions_kaggle.csv", "sample submission", *words)
 
 
+@pytest.mark.slow
 def test_output_may_not_overwrite_input(small_case):
     work, _, _, preds = small_case
     inputcsv = write_csv(work / "preds.csv", pred_rows(preds))
@@ -343,6 +351,7 @@ def test_output_may_not_overwrite_input(small_case):
     assert inputcsv.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_failed_run_keeps_previous_output(small_case):
     work, _, _, preds = small_case
     write_csv(work / "preds.csv", pred_rows(preds)[:-1])
@@ -405,6 +414,7 @@ def test_sample_ids_from_test_dirs(tmp_path: pathlib.Path):
         submission.sample_ids_from_test_dirs(data_root.parents[1] / "layout" / "xla")
 
 
+@pytest.mark.slow
 def test_cli_builds_ids_from_test_dirs(work: pathlib.Path, tmp_path: pathlib.Path):
     data_root = make_data_tree(tmp_path)
     write_csv(
@@ -434,6 +444,7 @@ def test_cli_builds_ids_from_test_dirs(work: pathlib.Path, tmp_path: pathlib.Pat
     ]
 
 
+@pytest.mark.slow
 def test_cli_finds_sample_beside_data(work: pathlib.Path, tmp_path: pathlib.Path):
     data_root = make_data_tree(tmp_path, with_layout=False)
     bundle = data_root.parents[2]  # tmp/tpugraphs, like ~/data/tpugraphs.
@@ -518,3 +529,55 @@ def test_atomic_output_keeps_suffix_and_cleans_up(tmp_path: pathlib.Path):
 
     with pytest.raises(PipelineError, match="does not exist"):
         atomic_write_text(tmp_path / "no_dir" / "a.txt", "x")
+
+
+@pytest.mark.slow
+def test_the_course_toy_path_needs_no_flags_and_says_toy_first_and_last(work: pathlib.Path):
+    """Trained with --toy_data before any download: the toy test IDs stand in."""
+    toy_test = sorted(p.stem for p in (ROOT / "data" / "tile_xla_toy" / "test").glob("*.npz"))
+    write_csv(work / "predictions_output_model.csv", [(f"tile:xla:{t}", "1;0") for t in toy_test])
+    proc = run_script(work)  # HOME is `work`: ~/data/tpugraphs/... does not exist
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert "TOY DATA" in lines[0] and "TOY DATA" in lines[-1]
+    rows = read_csv(work / "predictions_kaggle.csv")
+    assert rows[0] == ["ID", "TopConfigs"]
+    assert rows[1:] == [[f"tile:xla:{t}", "1;0"] for t in toy_test]
+
+
+@pytest.mark.slow
+def test_every_hint_of_a_refusal_works_when_followed(small_case, tmp_path: pathlib.Path):
+    work, sample, _, preds = small_case
+    write_csv(work / "preds.csv", pred_rows(preds))
+    kept = tmp_path / "kept_sample.csv"
+    sample.rename(kept)
+    # Downloaded test files, no sample: the message names --allow_missing, which works.
+    data_root = tmp_path / "data" / "npz" / "tile" / "xla"
+    (data_root / "test").mkdir(parents=True)
+    for row_id in preds:
+        (data_root / "test" / f"{row_id.removeprefix('tile:xla:')}.npz").write_bytes(b"")
+    args = ["--inputcsv", "preds.csv", "--data_root", str(data_root)]
+    message = assert_refused(run_script(work, *args), work / "predictions_kaggle.csv", "--sample")
+    assert "add --allow_missing" in message
+    assert sample_submission_command("~/data/tpugraphs") in message
+    followed = run_script(work, *args, "--allow_missing", "--output", "partial.csv")
+    assert followed.returncode == 0, followed.stderr
+    assert sorted(r[0] for r in read_csv(work / "partial.csv")[1:]) == sorted(preds)
+    # A data root without test files: --allow_missing could not help, so it is not named.
+    empty_root = tmp_path / "empty" / "npz" / "tile" / "xla"
+    empty_root.mkdir(parents=True)
+    message = assert_refused(
+        run_script(work, "--inputcsv", "preds.csv", "--data_root", str(empty_root)),
+        work / "predictions_kaggle.csv",
+        "--sample",
+    )
+    assert "--allow_missing" not in message
+    # A --data_root that does not exist: the message names --sample, which works.
+    args = ["--inputcsv", "preds.csv", "--data_root", str(tmp_path / "nowhere")]
+    message = assert_refused(run_script(work, *args), work / "predictions_kaggle.csv", "--sample")
+    assert "--allow_missing" not in message
+    followed = run_script(work, *args, "--sample", str(kept), "--output", "with_sample.csv")
+    assert followed.returncode == 0, followed.stderr
+    assert [r[0] for r in read_csv(work / "with_sample.csv")[1:]] == [
+        r[0] for r in read_csv(kept)[1:]
+    ]

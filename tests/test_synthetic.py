@@ -149,6 +149,7 @@ def test_written_npz_is_readable_and_deterministic(tmp_path):
         assert loaded[key].dtype == value.dtype
 
 
+@pytest.mark.slow
 def test_bundled_toy_set_is_the_script_output_with_defaults(tmp_path):
     out = tmp_path / "toy"
     subprocess.run(
@@ -297,6 +298,7 @@ def test_best_tile_depends_on_the_kernel():
     assert k_small > 2 * k_big
 
 
+@pytest.mark.slow
 def test_script_refuses_to_replace_a_directory_that_is_not_a_dataset(tmp_path, capsys):
     out = tmp_path / "precious"
     out.mkdir()
@@ -451,6 +453,7 @@ def test_generated_files_do_not_depend_on_the_worker_count(tmp_path):
     assert not list(tmp_path.glob("*.tmp-*"))
 
 
+@pytest.mark.slow
 def test_preset_refuses_explicit_size_flags_in_one_line(tmp_path):
     out = tmp_path / "x"
     result = subprocess.run(

@@ -63,6 +63,7 @@ def test_run_hash_is_deterministic_and_covers_every_arg():
     assert a.run_hash() != TrainArgs(model="MLP", toy_data=True, lr=2e-3).run_hash()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "flag, message",
     [
@@ -106,7 +107,7 @@ def test_writable_probe_survives_a_concurrent_probe_removing_the_folder(tmp_path
     """Two workers probe one new --out_dir: the other's clean-up may remove it under us."""
     import tempfile
 
-    from baselines.tiles import train_args
+    from baselines.tiles import io_utils
 
     real = tempfile.TemporaryFile
     removed = []
@@ -117,8 +118,8 @@ def test_writable_probe_survives_a_concurrent_probe_removing_the_folder(tmp_path
             os.rmdir(dir)
         return real(*args, dir=dir, **kwargs)
 
-    monkeypatch.setattr(train_args.tempfile, "TemporaryFile", racing)
-    train_args.check_writable_dir(tmp_path / "new" / "out", "--out_dir")
+    monkeypatch.setattr(io_utils.tempfile, "TemporaryFile", racing)
+    io_utils.check_writable_dir(tmp_path / "new" / "out", "--out_dir")
     assert removed and not (tmp_path / "new").exists()  # probed again, then left as it was
 
 
@@ -434,6 +435,7 @@ def test_early_stop_patience_counts_epochs_not_validations(tmp_path, eval_every,
     assert stopper.best == 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "script, flags, meant",
     [
@@ -460,6 +462,7 @@ def test_abbreviated_flags_are_refused(script, flags, meant):
     assert f"; did you mean {meant}? " in line
 
 
+@pytest.mark.slow
 def test_help_shows_defaults():
     text = subprocess.run(
         [sys.executable, str(ROOT / "tiles_train.py"), "--help"],

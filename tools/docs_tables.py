@@ -26,7 +26,8 @@ if str(ROOT) not in sys.path:
 
 DOCS = ROOT / "docs"
 MARKER = re.compile(
-    r"(<!-- generated:(?P<name>[\w.-]+):start -->\n)(?P<body>.*?)(<!-- generated:(?P=name):end -->)",
+    r"(<!-- generated:(?P<name>[\w.-]+):start -->\n)(?P<body>.*?)"
+    r"(<!-- generated:(?P=name):end -->)",
     re.S,
 )
 
@@ -50,7 +51,9 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def flag_table(parser: argparse.ArgumentParser, skip: Callable[[str], bool] = lambda _: False) -> str:
+def flag_table(
+    parser: argparse.ArgumentParser, skip: Callable[[str], bool] = lambda _: False
+) -> str:
     """A markdown table of a parser's flags: flag, default, meaning (its help)."""
     lines = ["| flag | default | meaning |", "|---|---|---|"]
     for action in parser._actions:

@@ -1,0 +1,333 @@
+"""Figures of results: errors per program, scores against runtimes, recipes, growth.
+
+    figure = per_program_errors(error_table(split, scores_by_model))
+    save_png(figure, "out/evaluation_per_program.png")
+
+Each figure function takes plain data (the rows, lists, dicts and numpy arrays
+the scripts already hold) and returns a `matplotlib.figure.Figure` drawn on its
+own Agg canvas: pyplot is never imported and no global backend is set, so any
+process (headless, threaded, one that also runs TensorFlow) can make figures.
+Nothing here imports TensorFlow. `save_png` writes a figure atomically, as a
+small PNG (DPI dots per inch, a few inches a side).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
+
+from baselines.tiles.io_utils import atomic_output
+
+DPI = 100
+ALL = "ALL"  # the program of error_table's rows over every kernel
+
+
+def _figure(width: float, height: float) -> Figure:
+    """An empty figure of `width` x `height` inches on its own Agg canvas."""
+    figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _color(i: int) -> str:
+    return f"C{i % 10}"
+
+
+def _grouped_bars(
+    ax: Axes,
+    groups: Sequence[str],
+    series: Mapping[str, Sequence[float]],
+    errors: Mapping[str, Sequence[float]] | None = None,
+) -> None:
+    """One bar per series in each group, side by side; `errors` are ± error bars."""
+    x = np.arange(len(groups), dtype=np.float64)
+    width = 0.8 / max(len(series), 1)
+    for i, (name, heights) in enumerate(series.items()):
+        offset = (i - (len(series) - 1) / 2) * width
+        yerr = None if errors is None else np.asarray(errors[name], dtype=np.float64)
+        ax.bar(
+            x + offset,
+            np.asarray(heights, dtype=np.float64),
+            width,
+            yerr=yerr,
+            capsize=2 if yerr is not None else 0,
+            error_kw={"elinewidth": 0.8},
+            label=name,
+            color=_color(i),
+        )
+    ax.set_xticks(x, groups, rotation=30, ha="right", fontsize=7)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def _legend_above(figure: Figure, ax: Axes, columns: int, title: str) -> None:
+    """The legend of `ax`'s series above every panel, under the figure's `title`."""
+    handles, labels = ax.get_legend_handles_labels()
+    # Fewer columns where long labels (model names with hashes) would not fit.
+    inches_per_column = 0.6 + 0.06 * max((len(label) for label in labels), default=0)
+    fit = int(figure.get_figwidth() // inches_per_column)
+    ncols = max(1, min(len(labels), columns, fit))
+    figure.legend(
+        handles,
+        labels,
+        loc="outside upper center",
+        ncols=ncols,
+        fontsize=7,
+        title=title,
+        title_fontsize=9,
+        frameon=False,
+    )
+
+
+def _bars_width(groups: int, bars: int) -> float:
+    """Figure width (inches) for `groups` groups of `bars` bars: compact, readable."""
+    return float(np.clip(1.5 + 0.12 * groups * max(bars, 2), 5.0, 14.0))
+
+
+def per_program_errors(rows: Sequence[Mapping], ks: Sequence[int] = (1, 5, 10)) -> Figure:
+    """Top-k error of every model per program: one panel per k, one bar per model.
+
+        rows = error_table(split, {"a": scores_a, "ensemble": ensemble_scores([...])})
+        save_png(per_program_errors(rows), "evaluation_per_program.png")
+
+    `rows` are `baselines.tiles.evaluate.error_table`'s (keys model, program,
+    top<k>_err, ...). x: the programs, "ALL" (every kernel) first, then the
+    others in the rows' order; bars: the models in the rows' order (the ensemble
+    too when it is there); y: top-k error (0 = the model's pick was the fastest).
+    """
+    if not rows:
+        raise ValueError("no rows to plot")
+    models = list(dict.fromkeys(str(r["model"]) for r in rows))
+    programs = list(dict.fromkeys(str(r["program"]) for r in rows))
+    if ALL in programs:
+        programs = [ALL] + [p for p in programs if p != ALL]
+    by_key = {(str(r["model"]), str(r["program"])): r for r in rows}
+    figure = _figure(_bars_width(len(programs), len(models)), 0.6 + 2.0 * len(ks))
+    axes = figure.subplots(len(ks), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, k in zip(axes, ks):
+        column = f"top{k}_err"
+        if column not in rows[0]:
+            raise ValueError(f"the rows have no {column} column (k={k})")
+        series = {
+            m: [float(by_key[m, p][column]) if (m, p) in by_key else float("nan") for p in programs]
+            for m in models
+        }
+        _grouped_bars(ax, programs, series)
+        ax.set_ylabel(f"top-{k} error", fontsize=8)
+    _legend_above(figure, axes[0], 4, "Top-k error per program (lower is better)")
+    axes[-1].set_xlabel("program (ALL = every kernel)", fontsize=8)
+    return figure
+
+
+def _zscores(scores: np.ndarray) -> np.ndarray:
+    """A kernel's scores as z-scores, zeros when all are equal (as predict.standardized)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    std = scores.std()
+    return (scores - scores.mean()) / std if std > 0 else np.zeros_like(scores)
+
+
+def predicted_vs_true(
+    scores: Sequence[np.ndarray],
+    runtimes: Sequence[np.ndarray],
+    label: str,
+    max_points: int = 20000,
+    seed: int = 0,
+) -> Figure:
+    """Each config's score against its runtime relative to its kernel's fastest config.
+
+        scores = SavedRanker.load(model_dir).score(split)
+        save_png(predicted_vs_true(scores, split.normalized_runtimes(), "GAT"), "pvt.png")
+
+    x: runtime / the kernel's fastest runtime (log scale, 1 = fastest); y: the
+    score standardized within its kernel (z-score, as ensembles and
+    `predict.standardized` do). A good model puts the configs at x = 1 at low
+    scores. Beyond `max_points` configs, `max_points` of them drawn at random
+    (the same ones for the same `seed`) are shown, and the title says so.
+    """
+    if len(scores) != len(runtimes):
+        raise ValueError(f"{len(scores)} kernels of scores but {len(runtimes)} of runtimes")
+    if max_points < 1:
+        raise ValueError(f"max_points must be at least 1, got {max_points}")
+    ratios, zs = [np.zeros(0)], [np.zeros(0)]
+    for i, (s, r) in enumerate(zip(scores, runtimes)):
+        s = np.asarray(s, dtype=np.float64).ravel()
+        r = np.asarray(r, dtype=np.float64).ravel()
+        if s.shape != r.shape:
+            raise ValueError(f"kernel {i}: {s.size} scores but {r.size} runtimes")
+        if not r.size:
+            continue
+        fastest = r.min()
+        if not (np.isfinite(fastest) and fastest > 0):
+            raise ValueError(f"kernel {i}: runtimes must be positive, the fastest is {fastest}")
+        ratios.append(r / fastest)
+        zs.append(_zscores(s))
+    x, y = np.concatenate(ratios), np.concatenate(zs)
+    total = x.size
+    shown = f"{total:,} configs"
+    if total > max_points:
+        keep = np.sort(np.random.default_rng(seed).choice(total, size=max_points, replace=False))
+        x, y = x[keep], y[keep]
+        shown = f"{max_points:,} of {total:,} configs"
+    figure = _figure(5.5, 4.0)
+    ax = figure.subplots()
+    dense = x.size > 5000
+    size, alpha = (2, 0.25) if dense else (6, 0.6)
+    ax.scatter(x, y, s=size, alpha=alpha, linewidths=0, color=_color(0), rasterized=True)
+    ax.set_xscale("log")
+    ax.set_xlabel("runtime / kernel's fastest runtime (log)", fontsize=8)
+    ax.set_ylabel("score, z-score within kernel (low = predicted fast)", fontsize=8)
+    ax.set_title(f"{label}: {shown}", fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    return figure
+
+
+def _split_key(key: str) -> tuple[str, str]:
+    """("default", "baseline") of quality.json's result key "default|baseline"."""
+    hardware, _, recipe = key.partition("|")
+    return hardware, recipe
+
+
+def quality_figures(result: Mapping, split: str = "test") -> tuple[Figure, Figure]:
+    """Recipes' top-5 errors: (per program of `split`, ablation of val and test) figures.
+
+        result = json.loads(Path("out/quality/quality.json").read_text())
+        per_program, ablation = quality_figures(result)
+
+    `result` is `bench/quality.py`'s quality.json: "recipes" (names in the order
+    given) and "results" keyed "<set>|<recipe>", each with "valid" and "test"
+    holding [mean, std] over seeds per metric and "programs" (per program the
+    seeds' mean "top5_err" and std "top5_err_std"; error bars are left out
+    where the std is missing). Per-program figure: one panel per set, x the
+    programs, one bar per recipe. Ablation figure: one panel per set, x the
+    recipes in the order given, val and test bars, mean ± std.
+    """
+    results = result["results"]
+    if not results:
+        raise ValueError("the result holds no recipes")
+    keys = [_split_key(key) for key in results]
+    sets = list(dict.fromkeys(h for h, _ in keys))
+    given = [r for r in result.get("recipes", {}) if any(r == name for _, name in keys)]
+    recipes = list(dict.fromkeys([*given, *(name for _, name in keys)]))
+
+    def split_of(hardware: str, recipe: str, name: str) -> Mapping:
+        return results.get(f"{hardware}|{recipe}", {}).get(name, {})
+
+    programs = {
+        h: sorted({p for r in recipes for p in split_of(h, r, split).get("programs", {})})
+        for h in sets
+    }
+    widest = max(len(p) for p in programs.values())
+    width = _bars_width(widest, len(recipes)) * len(sets)
+    per_program = _figure(min(width, 16.0), 3.6)
+    axes = per_program.subplots(1, len(sets), squeeze=False, sharey=True)[0]
+    for ax, h in zip(axes, sets):
+        means, stds = {}, {}
+        for r in recipes:
+            table = split_of(h, r, split).get("programs", {})
+            means[r] = [table[p]["top5_err"] if p in table else np.nan for p in programs[h]]
+            stds[r] = [table.get(p, {}).get("top5_err_std", np.nan) for p in programs[h]]
+        _grouped_bars(ax, programs[h], means, stds)
+        ax.set_title(f"set {h}", fontsize=9)
+    axes[0].set_ylabel("top-5 error, mean ± std over seeds", fontsize=8)
+    _legend_above(per_program, axes[0], 4, f"{split} top-5 error per program and recipe")
+
+    ablation = _figure(float(np.clip(1.5 + 0.6 * len(recipes), 4.0, 8.0)) * len(sets), 3.6)
+    axes = ablation.subplots(1, len(sets), squeeze=False, sharey=True)[0]
+    for ax, h in zip(axes, sets):
+        means, stds = {}, {}
+        for name, label in (("valid", "val"), ("test", "test")):
+            pairs = [split_of(h, r, name).get("top5_err") for r in recipes]
+            means[label] = [pair[0] if pair else np.nan for pair in pairs]
+            stds[label] = [pair[1] if pair else np.nan for pair in pairs]
+        _grouped_bars(ax, recipes, means, stds)
+        ax.set_title(f"set {h}", fontsize=9)
+    axes[0].set_ylabel("top-5 error, mean ± std over seeds", fontsize=8)
+    _legend_above(ablation, axes[0], 2, "top-5 error per recipe, in the order given")
+    return per_program, ablation
+
+
+def _log_slope(x: np.ndarray, y: np.ndarray) -> float:
+    """Least-squares slope of log(y) on log(x)."""
+    lx, ly = np.log(x), np.log(y)
+    lx = lx - lx.mean()
+    return float((lx * (ly - ly.mean())).sum() / (lx * lx).sum())
+
+
+def growth_figure(
+    configs: Sequence[float],
+    figures: Mapping[str, Sequence[float]],
+    panels: Mapping[str, str] | None = None,
+    x_label: str = "configurations",
+) -> Figure:
+    """How each measured figure grows with the data: log-log lines against configurations.
+
+        figure = growth_figure([1.6e6, 3.2e6], {"warm load s": [2.0, 4.1]}, {"warm load s": "s"})
+        save_png(figure, "scale_growth.png")
+
+    `figures` maps a figure's name to its value at each of `configs` (bench/scale.py's
+    `figures()` rows, one value per size). `panels` names each figure's panel (its
+    unit: "s", "MB"): figures sharing a panel share its y axis; default, one panel.
+    The legend gives each line's growth exponent k (value ∝ configs^k, the
+    least-squares slope on log-log; k = 1 is linear). Values <= 0 are not drawn.
+    """
+    x = np.asarray(configs, dtype=np.float64)
+    if x.size < 2 or np.any(x <= 0) or np.ptp(np.log(x)) == 0:
+        raise ValueError("need two or more different positive sizes")
+    panels = dict(panels or {})
+    names = list(dict.fromkeys(panels.get(label, "") for label in figures)) or [""]
+    rows_of = {n: sum(panels.get(label, "") == n for label in figures) for n in names}
+    height = 2.6 + 0.13 * max(rows_of.values())
+    figure = _figure(4.2 * len(names), height)
+    axes = figure.subplots(1, len(names), squeeze=False)[0]
+    for ax, name in zip(axes, names):
+        i = 0
+        for label, values in figures.items():
+            if panels.get(label, "") != name:
+                continue
+            y = np.asarray(values, dtype=np.float64)
+            if y.shape != x.shape:
+                raise ValueError(f"{label}: {y.size} values for {x.size} sizes")
+            ok = np.isfinite(y) & (y > 0)
+            fit = np.ptp(np.log(x[ok])) > 0 if ok.sum() >= 2 else False
+            k = f"k = {_log_slope(x[ok], y[ok]):.2f}" if fit else "k n/a"
+            ax.plot(
+                x[ok],
+                y[ok],
+                marker="o",
+                markersize=3,
+                linewidth=1,
+                color=_color(i),
+                linestyle=("-", "--", ":")[i // 10 % 3],  # the colours repeat after 10
+                label=f"{label} ({k})",
+            )
+            i += 1
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(x, [f"{c:,.0f}" if c < 1e5 else f"{c / 1e6:.3g}M" for c in x])
+        ax.xaxis.set_minor_formatter(NullFormatter())  # 2x10^6, 3x10^6, ... would overlap
+        ax.set_xlabel(x_label, fontsize=8)
+        ax.set_ylabel(name or "value", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+    figure.suptitle("Growth with the data: figure ∝ configs^k", fontsize=9)
+    return figure
+
+
+def save_png(figure: Figure, path: str | os.PathLike[str]) -> Path:
+    """Writes `figure` as a PNG at `path`, atomically (complete or unchanged); returns it."""
+    path = Path(path)
+    if not isinstance(figure.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(figure)
+    with atomic_output(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=figure.dpi)
+    return path
