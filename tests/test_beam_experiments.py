@@ -467,3 +467,76 @@ def test_local_sweep_trains_in_worker_processes_and_reports_a_failed_run(tmp_pat
     model, record, _ = load_trained_model(out / f"model_{hashes[1]}")
     assert record["run_hash"] == hashes[1] and model.get_config()["op_embedding_dim"] == 16
     assert not list(itertools.chain(out.glob("*.tmp-*"), cache.glob("*.tmp-*")))
+
+
+def test_every_summary_column_is_what_the_run_files_say(tmp_path, monkeypatch):
+    """Each sweep summary cell against the run record it came from: hash, differing
+    flags, validation top-K errors, the *best* validated OPA (not the last one: one
+    run's best epoch is not its last, one validated every other epoch), best
+    epoch, wall time; ranks and the ensemble command by validation top-5 error."""
+    records = {
+        0.1: {  # best epoch 1 of 4: the last validated OPA (0.61) is not the best
+            "final_error": {"val": {"1": 0.31, "5": 0.12, "10": 0.05}},
+            "train_curve": {"epoch": [0, 1, 2, 3], "val_opa": [0.55, 0.83, 0.70, 0.61]},
+            "best_epoch": 1,
+        },
+        0.2: {  # validated every other epoch (None between)
+            "final_error": {"val": {"1": 0.25, "5": 0.07, "10": 0.01}},
+            "train_curve": {"epoch": [0, 1, 2, 3], "val_opa": [None, 0.66, None, 0.72]},
+            "best_epoch": 3,
+        },
+        0.3: {
+            "final_error": {"val": {"1": 0.5, "5": 0.2, "10": 0.11}},
+            "train_curve": {"epoch": [0, 1], "val_opa": [0.9, 0.4]},
+            "best_epoch": 0,
+        },
+    }
+    walls = {0.1: 12.5, 0.2: 3.25, 0.3: 40.0}
+    clock = [100.0]
+    monkeypatch.setattr(sweeps.time, "perf_counter", lambda: clock[0])
+    results = []
+    for index, (lr, record) in enumerate(records.items()):
+        args = TrainArgs(lr=lr, run_id=f"r{index}", out_dir=str(tmp_path / "runs"))
+
+        def train(a, progress, log, record=record, lr=lr):
+            clock[0] += walls[lr]
+            return record
+
+        results.append(sweeps.run_one(index, 3, args, train, lambda _: None))
+    csv_path, md_path = sweeps.write_summary(tmp_path, results, ensemble_top=2)
+
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    by_top5 = sorted(records, key=lambda lr: records[lr]["final_error"]["val"]["5"])
+    assert [float(r["lr"]) for r in rows] == by_top5
+    assert [r["rank"] for r in rows] == ["1", "2", "3"]
+    md_lines = [line for line in md_path.read_text().splitlines() if line.startswith("| ")]
+    md_header = [c.strip() for c in md_lines[0].strip("|").split("|")]
+    md_rows = [[c.strip() for c in line.strip("|").split("|")] for line in md_lines[1:]]
+    assert len(md_rows) == 3
+    for row, md_row in zip(rows, md_rows):
+        lr = float(row["lr"])
+        record = records[lr]
+        args = TrainArgs(lr=lr, run_id=row["run_id"], out_dir=str(tmp_path / "runs"))
+        assert row["run_hash"] == args.run_hash()
+        assert row["model_dir"] == str(tmp_path / "runs" / f"model_{args.run_hash()}")
+        validated = [v for v in record["train_curve"]["val_opa"] if v is not None]
+        expected = {
+            "val_top1_err": record["final_error"]["val"]["1"],
+            "val_top5_err": record["final_error"]["val"]["5"],
+            "val_top10_err": record["final_error"]["val"]["10"],
+            "val_opa": max(validated),
+            "best_epoch": record["best_epoch"],
+            "wall_s": walls[lr],
+        }
+        for column, value in expected.items():
+            assert float(row[column]) == pytest.approx(value, abs=5e-5), (lr, column)
+            # The markdown table shows the same cell.
+            assert md_row[md_header.index(column)] == row[column], (lr, column)
+        assert md_row[md_header.index("run_hash")] == row["run_hash"]
+        assert md_row[md_header.index("run_id")] == row["run_id"] == f"r{list(records).index(lr)}"
+    # Flags that are the same in every run are left out; the ones that differ are in.
+    assert "lr" in rows[0] and "run_id" in rows[0] and "epochs" not in rows[0]
+    best = [rows[0]["model_dir"], rows[1]["model_dir"]]
+    command = f"python tiles_gen_predictions_csv.py --dir {','.join(best)}"
+    assert command in md_path.read_text()

@@ -370,3 +370,67 @@ def test_cheb_layout_sets_the_layer_sequence_and_state_width(layout, expected, t
     head_width = model.head.weights[0].shape[0]
     branches = 2 if layout == "parallel" else 1
     assert head_width == branches * 8 * len(model.reductions)
+
+
+# --- Keras' own loader ------------------------------------------------------------------------
+
+# A value other than the default for every kwarg a model may take: a model
+# built with all the kwargs its class takes at these values differs from the
+# default model in every one of them.
+NON_DEFAULT = {
+    "hidden_dim": 16,
+    "op_embedding_dim": 8,
+    "activation": "relu",
+    "dropout": 0.05,
+    "final_mlp_layers": 1,
+    "reduction": "max+mean",
+    "config_dim": 8,
+    "num_layers": 2,
+    "directed": True,
+    "num_heads": 2,
+    "config_encoding": "per_dim",
+    "tiled_op_heads": 2,
+    "dim_layout": "position",
+    "cheb_order": 2,
+    "cheb_layout": "parallel",
+}
+
+
+def keras_reload_cases():
+    import json
+
+    from conftest import ROOT
+
+    import tiles_train
+
+    catalog = model_builder.runtime_catalog()
+    assert set().union(*map(set, catalog.kwargs.values())) <= set(NON_DEFAULT)
+    cases = [(name, {k: NON_DEFAULT[k] for k in catalog.kwargs[name]}) for name in catalog.names]
+    recipe = tiles_train.parse_args([f"--flagfile={ROOT / 'configs' / 'recommended.flags'}"])
+    cases.append((recipe.model, json.loads(recipe.model_kwargs_json)))
+    return cases
+
+
+@pytest.mark.parametrize(
+    "name, kwargs", keras_reload_cases(), ids=[c[0] for c in keras_reload_cases()]
+)
+def test_keras_load_model_scores_like_the_rebuild(name, kwargs, toy_valid, tmp_path):
+    """`tf.keras.models.load_model` on a saved folder gives the model the project's
+    rebuild gives (class and every kwarg from the run file): same config, same
+    scores, for every class with every kwarg it takes away from its default,
+    and for the recommended recipe's model."""
+    from baselines.tiles.run_files import restore_model
+
+    trained = model_builder.build_model(name, 3, kwargs)
+    model_builder.create_variables(trained)
+    for v in trained.trainable_variables:  # away from the initial values
+        v.assign(v + tf.random.normal(v.shape, stddev=0.05, seed=2))
+    model_dir = tmp_path / "model_x"
+    save_model(trained, model_dir)
+    rebuilt = restore_model(model_dir, {"model": name, "model_kwargs": kwargs, "configs": 3})
+    loaded = tf.keras.models.load_model(model_dir, compile=False)
+    assert type(loaded) is type(rebuilt)
+    config = loaded.get_config()
+    assert {k: config[k] for k in kwargs} == kwargs
+    graph = merged_graph(toy_valid, [0, 1, 2, 3], 3)
+    np.testing.assert_array_equal(loaded.forward(graph, 3), rebuilt.forward(graph, 3))

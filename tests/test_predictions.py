@@ -67,6 +67,7 @@ def train_toy_model(work, model: str, epochs: int, out: str):
     return model_dir
 
 
+@pytest.mark.slow
 def test_end_to_end_toy_training_predictions_submission(trained):
     work, model_dir = trained
     proc = run_script("tiles_gen_predictions_csv.py", "--dir", str(model_dir), cwd=work)
@@ -90,6 +91,7 @@ def test_end_to_end_toy_training_predictions_submission(trained):
     assert read_rows(work / "predictions_kaggle.csv") == rows
 
 
+@pytest.mark.slow
 def test_predictions_for_every_real_test_sample(trained, real_samples, tmp_path):
     _, model_dir = trained
     out = tmp_path / "real.csv"
@@ -112,6 +114,7 @@ def test_predictions_for_every_real_test_sample(trained, real_samples, tmp_path)
         assert all(0 <= i < c for i in ranking)
 
 
+@pytest.mark.slow
 def test_valid_split_reports_errors_per_program(trained, tmp_path):
     _, model_dir = trained
     proc = run_script(
@@ -133,6 +136,7 @@ def test_valid_split_reports_errors_per_program(trained, tmp_path):
     assert sum(int(r[2]) for r in rows[1:]) == int(rows[0][2]) == len(valid)
 
 
+@pytest.mark.slow
 def test_chunked_compiled_scoring_ranks_like_the_simple_path(trained, sample_root):
     _, model_dir = trained
     model, _, stats = load_trained_model(model_dir)
@@ -195,6 +199,7 @@ def _edit_run_file(path, **changes):
         f.write(json.dumps(record).encode())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case, message",
     [
@@ -250,6 +255,7 @@ def test_bad_inputs_refused_in_one_line(trained, tmp_path, case, message):
     _expect_refusal(proc, message, output)
 
 
+@pytest.mark.slow
 def test_feature_stats_travel_with_the_model(trained):
     """Prediction uses the saved train statistics, not ones refitted on test."""
     _, model_dir = trained
@@ -260,6 +266,7 @@ def test_feature_stats_travel_with_the_model(trained):
     assert record["args"]["toy_data"] is True
 
 
+@pytest.mark.slow
 def test_tiles_evaluate_reports_each_model_and_the_ensemble(trained, tmp_path):
     work, model_dir = trained
     mlp_dir = train_toy_model(work, "MLP", epochs=1, out="out_mlp")
@@ -296,3 +303,35 @@ def test_tiles_evaluate_reports_each_model_and_the_ensemble(trained, tmp_path):
             ]
             row = next(r for r in rows if r["model"] == label and r["program"] == "ALL")
             assert float(row[f"top{k}_err"]) == pytest.approx(np.mean(errors), abs=1e-4)
+
+
+@pytest.mark.slow
+def test_an_output_folder_that_does_not_exist_is_made_one_under_a_file_refused_first(
+    trained, tmp_path
+):
+    _, model_dir = trained
+    nested = tmp_path / "new" / "deeper" / "p.csv"
+    made = run_script(
+        "tiles_gen_predictions_csv.py", f"--dir={model_dir}", f"--output={nested}", cwd=tmp_path
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    assert len(read_rows(nested)) == 30  # every toy test kernel
+    # Under a regular file no folder can be made: refused before any data is read.
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    refused = run_script(
+        "tiles_gen_predictions_csv.py",
+        f"--dir={model_dir}",
+        f"--output={blocker / 'sub' / 'p.csv'}",
+        cwd=tmp_path,
+    )
+    _expect_refusal(refused, "--output: ", blocker / "sub" / "p.csv")
+    assert "data:" not in refused.stdout  # nothing was read
+    evaluated = run_script(
+        "tiles_evaluate.py",
+        f"--dirs={model_dir}",
+        f"--output={blocker / 'eval' / 'evaluation'}",
+        cwd=tmp_path,
+    )
+    _expect_refusal(evaluated, "--output: ", blocker / "eval" / "evaluation.md")
+    assert "data:" not in evaluated.stdout

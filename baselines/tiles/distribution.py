@@ -48,7 +48,7 @@ def check_tf_config(text: str | None) -> None:
         "set TF_CONFIG to e.g. "
         '\'{"cluster": {"worker": ["host1:port", "host2:port"]}, '
         '"task": {"type": "worker", "index": 0}}\' on every worker '
-        '(README "Training on N machines")'
+        '(docs/usage.md, "Training on N GPUs or N machines")'
     )
     if not text:
         raise PipelineError(f"--strategy=multi_worker: TF_CONFIG is not set; {advice}")
