@@ -198,12 +198,22 @@ def markdown(result: dict) -> str:
 
 def main() -> int:
     parser = entry_parser(__doc__)
-    parser.add_argument("--size", choices=sorted(SIZES), default="full")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument(
+        "--size",
+        choices=sorted(SIZES),
+        default="full",
+        help="full: 1000/200/200 kernels, 100-3000 configs each; small: 300/60/60, 50-1500",
+    )
+    parser.add_argument("--seeds", type=int, default=3, help="training seeds per recipe and set")
     parser.add_argument("--sets", default=",".join(HARDWARE), help="hardware presets to test on")
     parser.add_argument("--recipes", default="baseline,recommended", help="flagfile names or paths")
-    parser.add_argument("--out", type=Path, default=ROOT / "out" / "quality")
-    parser.add_argument("--data_seed", type=int, default=1)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "out" / "quality",
+        help="sets, trained runs (reused while a recipe is unchanged), tables and figures",
+    )
+    parser.add_argument("--data_seed", type=int, default=1, help="seed of the generated sets")
     args = parser.parse_args()
     if args.seeds < 1:
         raise PipelineError(f"--seeds: must be at least 1, got {args.seeds}")

@@ -247,11 +247,13 @@ def main() -> int:
         return _measure_main(sys.argv[2])
     parser = entry_parser(__doc__)
     parser.add_argument("--full", action="store_true", help="real-release size (slow)")
-    parser.add_argument("--models", default="EarlyJoinSAGE,LateJoinGAT")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=str(ROOT / "out" / "bench"))
+    parser.add_argument(
+        "--models", default="EarlyJoinSAGE,LateJoinGAT", help="models to train and predict with"
+    )
+    parser.add_argument("--epochs", type=int, default=2, help="training epochs per run")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each step (medians)")
+    parser.add_argument("--seed", type=int, default=0, help="data set seed")
+    parser.add_argument("--out", default=str(ROOT / "out" / "bench"), help="set and results")
     parser.add_argument("--data_root", default=None, help="use this set instead of generating")
     args = parser.parse_args()
     size_name = "full" if args.full else "default"

@@ -626,7 +626,12 @@ def main() -> int:
     parser.add_argument("--work", default=str(ROOT / "out" / "scale"), help="sets, runs, results")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each step (medians)")
     parser.add_argument("--seed", type=int, default=0, help="data set seed")
-    parser.add_argument("--recipes", default="EarlyJoinSAGE,recommended")
+    parser.add_argument(
+        "--recipes",
+        default="EarlyJoinSAGE,recommended",
+        help="what to train and predict with: EarlyJoinSAGE (configs/baseline.flags) "
+        "and/or recommended (configs/recommended.flags)",
+    )
     parser.add_argument("--keep_runs", action="store_true", help="keep caches and models")
     parser.add_argument(
         "--reuse",

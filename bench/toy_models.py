@@ -31,11 +31,13 @@ from baselines.tiles.train_args import TrainArgs
 
 def main() -> int:
     parser = entry_parser(__doc__)
-    parser.add_argument("--epochs", type=int, default=40)
-    parser.add_argument("--early_stop", type=int, default=10)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--models", default=",".join(read_catalog().names))
-    parser.add_argument("--out", default=str(ROOT / "out" / "toy_models"))
+    parser.add_argument("--epochs", type=int, default=40, help="maximum training epochs")
+    parser.add_argument("--early_stop", type=int, default=10, help="tiles_train.py's --early_stop")
+    parser.add_argument("--seed", type=int, default=0, help="training seed")
+    parser.add_argument(
+        "--models", default=",".join(read_catalog().names), help="models of models.py to train"
+    )
+    parser.add_argument("--out", default=str(ROOT / "out" / "toy_models"), help="results")
     flags = parser.parse_args()
     from baselines.tiles.train_lib import train
 

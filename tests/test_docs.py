@@ -33,7 +33,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 MARKER = re.compile(r"<!-- docs-test: (run|parse|run by (tests/\w+\.py)) -->")
 # Commands of other tools a parse block may hold (a download, a Kaggle CLI, a shell).
-EXTERNAL = {"kaggle", "tensorboard", "bash", "pip", "conda", "git", "cd", "curl", "tar"}
+EXTERNAL = {"kaggle", "tensorboard", "bash", "pip", "conda", "git", "cd", "curl", "tar", "cp"}
 CI_COMMAND = "make test"
 
 
