@@ -132,8 +132,26 @@ def parse_only(script: Path, argv: list[str]):
     raise AssertionError(f"{script.name} finished without parsing its command line")
 
 
+def first_of_pipeline(command: str) -> str:
+    """`a | b` -> `a`, for a `|` outside quotes and `$(...)`."""
+    quote, depth = None, 0
+    for i, char in enumerate(command):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            return command[:i]
+    return command
+
+
 def check_parses(command: str, monkeypatch) -> None:
-    first = command.split("|")[0]  # `python x.py | bash`: the script is what is checked
+    # `python x.py | bash`: the script is what is checked.
+    first = first_of_pipeline(command)
     words = shlex.split(first, comments=True)
     if words[0] in EXTERNAL:
         return
