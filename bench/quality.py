@@ -1,28 +1,37 @@
 #!/usr/bin/env python3
-"""Ranking quality of training recipes on programs never seen in training.
+"""Ranking quality of training recipes across worlds, chosen on validation only.
 
-    .venv/bin/python bench/quality.py                               # full size, 3 seeds
-    .venv/bin/python bench/quality.py --size small --seeds 2 \\
-        --recipes baseline,ablation/gat_defaults,ablation/gat_configs64
+    .venv/bin/python bench/quality.py --worlds all --protocol lowo    # the docs' first number
+    .venv/bin/python bench/quality.py --worlds all --recipes baseline,ablation/X  # validation
+    .venv/bin/python bench/quality.py --worlds all --protocol test --recipes recommended
 
-Generates two labelled synthetic sets with the project's generator
-(data/make_synthetic.py --test_labels): one with the default cost-model
-constants and one with other constants (`--hardware alternate`: less on-chip
-memory, lower bandwidth, a costlier grid step, wider alignment), so a gain that
-fits one cost model only shows up. Valid and test kernels come from programs
-that train never holds (the generator's program lists are disjoint).
+A world is a synthetic set from `data/make_synthetic.py --world W`: the same
+real file format, runtimes from a structurally different cost model
+(`baselines/tiles/synthetic/worlds.py`: default, alternate, serial, cache).
+Valid and test kernels come from programs train never holds. Each world's
+labelled test split is kept apart (`<out>/holdout/`); training sees a test
+split with hidden runtimes, as in the real release.
 
-Each recipe is a flagfile (`configs/<name>.flags`, or a path) trained by
-`tiles_train.py --flagfile=...` once per seed and set. Every saved model is
-then scored on the full valid and test splits through the prediction path
-(`SavedRanker`), and the seeds of a recipe also as an ensemble (mean of
-per-kernel standardized scores). Reported: val and test top-1/5/10 error, OPA,
-Kaggle score and training wall time, mean ± std over seeds, the ensemble's
-figures and a per-program table; written to `<out>/quality.{json,md}`, with
-the figures `<out>/quality_per_program.png` (test top-5 error per program and
-recipe) and `<out>/quality_ablation.png` (val and test top-5 error per recipe).
-Trained runs stay in `<out>/runs/<size>_<set>/<recipe>-<digest>/s<seed>` and
-are reused while the flags the recipe resolves to (the digest) are unchanged.
+Each recipe (a flagfile name under configs/ or a path) trains once per seed
+and world through `tiles_train.py --flagfile=...`; every saved model, and the
+seeds' ensemble, is scored through the prediction path.
+
+- `--protocol validation` (the default; what ablations and probes run): the
+  validation split only. Test is never read.
+- `--protocol lowo`: every recipe's validation in every world, then, for each
+  world W, the candidate with the lowest mean validation top-5 error over the
+  *other* worlds is chosen, and only then W's test split is scored: the chosen
+  recipe's and the baseline's (`--baseline`). The report gives the ratios, the
+  worst test program of the chosen recipe beside the baseline's error on it,
+  and the seeds' ensemble against the mean of its members. It also names the
+  recipe that every world's validation chooses (the recommended one).
+- `--protocol test`: the test split of the named recipes, each scored once and
+  logged (`<out>/test_log.jsonl`).
+
+Writes `<out>/quality.{json,md}` (validation), `<out>/lowo.{json,md}` or
+`<out>/test.{json,md}`, and figures. Trained runs stay in
+`<out>/runs/<size>_<world>/<recipe>-<digest>/s<seed>` and are reused while the
+flags the recipe resolves to (the digest) are unchanged.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import statistics
+import shutil
 import subprocess
 import sys
 import time
@@ -40,17 +49,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # this process scores the saved models
 
-from baselines.tiles import plots
+from baselines.tiles import plots, selection
 from baselines.tiles.cli import entry_parser
 from baselines.tiles.errors import PipelineError, run_cli
 from baselines.tiles.io_utils import atomic_write_text
+from baselines.tiles.synthetic.worlds import WORLDS
 
 SIZES = {
+    "tiny": dict(train=24, valid=9, test=9, min_configs=5, max_configs=40, max_nodes=12),
     "small": dict(train=300, valid=60, test=60, min_configs=50, max_configs=1500),
+    "medium": dict(train=600, valid=120, test=120, min_configs=50, max_configs=2000),
     "full": dict(train=1000, valid=200, test=200, min_configs=100, max_configs=3000),
 }
-HARDWARE = ("default", "alternate")
-METRICS = ("top1_err", "top5_err", "top10_err", "opa", "kaggle_score")
+PROTOCOLS = ("validation", "lowo", "test")
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
 
 
@@ -76,17 +87,34 @@ def recipe_digest(recipe: Path) -> str:
     return hashlib.sha256(json.dumps(args.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
 
 
-def generate(root: Path, size: str, hardware: str, seed: int) -> None:
-    """Makes the set once; a finished set is marked by its parameters."""
-    params = dict(SIZES[size], hardware=hardware, seed=seed)
-    marker = root / "quality_set.json"
-    if marker.is_file() and json.loads(marker.read_text()) == params:
-        return
+def _make(root: Path, size: str, world: str, seed: int, extra: list[str]) -> None:
     flags = [f"--{k}={v}" for k, v in SIZES[size].items()]
     cmd = [sys.executable, str(ROOT / "data" / "make_synthetic.py"), f"--out={root}", *flags]
-    cmd += [f"--hardware={hardware}", f"--seed={seed}", "--test_labels", "--quiet"]
-    subprocess.run(cmd, check=True, env=ENV)
+    cmd += [f"--world={world}", f"--seed={seed}", "--quiet", *extra]
+    subprocess.run(cmd, check=True, env=ENV, stdout=subprocess.DEVNULL)
+
+
+def generate(out: Path, size: str, world: str, seed: int) -> tuple[Path, Path]:
+    """The world's training root (test runtimes hidden) and its labelled test split.
+
+    Both made once and marked by their parameters. The labelled test split is
+    the same kernels as the hidden one (every kernel is a pure function of
+    seed, split and index), kept outside the training root.
+    """
+    name = f"{size}_{world}"
+    root, holdout = out / "sets" / name, out / "holdout" / name
+    params = dict(SIZES[size], world=world, seed=seed)
+    marker = out / "sets" / f"{name}.json"
+    if marker.is_file() and json.loads(marker.read_text()) == params:
+        return root, holdout / "test"
+    for folder in (root, holdout):
+        shutil.rmtree(folder, ignore_errors=True)
+    _make(root, size, world, seed, [])
+    _make(holdout, size, world, seed, ["--test_labels"])
+    for split in ("train", "valid"):
+        shutil.rmtree(holdout / split)
     atomic_write_text(marker, json.dumps(params))
+    return root, holdout / "test"
 
 
 def train_run(recipe: Path, data_root: Path, out_dir: Path, seed: int) -> dict:
@@ -95,7 +123,7 @@ def train_run(recipe: Path, data_root: Path, out_dir: Path, seed: int) -> dict:
     if not runs:
         cmd = [sys.executable, str(ROOT / "tiles_train.py"), f"--flagfile={recipe}"]
         cmd += [f"--seed={seed}", f"--data_root={data_root}", f"--out_dir={out_dir}"]
-        cmd += [f"--cache_dir={data_root.parent / 'cache'}", "--test_mode=metrics"]
+        cmd += [f"--cache_dir={data_root.parent / 'cache' / data_root.name}"]
         started = time.perf_counter()
         proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -111,102 +139,194 @@ def train_run(recipe: Path, data_root: Path, out_dir: Path, seed: int) -> dict:
     return record
 
 
-def evaluate(model_dirs: list[str], splits: dict) -> dict:
-    """Per split: each model's and the ensemble's error table rows."""
+def score(model_dirs: list[str], split) -> list[dict]:
+    """Error-table rows of each model ("0", "1", ...) and, with several, their "ensemble"."""
     from baselines.tiles.evaluate import error_table
     from baselines.tiles.predict import SavedRanker, ensemble_scores
 
-    rankers = [SavedRanker.load(d) for d in model_dirs]
-    tables = {}
-    for name, split in splits.items():
-        members = {str(i): r.score(split, progress=False) for i, r in enumerate(rankers)}
+    members = {
+        str(i): SavedRanker.load(d).score(split, progress=False) for i, d in enumerate(model_dirs)
+    }
+    if len(members) > 1:
         members["ensemble"] = ensemble_scores(list(members.values()))
-        tables[name] = error_table(split, members)
-    return tables
+    return error_table(split, members)
 
 
-def mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+class Benchmark:
+    """The runs of one `bench/quality.py` call: worlds, recipes, seeds, where they live."""
 
-
-def summarize(tables: dict, walls: list[float], seeds: int) -> dict:
-    """Mean ± std over seeds of the "ALL" rows, the ensemble's, and per-program means."""
-    out: dict = {"train_wall_s": mean_std(walls)}
-    for split, rows in tables.items():
-        every = [r for r in rows if r["program"] == "ALL"]
-        members = [r for r in every if r["model"] != "ensemble"]
-        (ensemble,) = [r for r in every if r["model"] == "ensemble"]
-        out[split] = {m: mean_std([r[m] for r in members]) for m in METRICS}
-        out[split]["ensemble"] = {m: ensemble[m] for m in METRICS} if seeds > 1 else None
-        programs = sorted({r["program"] for r in rows} - {"ALL"})
-        out[split]["programs"] = {
-            p: {
-                "kernels": next(r["kernels"] for r in rows if r["program"] == p),
-                **{
-                    m: statistics.mean(
-                        r[m] for r in rows if r["program"] == p and r["model"] != "ensemble"
-                    )
-                    for m in ("top1_err", "top5_err")
-                },
-                "top5_err_std": mean_std(
-                    [r["top5_err"] for r in rows if r["program"] == p and r["model"] != "ensemble"]
-                )[1],
-            }
-            for p in programs
-        }
-    return out
-
-
-def fmt(pair) -> str:
-    mean, std = pair
-    return f"{mean:.3f} ± {std:.3f}"
-
-
-def markdown(result: dict) -> str:
-    lines = [
-        f"Size {result['size']} ({result['sizes']}), {result['seeds']} seeds; "
-        f"valid/test programs never seen in training. Mean ± std over seeds; "
-        "`ens` = the seeds' ensemble.",
-        "",
-        "| set | recipe | val top-1 | val top-5 | val top-10 | val OPA | test top-1 | "
-        "test top-5 | test top-10 | test OPA | val/test top-5 ens | train s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for key, s in result["results"].items():
-        hardware, recipe = key.split("|")
-        ens = [s[x]["ensemble"] for x in ("valid", "test")]
-        ens_text = (
-            f"{ens[0]['top5_err']:.3f} / {ens[1]['top5_err']:.3f}" if ens[0] is not None else "-"
-        )
-        lines.append(
-            f"| {hardware} | {recipe} | "
-            + " | ".join(fmt(s["valid"][m]) for m in ("top1_err", "top5_err", "top10_err", "opa"))
-            + " | "
-            + " | ".join(fmt(s["test"][m]) for m in ("top1_err", "top5_err", "top10_err", "opa"))
-            + f" | {ens_text} | {s['train_wall_s'][0]:.0f} |"
-        )
-    lines += ["", "Per program (mean over seeds), top-5 error:", ""]
-    for key, s in result["results"].items():
-        for split in ("valid", "test"):
-            programs = s[split]["programs"]
-            cells = ", ".join(
-                f"{p} ({v['kernels']}) {v['top5_err']:.3f}" for p, v in programs.items()
+    def __init__(self, args) -> None:
+        self.out = args.out.expanduser().resolve()
+        self.size, self.seeds, self.data_seed = args.size, args.seeds, args.data_seed
+        self.worlds = list(WORLDS) if args.worlds == "all" else _names(args.worlds, "--worlds")
+        unknown = [w for w in self.worlds if w not in WORLDS]
+        if unknown:
+            raise PipelineError(
+                f"--worlds: unknown {', '.join(unknown)}; choose from {', '.join(WORLDS)} or all"
             )
-            lines.append(f"- {key.replace('|', ' / ')} / {split}: {cells}")
+        self.recipes = {name: recipe_path(name) for name in _names(args.recipes, "--recipes")}
+        self.baseline = args.baseline
+        self.roots: dict[str, tuple[Path, Path]] = {}
+
+    def root(self, world: str) -> tuple[Path, Path]:
+        if world not in self.roots:
+            self.roots[world] = generate(self.out, self.size, world, self.data_seed)
+        return self.roots[world]
+
+    def records(self, world: str, name: str) -> list[dict]:
+        recipe = self.recipes[name]
+        folder = f"{name.replace('/', '_')}-{recipe_digest(recipe)}"
+        records = []
+        for seed in range(self.seeds):
+            run_dir = self.out / "runs" / f"{self.size}_{world}" / folder / f"s{seed}"
+            records.append(train_run(recipe, self.root(world)[0], run_dir, seed))
+        return records
+
+    def validation(self) -> dict[str, dict[str, dict]]:
+        """valid[world][recipe]: the validation summary. Reads no test split."""
+        from baselines.tiles.data import load_split
+
+        valid: dict[str, dict[str, dict]] = {}
+        for world in self.worlds:
+            split = load_split(self.root(world)[0] / "valid", name="valid", progress=False)
+            valid[world] = {}
+            for name in self.recipes:
+                records = self.records(world, name)
+                rows = score([r["model_dir"] for r in records], split)
+                valid[world][name] = selection.summarize_runs(rows, [r["wall_s"] for r in records])
+                top5 = valid[world][name]["top5_err"]
+                print(f"{world} {name}: val top-5 {top5[0]:.4f} ± {top5[1]:.4f}", flush=True)
+        return valid
+
+    def test(self, pairs: list[tuple[str, str]]) -> dict[str, dict[str, dict]]:
+        """test[world][recipe] for each (world, recipe) pair: each split read once, logged."""
+        from baselines.tiles.data import load_split
+
+        test: dict[str, dict[str, dict]] = {}
+        by_world: dict[str, list[str]] = {}
+        for world, name in dict.fromkeys(pairs):
+            by_world.setdefault(world, []).append(name)
+        for world, names in by_world.items():
+            split = load_split(self.root(world)[1], name="test", progress=False)
+            for name in names:
+                records = self.records(world, name)
+                rows = score([r["model_dir"] for r in records], split)
+                summary = selection.summarize_runs(rows, [r["wall_s"] for r in records])
+                test.setdefault(world, {})[name] = summary
+                entry = {"time": time.time(), "world": world, "recipe": name, "size": self.size}
+                entry["digest"] = recipe_digest(self.recipes[name])
+                entry["top5_err"] = summary["top5_err"]
+                with open(self.out / "test_log.jsonl", "a") as log:
+                    log.write(json.dumps(entry) + "\n")
+        return test
+
+
+def _names(text: str, flag: str) -> list[str]:
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise PipelineError(f"{flag}: empty item in {text!r}")
+    return names
+
+
+def _pm(pair) -> str:
+    return f"{pair[0]:.3f} ± {pair[1]:.3f}"
+
+
+def summary_markdown(bench: Benchmark, per_world: dict, split: str) -> str:
+    """The table of one split's summaries (`split`: "val" or "test")."""
+    what = "Validation only (test never read)" if split == "val" else "Test, scored once"
+    lines = [
+        f"{what}. Size {bench.size} ({SIZES[bench.size]}), {bench.seeds} seeds, data seed "
+        f"{bench.data_seed}; {split} programs never seen in training. Mean ± std over seeds; "
+        "`ens` = the seeds' ensemble; worst = the program with the highest mean top-5 error.",
+        "",
+        f"| world | recipe | {split} top-1 | {split} top-5 | {split} top-10 | {split} OPA | "
+        "ens top-5 | worst program: top-5 | train s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for world, by_recipe in per_world.items():
+        for name, s in by_recipe.items():
+            ens = f"{s['ensemble']['top5_err']:.3f}" if s["ensemble"] else "-"
+            worst = s["worst_program"]
+            worst_text = f"{worst}: {s['programs'][worst]['top5_err']:.3f}" if worst else "-"
+            lines.append(
+                f"| {world} | {name} | "
+                + " | ".join(_pm(s[m]) for m in ("top1_err", "top5_err", "top10_err", "opa"))
+                + f" | {ens} | {worst_text} | {s['train_wall_s'][0]:.0f} |"
+            )
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
+def lowo_markdown(bench: Benchmark, rows: list[dict], overall: str, valid: dict) -> str:
+    lines = [
+        f"Leave one world out: each world's recipe chosen on the other worlds' validation "
+        f"(candidates: {', '.join(bench.recipes)}), then its test split scored once beside "
+        f"the baseline's ({bench.baseline}). Size {bench.size}, {bench.seeds} seeds; test "
+        "programs never seen in training.",
+        "",
+        "| held-out world | chosen | test top-5 | baseline | ratio | test top-1 | baseline | "
+        "ratio | worst program: chosen / baseline top-5 | ens / members top-5 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['world']} | {r['chosen']} | {_pm(r['top5_err'])} | "
+            f"{_pm(r['baseline_top5_err'])} | {r['top5_ratio']:.2f} | {_pm(r['top1_err'])} | "
+            f"{_pm(r['baseline_top1_err'])} | {r['top1_ratio']:.2f} | {r['worst_program']}: "
+            f"{r['worst_top5_err']:.3f} / {r['baseline_on_worst_top5_err']:.3f} | "
+            f"{r['ensemble_top5_err']:.3f} / {r['members_mean_top5_err']:.3f} |"
+        )
+    means = {
+        name: selection.choice_key([valid[w][name] for w in bench.worlds]) for name in bench.recipes
+    }
+    lines += [
+        "",
+        f"Chosen on every world's validation: **{overall}** "
+        "(mean validation top-5 / top-1 over the worlds: "
+        + ", ".join(f"{n} {k[0]:.3f} / {k[1]:.3f}" for n, k in means.items())
+        + ").",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def figure_result(bench: Benchmark, per_world: dict, split: str) -> dict:
+    """The shape `plots.quality_figures` reads: results["world|recipe"][split]."""
+    results = {}
+    for world, by_recipe in per_world.items():
+        for name, summary in by_recipe.items():
+            results[f"{world}|{name}"] = {split: summary}
+    return {"recipes": {name: "" for name in bench.recipes}, "results": results}
+
+
+def build_parser():
     parser = entry_parser(__doc__)
     parser.add_argument(
-        "--size",
-        choices=sorted(SIZES),
-        default="full",
-        help="full: 1000/200/200 kernels, 100-3000 configs each; small: 300/60/60, 50-1500",
+        "--worlds",
+        default="default,alternate",
+        help=f"comma-separated worlds ({', '.join(WORLDS)}) or all",
     )
-    parser.add_argument("--seeds", type=int, default=3, help="training seeds per recipe and set")
-    parser.add_argument("--sets", default=",".join(HARDWARE), help="hardware presets to test on")
-    parser.add_argument("--recipes", default="baseline,recommended", help="flagfile names or paths")
+    parser.add_argument("--sets", dest="worlds", help="the older name of --worlds")
+    parser.add_argument(
+        "--size",
+        choices=list(SIZES),
+        default="full",
+        help="kernels per split: tiny 24/9/9 (tests), small 300/60/60, medium 600/120/120, "
+        "full 1000/200/200",
+    )
+    parser.add_argument("--seeds", type=int, default=3, help="training seeds per recipe and world")
+    parser.add_argument(
+        "--recipes", default="baseline,recommended", help="flagfile names or paths, comma-separated"
+    )
+    parser.add_argument(
+        "--baseline", default="baseline", help="the recipe the lowo report compares against"
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="validation",
+        help="validation: the valid splits only; lowo: choose per held-out world on the "
+        "others' validation, then report its test; test: report the named recipes' test",
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -214,50 +334,61 @@ def main() -> int:
         help="sets, trained runs (reused while a recipe is unchanged), tables and figures",
     )
     parser.add_argument("--data_seed", type=int, default=1, help="seed of the generated sets")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = build_parser().parse_args()
     if args.seeds < 1:
         raise PipelineError(f"--seeds: must be at least 1, got {args.seeds}")
-    sets = [s.strip() for s in args.sets.split(",")]
-    unknown = [s for s in sets if s not in HARDWARE]
-    if unknown:
-        raise PipelineError(f"--sets: unknown {', '.join(unknown)}; choose from {HARDWARE}")
-    recipes = {name.strip(): recipe_path(name.strip()) for name in args.recipes.split(",")}
+    bench = Benchmark(args)
+    if args.protocol == "lowo" and len(bench.worlds) < 2:
+        raise PipelineError("--protocol lowo: leaving one world out needs two worlds or more")
+    if args.protocol == "lowo" and bench.baseline not in bench.recipes:
+        raise PipelineError(f"--baseline {bench.baseline} must be one of --recipes")
+    bench.out.mkdir(parents=True, exist_ok=True)
 
-    from baselines.tiles.data import load_split
+    if args.protocol == "test":
+        test = bench.test([(w, r) for w in bench.worlds for r in bench.recipes])
+        result = {"size": bench.size, "seeds": bench.seeds, "test": test}
+        atomic_write_text(bench.out / "test.json", json.dumps(result, indent=1) + "\n")
+        text = summary_markdown(bench, test, "test")
+        atomic_write_text(bench.out / "test.md", text)
+        print(text)
+        return 0
 
-    out = args.out.expanduser().resolve()
-    results = {}
-    for hardware in sets:
-        data_root = out / "sets" / f"{args.size}_{hardware}"
-        generate(data_root, args.size, hardware, args.data_seed)
-        splits = {s: load_split(data_root / s, name=s, progress=False) for s in ("valid", "test")}
-        for name, recipe in recipes.items():
-            records = []
-            for seed in range(args.seeds):
-                folder = f"{name.replace('/', '_')}-{recipe_digest(recipe)}"
-                run_dir = out / "runs" / f"{args.size}_{hardware}" / folder / f"s{seed}"
-                records.append(train_run(recipe, data_root, run_dir, seed))
-                print(f"{hardware} {name} seed {seed}: {records[-1]['final_error']}", flush=True)
-            tables = evaluate([r["model_dir"] for r in records], splits)
-            results[f"{hardware}|{name}"] = summarize(
-                tables, [r["wall_s"] for r in records], args.seeds
-            )
+    valid = bench.validation()
     result = {
-        "size": args.size,
-        "sizes": SIZES[args.size],
-        "seeds": args.seeds,
-        "recipes": {
-            k: str(v.relative_to(ROOT)) if v.is_relative_to(ROOT) else str(v)
-            for k, v in recipes.items()
-        },
-        "results": results,
+        "protocol": "validation",
+        "size": bench.size,
+        "sizes": SIZES[bench.size],
+        "seeds": bench.seeds,
+        "worlds": bench.worlds,
+        "recipes": {k: str(v) for k, v in bench.recipes.items()},
+        "valid": valid,
     }
-    atomic_write_text(out / "quality.json", json.dumps(result, indent=1) + "\n")
-    text = markdown(result)
-    atomic_write_text(out / "quality.md", text)
-    per_program, ablation = plots.quality_figures(result)
-    plots.save_png(per_program, out / "quality_per_program.png")
-    plots.save_png(ablation, out / "quality_ablation.png")
+    atomic_write_text(bench.out / "quality.json", json.dumps(result, indent=1) + "\n")
+    text = summary_markdown(bench, valid, "val")
+    atomic_write_text(bench.out / "quality.md", text)
+    per_program, ablation = plots.quality_figures(figure_result(bench, valid, "valid"), "valid")
+    plots.save_png(per_program, bench.out / "quality_per_program.png")
+    plots.save_png(ablation, bench.out / "quality_ablation.png")
+    print(text)
+    if args.protocol != "lowo":
+        return 0
+
+    # Choose first, from validation alone; only then is any test split read.
+    candidates = list(bench.recipes)
+    choices = selection.lowo_choices(valid, bench.worlds, candidates)
+    overall = selection.choose(valid, bench.worlds, candidates)
+    pairs = [(w, c) for w, c in choices.items()] + [(w, bench.baseline) for w in bench.worlds]
+    test = bench.test(pairs)
+    rows = selection.lowo_rows(test, choices, bench.baseline)
+    lowo = {"choices": choices, "overall_choice": overall, "rows": rows, "test": test}
+    atomic_write_text(bench.out / "lowo.json", json.dumps(lowo, indent=1) + "\n")
+    text = lowo_markdown(bench, rows, overall, valid)
+    atomic_write_text(bench.out / "lowo.md", text)
+    plots.save_png(plots.lowo_figure(rows), bench.out / "lowo.png")
     print(text)
     return 0
 

@@ -74,10 +74,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     parser.add_argument("--seed", type=int, default=0, help="dataset seed (non-negative)")
     parser.add_argument(
-        "--hardware",
+        "--world",
         default="default",
+        choices=list(synthetic.WORLDS),
+        help="the cost model: default (the roofline model), alternate (its structure with "
+        "other constants), serial (nothing overlaps, power-of-two padding, no accumulator), "
+        "cache (smooth memory hierarchy, MXU granularity, pipeline fills); see "
+        "baselines/tiles/synthetic/worlds.py",
+    )
+    parser.add_argument(
+        "--hardware",
+        default=None,
         choices=sorted(synthetic.HARDWARE_PRESETS),
-        help="cost-model constants of the simulated core",
+        help="the default world's constants (default or alternate; --hardware=alternate is "
+        "--world=alternate)",
     )
     parser.add_argument(
         "--test_labels",
@@ -109,11 +119,21 @@ def _check_args(args: argparse.Namespace) -> tuple[dict[str, int], synthetic.Gen
     for flag in ("train", "valid", "test", "seed"):
         if getattr(args, flag) < 0:
             raise PipelineError(f"--{flag} must be non-negative, got {getattr(args, flag)}")
-    hardware = synthetic.HARDWARE_PRESETS[args.hardware]
+    if args.hardware is not None:
+        if args.world not in ("default", args.hardware):
+            raise PipelineError(
+                f"--hardware {args.hardware} sets the default world's constants; the {args.world} "
+                "world has its own: drop --hardware"
+            )
+        args.world = args.hardware
+    hardware = synthetic.DEFAULT_HARDWARE
     if args.preset:
         counts = synthetic.preset_counts(args.preset)
         options = synthetic.GeneratorOptions(
-            hardware=hardware, test_labels=args.test_labels, sizes=synthetic.RELEASE_SIZES
+            hardware=hardware,
+            test_labels=args.test_labels,
+            sizes=synthetic.RELEASE_SIZES,
+            world=args.world,
         )
         return counts, options
     try:
@@ -123,6 +143,7 @@ def _check_args(args: argparse.Namespace) -> tuple[dict[str, int], synthetic.Gen
             max_nodes=args.max_nodes,
             hardware=hardware,
             test_labels=args.test_labels,
+            world=args.world,
         )
     except ValueError as e:
         raise PipelineError(

@@ -266,3 +266,20 @@ def test_the_readme_is_short_and_nothing_cites_outside_documents():
             if cited.search(line):
                 offenders.append(f"{name}:{number}: {line.strip()}")
     assert not offenders, offenders
+
+
+def test_every_flag_of_every_script_has_one_help_and_one_default():
+    """--help: each flag described, its default shown once (never as None)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import docs_tables
+
+    for script, make_parser in docs_tables.PARSERS.items():
+        parser = make_parser()
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if not action.option_strings or action.option_strings[0] == "-h":
+                continue
+            assert action.help, f"{script} {action.option_strings[0]} has no help"
+            text = formatter._get_help_string(action) % {"default": action.default}
+            assert text.count("(default") <= 1, (script, text)
+            assert "(default: None)" not in text, (script, text)

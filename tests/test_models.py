@@ -393,6 +393,7 @@ NON_DEFAULT = {
     "dim_layout": "position",
     "cheb_order": 2,
     "cheb_layout": "parallel",
+    "analytic_inputs": True,
 }
 
 

@@ -11,7 +11,11 @@ Normalized node features carry six more columns after the 140
 (`NORMALIZED_NODE_DIM`): `layout_positions`, where each tensor dimension sits
 in the op's layout. The files hold the layout as `minor_to_major` (column
 134 + i names the dimension at position i); a per-dimension model needs the
-inverse, dimension d's position, beside d's shape and tile bound.
+inverse, dimension d's position, beside d's shape and tile bound. Normalized
+config features carry four more after the 24 (`NORMALIZED_CONFIG_DIM`): the
+analytic estimates of `analytic.config_estimates` (output tiles, padding,
+VMEM share, reduction steps), already on a scale near 1. Models read the
+derived columns only when a kwarg asks for them.
 
     stats = FeatureStats.fit(train.node_feat, train.config_feat)
     json.dumps(stats.to_dict())                  # travels inside the run file
@@ -25,6 +29,7 @@ import dataclasses
 
 import numpy as np
 
+from baselines.tiles.analytic import NUM_ESTIMATES, config_estimates
 from baselines.tiles.data import CONFIG_FEAT_DIM, NODE_FEAT_DIM, TileSplit
 from baselines.tiles.errors import PipelineError
 
@@ -41,6 +46,9 @@ LAYOUT_COLUMN = 134
 # Normalized node features: the 140 file columns, then layout_positions.
 LAYOUT_POSITION_COLUMN = NODE_FEAT_DIM
 NORMALIZED_NODE_DIM = NODE_FEAT_DIM + NUM_DIMS
+# Normalized config features: the 24 file columns, then the analytic estimates.
+ANALYTIC_COLUMN = CONFIG_FEAT_DIM
+NORMALIZED_CONFIG_DIM = CONFIG_FEAT_DIM + NUM_ESTIMATES
 
 
 def layout_positions(node_feat: np.ndarray) -> np.ndarray:
@@ -156,11 +164,16 @@ class FeatureStats:
         return _standardize(config_feat, self.config_mean, self.config_std, chunk_rows)
 
     def normalize_split(self, split: TileSplit) -> TileSplit:
-        """A copy of the split with normalized float32 features."""
-        return split.replace(
-            node_feat=self.normalize_nodes(split.node_feat),
-            config_feat=self.normalize_configs(split.config_feat),
-        )
+        """A copy of the split with normalized float32 features and the derived columns.
+
+        Node features gain the layout positions, config features the analytic
+        estimates (which need each kernel's raw node and config features).
+        """
+        _check_raw_width(split.node_feat)
+        configs = np.empty((split.config_feat.shape[0], NORMALIZED_CONFIG_DIM), np.float32)
+        configs[:, :CONFIG_FEAT_DIM] = self.normalize_configs(split.config_feat)
+        configs[:, ANALYTIC_COLUMN:] = config_estimates(split)
+        return split.replace(node_feat=self.normalize_nodes(split.node_feat), config_feat=configs)
 
     def to_dict(self) -> dict[str, list[float]]:
         return {f.name: getattr(self, f.name).tolist() for f in dataclasses.fields(self)}

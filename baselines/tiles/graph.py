@@ -34,8 +34,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from baselines.tiles.data import CONFIG_FEAT_DIM, TileSplit
-from baselines.tiles.features import NORMALIZED_NODE_DIM
+from baselines.tiles.data import TileSplit
+from baselines.tiles.features import NORMALIZED_CONFIG_DIM, NORMALIZED_NODE_DIM
 
 BATCH_SIGNATURE = {
     "op_sizes": tf.TensorSpec([None], tf.int32),
@@ -45,7 +45,7 @@ BATCH_SIGNATURE = {
     "op_feats": tf.TensorSpec([None, NORMALIZED_NODE_DIM], tf.float32),
     "feed_source": tf.TensorSpec([None], tf.int32),
     "feed_target": tf.TensorSpec([None], tf.int32),
-    "config_feats": tf.TensorSpec([None, CONFIG_FEAT_DIM], tf.float32),
+    "config_feats": tf.TensorSpec([None, NORMALIZED_CONFIG_DIM], tf.float32),
     "config_runtimes": tf.TensorSpec([None], tf.float32),
     "config_normalizers": tf.TensorSpec([None], tf.float32),
     "config_mask": tf.TensorSpec([None], tf.float32),
@@ -188,7 +188,7 @@ def dummy_batch(num_configs: int) -> dict[str, np.ndarray]:
         "op_feats": np.zeros((2, NORMALIZED_NODE_DIM), np.float32),
         "feed_source": np.array([1], np.int32),
         "feed_target": np.array([0], np.int32),
-        "config_feats": np.zeros((num_configs, CONFIG_FEAT_DIM), np.float32),
+        "config_feats": np.zeros((num_configs, NORMALIZED_CONFIG_DIM), np.float32),
         "config_runtimes": np.ones(num_configs, np.float32),
         "config_normalizers": np.ones(num_configs, np.float32),
         "config_mask": np.ones(num_configs, np.float32),

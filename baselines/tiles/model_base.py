@@ -35,7 +35,9 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from baselines.tiles.analytic import NUM_ESTIMATES
 from baselines.tiles.data import CONFIG_FEAT_DIM, OPCODE_VOCAB_SIZE
+from baselines.tiles.features import ANALYTIC_COLUMN, NORMALIZED_CONFIG_DIM
 from baselines.tiles.layers import (
     ConfigScoringHead,
     KernelPooling,
@@ -64,9 +66,15 @@ def configs_per_kernel(graph: tfgnn.GraphTensor) -> tf.Tensor:
 
 
 def config_features(graph: tfgnn.GraphTensor, num_configs) -> tf.Tensor:
-    """Config features as [batch, num_configs, 24]."""
-    feats = graph.node_sets["config"]["feats"]
-    return tf.reshape(feats, [-1, num_configs, feats.shape[-1]])
+    """The files' 24 config columns (normalized) as [batch, num_configs, 24]."""
+    feats = graph.node_sets["config"]["feats"][:, :CONFIG_FEAT_DIM]
+    return tf.reshape(feats, [-1, num_configs, CONFIG_FEAT_DIM])
+
+
+def analytic_features(graph: tfgnn.GraphTensor, num_configs) -> tf.Tensor:
+    """The analytic estimates of each config (`analytic.py`) as [batch, num_configs, 4]."""
+    feats = graph.node_sets["config"]["feats"][:, ANALYTIC_COLUMN:NORMALIZED_CONFIG_DIM]
+    return tf.reshape(feats, [-1, num_configs, NUM_ESTIMATES])
 
 
 class TileModel(tf.keras.Model):
@@ -121,6 +129,7 @@ class TileModel(tf.keras.Model):
         directed: bool | None = None,
         cheb_order: int = 3,
         cheb_layout: str = "interleaved",
+        analytic_inputs: bool = False,
     ):
         super().__init__(name=type(self).__name__.lower())
         check_int("final_mlp_layers", final_mlp_layers, 0)
@@ -134,6 +143,8 @@ class TileModel(tf.keras.Model):
         directed = self.default_directed if directed is None else directed
         if not isinstance(directed, bool):
             raise ValueError(f"directed must be true or false, got {directed!r}")
+        if not isinstance(analytic_inputs, bool):
+            raise ValueError(f"analytic_inputs must be true or false, got {analytic_inputs!r}")
         if tiled_op_heads < 1 or (tiled_op_heads != 1 and config_encoding != "per_dim"):
             raise ValueError(
                 f"tiled_op_heads {tiled_op_heads} needs config_encoding 'per_dim' and a value >= 1"
@@ -163,6 +174,7 @@ class TileModel(tf.keras.Model):
             directed=directed,
             cheb_order=cheb_order,
             cheb_layout=cheb_layout,
+            analytic_inputs=analytic_inputs,
         )
         self.num_configs = num_configs
         self.num_ops = num_ops
@@ -181,6 +193,7 @@ class TileModel(tf.keras.Model):
         self.directed = directed
         self.cheb_order = cheb_order
         self.cheb_layout = cheb_layout
+        self.analytic_inputs = analytic_inputs
         self.pool = KernelPooling(tuple(reduction.split("+")))
         self.reductions = self.pool.reductions
         self.op_encoder = OpEncoder(num_ops, op_embedding_dim, hidden_dim, activation)
@@ -304,7 +317,7 @@ class LateJoinModel(TileModel):
     `message_passing_layers()` so `build` creates them.
     """
 
-    takes = ("config_dim",)
+    takes = ("config_dim", "analytic_inputs")
     # Adds a multiplicative kernel x config term to the head's input (see LateJoinGAT).
     config_interaction = False
 
@@ -323,9 +336,10 @@ class LateJoinModel(TileModel):
             self.config_projection = PointwiseDense(self.config_dim, name="config_proj")
 
     def config_width(self) -> int:
+        width = CONFIG_FEAT_DIM
         if self.config_encoding == "per_dim":
-            return self.config_encoder.output_width
-        return CONFIG_FEAT_DIM
+            width = self.config_encoder.output_width
+        return width + (NUM_ESTIMATES if self.analytic_inputs else 0)
 
     def build_body(self) -> None:
         super().build_body()
@@ -348,6 +362,8 @@ class LateJoinModel(TileModel):
         configs = config_features(graph, num_configs)  # [b, k, 24]
         if self.config_encoding == "per_dim":
             configs = self.config_encoder(graph, states, configs)
+        if self.analytic_inputs:  # the analytic estimates beside the learned encoding
+            configs = tf.concat([configs, analytic_features(graph, num_configs)], axis=-1)
         # The head's input is [kernel_states ; configs (; interaction)] per config.
         if self.config_interaction:
             gate = self.kernel_gate(kernel_states)  # [b, d]

@@ -236,7 +236,7 @@ def quality_figures(result: Mapping, split: str = "test") -> tuple[Figure, Figur
             means[r] = [table[p]["top5_err"] if p in table else np.nan for p in programs[h]]
             stds[r] = [table.get(p, {}).get("top5_err_std", np.nan) for p in programs[h]]
         _grouped_bars(ax, programs[h], means, stds)
-        ax.set_title(f"set {h}", fontsize=9)
+        ax.set_title(f"world {h}", fontsize=9)
     axes[0].set_ylabel("top-5 error, mean ± std over seeds", fontsize=8)
     _legend_above(per_program, axes[0], 4, f"{split} top-5 error per program and recipe")
 
@@ -244,15 +244,48 @@ def quality_figures(result: Mapping, split: str = "test") -> tuple[Figure, Figur
     axes = ablation.subplots(1, len(sets), squeeze=False, sharey=True)[0]
     for ax, h in zip(axes, sets):
         means, stds = {}, {}
-        for name, label in (("valid", "val"), ("test", "test")):
+        present = [
+            (name, label)
+            for name, label in (("valid", "val"), ("test", "test"))
+            if any(split_of(s, r, name) for s in sets for r in recipes)
+        ]
+        for name, label in present:
             pairs = [split_of(h, r, name).get("top5_err") for r in recipes]
             means[label] = [pair[0] if pair else np.nan for pair in pairs]
             stds[label] = [pair[1] if pair else np.nan for pair in pairs]
         _grouped_bars(ax, recipes, means, stds)
-        ax.set_title(f"set {h}", fontsize=9)
+        ax.set_title(f"world {h}", fontsize=9)
     axes[0].set_ylabel("top-5 error, mean ± std over seeds", fontsize=8)
     _legend_above(ablation, axes[0], 2, "top-5 error per recipe, in the order given")
     return per_program, ablation
+
+
+def lowo_figure(rows: Sequence[Mapping]) -> Figure:
+    """Leave-one-world-out: each held-out world's test top-5 and top-1 error, chosen vs baseline.
+
+        figure = lowo_figure(selection.lowo_rows(test, choices, "baseline"))
+
+    One panel per metric; x the held-out worlds (the chosen recipe under each
+    name); bars mean ± std over seeds.
+    """
+    if not rows:
+        raise ValueError("no held-out worlds to draw")
+    groups = [f"{r['world']}\n({r['chosen']})" for r in rows]
+    figure = _figure(float(np.clip(2.0 + 1.2 * len(rows), 5.0, 12.0)), 3.4)
+    axes = figure.subplots(1, 2, squeeze=False)[0]
+    for ax, metric, title in zip(axes, ("top5_err", "top1_err"), ("top-5", "top-1")):
+        means = {
+            "chosen on the other worlds": [r[metric][0] for r in rows],
+            "baseline": [r[f"baseline_{metric}"][0] for r in rows],
+        }
+        stds = {
+            "chosen on the other worlds": [r[metric][1] for r in rows],
+            "baseline": [r[f"baseline_{metric}"][1] for r in rows],
+        }
+        _grouped_bars(ax, groups, means, stds)
+        ax.set_ylabel(f"test {title} error, mean ± std", fontsize=8)
+    _legend_above(figure, axes[0], 2, "held-out worlds: test error of the recipe chosen elsewhere")
+    return figure
 
 
 def _log_slope(x: np.ndarray, y: np.ndarray) -> float:

@@ -28,8 +28,12 @@ kernels, ~1,840 configs and ~40 nodes per kernel on average, long tails) use
 `GeneratorOptions(sizes=RELEASE_SIZES)`; `write_split` writes a split with
 several processes, byte-identical whatever their number.
 
+Other worlds (`worlds.WORLDS`: `GeneratorOptions(world=...)`) compute the
+runtimes with structurally different cost models, noise and kernel mixes.
+
 Modules: `fileformat` (keys, columns, opcodes, programs), `cost_model`
-(hardware constants, runtime model, tile menus, plausibility), `graphs`
+(hardware constants, runtime model, tile menus, plausibility), `worlds`
+(the cost models a benchmark judges recipes in), `graphs`
 (op-graph sampler), `configs` (which tile configs a kernel lists), `options`
 (size knobs, release presets), `kernels` (whole kernels), `npz` (writer),
 `dataset` (parallel split writer).
@@ -74,6 +78,7 @@ from baselines.tiles.synthetic.options import (
     planned_sizes,
     preset_counts,
 )
+from baselines.tiles.synthetic.worlds import WORLDS, World
 
 __all__ = [
     *_fileformat_names,
@@ -98,6 +103,8 @@ __all__ = [
     "RELEASE_SIZES",
     "SizeDistribution",
     "SyntheticKernel",
+    "WORLDS",
+    "World",
     "config_features",
     "default_tiles",
     "estimate_runtime_ns",

@@ -9,12 +9,9 @@ import numpy as np
 
 from baselines.tiles.synthetic.configs import ReleaseConfigSpace, sample_configs
 from baselines.tiles.synthetic.cost_model import (
-    MACHINE_SLOWDOWNS,
-    NOISE_SIGMA,
     CostSpec,
     config_features,
     default_tiles,
-    estimate_runtime_ns,
 )
 from baselines.tiles.synthetic.fileformat import (
     ARRAY_DTYPES,
@@ -89,8 +86,9 @@ def _plan(
     which are still made so that the default sets keep their random stream.
     """
     max_nodes, max_configs = opts.node_limit, opts.config_limit
-    families = [f for f in _FAMILY_WEIGHTS if _FAMILY_MIN_NODES[f] <= max_nodes]
-    weights = np.array([_FAMILY_WEIGHTS[f] for f in families])
+    mix = opts.world_model().family_weights or _FAMILY_WEIGHTS
+    families = [f for f in mix if _FAMILY_MIN_NODES[f] <= max_nodes]
+    weights = np.array([mix[f] for f in families])
     family = families[int(rng.choice(len(families), p=weights / weights.sum()))]
     target = _log_uniform_int(rng, 3, max(3, opts.max_nodes))
     multi = rng.random() < 0.1
@@ -145,7 +143,7 @@ def _release_kernel(
         spec = _BUILDERS[plan.family](g, rng, plan)
         if not spec.configurable:
             return plan, g, spec, *_unconfigured(spec, n_configs)
-        space = ReleaseConfigSpace(spec, opts.hardware)
+        space = ReleaseConfigSpace(spec, opts.world_model().hardware)
         capacity = space.capacity(rng)
         if best is None or capacity > best[0]:
             best = (capacity, plan, g, spec, space, n_configs, duplicate)
@@ -168,7 +166,9 @@ def generate_kernel(
 ) -> SyntheticKernel:
     """Kernel `index` of `split`: a pure function of its arguments."""
     rng = kernel_rng(seed, split, index)
-    programs = {"train": TRAIN_PROGRAMS, "valid": VALID_PROGRAMS, "test": TEST_PROGRAMS}[split]
+    world = options.world_model()
+    own = {"train": TRAIN_PROGRAMS, "valid": VALID_PROGRAMS, "test": TEST_PROGRAMS}
+    programs = (world.programs or own)[split]
     program = str(_choice(rng, programs))
     name = _kernel_name(rng, split, program)
     if split == "test" and options.test_labels:  # a benchmark set: name the program too
@@ -184,7 +184,7 @@ def generate_kernel(
         g = _Graph()
         spec = _BUILDERS[plan.family](g, rng, plan)
         if spec.configurable:
-            tiles, k_tiles = sample_configs(rng, spec, n_configs, duplicate, options.hardware)
+            tiles, k_tiles = sample_configs(rng, spec, n_configs, duplicate, world.hardware)
         else:
             tiles, k_tiles = _unconfigured(spec, n_configs)
     else:
@@ -193,11 +193,7 @@ def generate_kernel(
         config_feat = config_features(spec, tiles, k_tiles)
     else:
         config_feat = np.zeros((len(tiles), CONFIG_FEAT_DIM), dtype=np.float32)
-    model = estimate_runtime_ns(spec, tiles, k_tiles, options.hardware)
-    slowdown = float(_choice(rng, MACHINE_SLOWDOWNS))
-    noise = np.exp(rng.normal(0.0, NOISE_SIGMA, size=len(model)))
-    runtime = np.maximum(1, np.rint(model * slowdown * noise)).astype(np.int64)
-    normalizers = np.full_like(runtime, runtime[0])  # row 0 is the default config
+    runtime, normalizers = world.measure(rng, world.runtime_ns(spec, tiles, k_tiles))
     if split == "test" and not options.test_labels:  # hidden, like the real test split
         runtime = np.zeros_like(runtime)
         normalizers = np.ones_like(normalizers)

@@ -99,8 +99,10 @@ class GeneratorOptions:
     min_configs: int = 5
     max_configs: int = 200
     max_nodes: int = 40
-    # Cost-model constants the runtimes are computed with.
+    # Cost-model constants the runtimes are computed with (the default world's).
     hardware: Hardware = DEFAULT_HARDWARE
+    # The cost model's structure, noise, machines and kernel mix (worlds.WORLDS).
+    world: str = "default"
     # The real test split hides its runtimes; benchmarks need them to score.
     test_labels: bool = False
     sizes: SizeDistribution | None = None
@@ -112,6 +114,24 @@ class GeneratorOptions:
             )
         if self.max_nodes < 2:
             raise ValueError(f"max_nodes must be at least 2, got {self.max_nodes}")
+        from baselines.tiles.synthetic.worlds import WORLDS
+
+        if self.world not in WORLDS:
+            raise ValueError(f"unknown world {self.world!r}; choose one of {', '.join(WORLDS)}")
+        if self.world != "default" and self.hardware != DEFAULT_HARDWARE:
+            raise ValueError(
+                f"the {self.world} world has constants of its own; other hardware constants "
+                "apply to the default world only"
+            )
+
+    def world_model(self):
+        """The `worlds.World` the runtimes come from (the default one with `hardware`)."""
+        from baselines.tiles.synthetic.worlds import WORLDS
+
+        world = WORLDS[self.world]
+        if self.world == "default":
+            world = dataclasses.replace(world, hardware=self.hardware)
+        return world
 
     @property
     def node_limit(self) -> int:

@@ -1,0 +1,179 @@
+"""Analytic estimates of what a tile configuration costs, from what the real files hold.
+
+The "analytic hybrid": easy hardware arithmetic computed per configuration and
+given to a model beside its learned inputs, so it only has to learn the
+corrections. Nothing here is fitted to a cost model; it uses the files'
+columns and documented facts of the TPU:
+
+- a vector tile is 8 sublanes x 128 lanes (XLA's TPU layouts tile the two
+  minor dimensions of an array by (8, 128));
+- a TPU v3 core has 16 MiB of vector memory (VMEM) for the tiles in flight,
+  which are double-buffered (the next tile is fetched while one is computed);
+- an element of f32 takes 4 bytes, of bf16 or f16 2.
+
+Per kernel, from raw node features: the tiled tensor is the last root op
+(column 0) that has a shape (columns 21-26; a tuple root has none), with its
+dims, its layout (`minor_to_major`, columns 134-139) and its element width
+(the one-hot of columns 2-20: 12 f16, 13 f32, 15 bf16; others count 4 bytes).
+The contraction is the last convolution (opcode 26) or dot (opcode 34), and
+its kernel tensor is the shape of its second operand.
+
+Per configuration, from the raw config bounds (kernel 0-5, output 8-13, input 16-21):
+
+- `output_tiles`: prod over the tiled tensor's dims of ceil(dim / output bound),
+  a bound of 0 counting as the whole dim;
+- `padded_share`: the share of a tile's (8, 128) vector tiles that is padding:
+  1 - (t_minor * t_second) / (ceil(t_minor / 128) * 128 * ceil(t_second / 8) * 8),
+  t the output bound of the layout's most and second-most minor dim;
+- `vmem_share`: 2 x (output + input + kernel tile bytes) / 16 MiB, each tile's
+  bytes the product of its group's non-zero bounds times the element width;
+- `reduction_steps`: with kernel bounds, prod over the kernel tensor's
+  contracted dims of ceil(size / kernel bound): a convolution's input-feature
+  and spatial dims (its dimension numbers, columns 99 and 101-104, or HWIO
+  when the file has none), a dot's second-minor dim (K of (..., K, N)); else 1.
+
+`config_estimates` returns them as four model inputs, each on a scale near 1:
+log2(output_tiles) / 8, padded_share, log2(vmem_share) / 4, log2(reduction_steps) / 8.
+
+    columns = config_estimates(split)      # [configs, 4] float32, raw (unnormalized) split in
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ESTIMATES = ("output_tiles", "padded_share", "vmem_share", "reduction_steps")
+NUM_ESTIMATES = len(ESTIMATES)
+
+LANES, SUBLANES = 128, 8
+VMEM_BYTES = 16 * 2**20
+ELEMENT_BYTES = {12: 2, 13: 4, 15: 2}  # one-hot column -> bytes (f16, f32, bf16)
+DEFAULT_ELEMENT_BYTES = 4
+OP_CONVOLUTION, OP_DOT = 26, 34
+
+IS_ROOT, SHAPE, LAYOUT = 0, 21, 134
+ELEMENT_TYPES = slice(2, 21)
+KERNEL_INPUT_FEATURE, KERNEL_OUTPUT_FEATURE, KERNEL_SPATIAL = 99, 100, 101
+DOT_DIMENSIONS = 31
+KERNEL_BOUNDS, OUTPUT_BOUNDS, INPUT_BOUNDS = 0, 8, 16
+DIMS = 6
+
+
+def _dims(row: np.ndarray) -> list[int]:
+    """Shape dims of a node (columns 21-26), up to its rank (the last non-zero one)."""
+    shape = [int(x) for x in row[SHAPE : SHAPE + DIMS]]
+    rank = max((i + 1 for i, x in enumerate(shape) if x > 0), default=0)
+    return shape[:rank]
+
+
+def tiled_tensor(node_feat: np.ndarray) -> tuple[list[int], list[int], int]:
+    """(dims, minor_to_major, element bytes) of the kernel's tiled tensor; ([], [], 4) if none."""
+    roots = [i for i in np.flatnonzero(node_feat[:, IS_ROOT] > 0) if _dims(node_feat[i])]
+    if not roots:
+        return [], [], DEFAULT_ELEMENT_BYTES
+    row = node_feat[roots[-1]]
+    dims = _dims(row)
+    layout = [int(x) for x in row[LAYOUT : LAYOUT + len(dims)]]
+    hot = np.flatnonzero(row[ELEMENT_TYPES] > 0)
+    column = int(hot[0]) + ELEMENT_TYPES.start if len(hot) else -1
+    return dims, layout, ELEMENT_BYTES.get(column, DEFAULT_ELEMENT_BYTES)
+
+
+def contracted_dims(
+    node_feat: np.ndarray, node_opcode: np.ndarray, edges: np.ndarray
+) -> tuple[list[int], list[int]]:
+    """(kernel tensor dims, indices of its contracted dims) of the last contraction; ([], [])."""
+    found = np.flatnonzero((node_opcode == OP_CONVOLUTION) | (node_opcode == OP_DOT))
+    if not len(found):
+        return [], []
+    node = int(found[-1])
+    operands = [int(v) for u, v in edges if int(u) == node]
+    if len(operands) < 2:
+        return [], []
+    kernel = _dims(node_feat[operands[1]])
+    rank = len(kernel)
+    if rank == 0:
+        return [], []
+    row = node_feat[node]
+    if int(node_opcode[node]) == OP_DOT:
+        given = int(row[DOT_DIMENSIONS + 1])
+        k = given if 0 < given < rank else max(rank - 2, 0)
+        return kernel, [k]
+    feature = int(row[KERNEL_INPUT_FEATURE])
+    output = int(row[KERNEL_OUTPUT_FEATURE])
+    if feature == output:  # no dimension numbers in the file: XLA's default HWIO
+        return kernel, [d for d in range(rank) if d != rank - 1]
+    spatial = [int(x) for x in row[KERNEL_SPATIAL : KERNEL_SPATIAL + max(rank - 2, 0)]]
+    return kernel, sorted({feature, *spatial})
+
+
+def kernel_estimates(
+    node_feat: np.ndarray, node_opcode: np.ndarray, edges: np.ndarray, config_feat: np.ndarray
+) -> np.ndarray:
+    """[c, 4] float64 raw estimates (output_tiles, padded_share, vmem_share, reduction_steps)."""
+    c = config_feat.shape[0]
+    dims, layout, width = tiled_tensor(node_feat)
+    out = np.ones((c, NUM_ESTIMATES), np.float64)
+    out[:, 1] = 0.0
+    bounds = config_feat[:, OUTPUT_BOUNDS : OUTPUT_BOUNDS + DIMS].astype(np.float64)
+    if dims:
+        size = np.asarray(dims, np.float64)
+        tile = bounds[:, : len(dims)]
+        tile = np.where(tile > 0, np.minimum(tile, size), size)
+        out[:, 0] = np.prod(np.ceil(size / tile), axis=1)
+        minor = layout[0] if layout and 0 <= layout[0] < len(dims) else len(dims) - 1
+        t_minor = tile[:, minor]
+        t_second = np.ones(c)
+        if len(dims) > 1 and len(layout) > 1 and 0 <= layout[1] < len(dims):
+            t_second = tile[:, layout[1]]
+        padded = np.ceil(t_minor / LANES) * LANES * np.ceil(t_second / SUBLANES) * SUBLANES
+        out[:, 1] = 1.0 - t_minor * t_second / padded
+
+    def tile_bytes(start: int) -> np.ndarray:
+        group = config_feat[:, start : start + DIMS].astype(np.float64)
+        used = group > 0
+        product = np.prod(np.where(used, group, 1.0), axis=1)
+        return np.where(used.any(axis=1), product * width, 0.0)
+
+    total = tile_bytes(OUTPUT_BOUNDS) + tile_bytes(INPUT_BOUNDS) + tile_bytes(KERNEL_BOUNDS)
+    out[:, 2] = np.maximum(2.0 * total, float(width)) / VMEM_BYTES
+    kernel, contracted = contracted_dims(node_feat, node_opcode, edges)
+    kernel_bounds = config_feat[:, KERNEL_BOUNDS : KERNEL_BOUNDS + DIMS].astype(np.float64)
+    if kernel and contracted:
+        steps = np.ones(c)
+        for d in contracted:
+            if d < len(kernel) and d < DIMS:
+                b = kernel_bounds[:, d]
+                steps *= np.where(b > 0, np.ceil(kernel[d] / np.maximum(b, 1.0)), 1.0)
+        has_bounds = (kernel_bounds > 0).any(axis=1)
+        out[:, 3] = np.where(has_bounds, steps, 1.0)
+    return out
+
+
+def model_inputs(estimates: np.ndarray) -> np.ndarray:
+    """Raw estimates -> the four model inputs, each on a scale near 1 (float32)."""
+    x = np.empty_like(estimates, dtype=np.float32)
+    x[:, 0] = np.log2(np.maximum(estimates[:, 0], 1.0)) / 8.0
+    x[:, 1] = estimates[:, 1]
+    x[:, 2] = np.log2(np.maximum(estimates[:, 2], 2.0**-40)) / 4.0
+    x[:, 3] = np.log2(np.maximum(estimates[:, 3], 1.0)) / 8.0
+    return x
+
+
+def config_estimates(split) -> np.ndarray:
+    """[configs, 4] float32 model inputs of every configuration of a raw `TileSplit`."""
+    out = np.empty((int(split.config_offsets[-1]), NUM_ESTIMATES), np.float32)
+    for i in range(len(split)):
+        n0, n1 = int(split.node_offsets[i]), int(split.node_offsets[i + 1])
+        e0, e1 = int(split.edge_offsets[i]), int(split.edge_offsets[i + 1])
+        c0, c1 = int(split.config_offsets[i]), int(split.config_offsets[i + 1])
+        if c1 == c0:
+            continue
+        raw = kernel_estimates(
+            split.node_feat[n0:n1],
+            split.node_opcode[n0:n1],
+            split.edge_index[e0:e1],
+            split.config_feat[c0:c1],
+        )
+        out[c0:c1] = model_inputs(raw)
+    return out

@@ -1,0 +1,117 @@
+"""The analytic estimates per configuration, against hand computations.
+
+Each estimate is recomputed here by hand from the numbers a file holds (the
+real samples where they have the case, else a kernel built in the test), so a
+wrong column, a wrong constant or a wrong formula shows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from baselines.tiles import analytic, data
+from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
+from baselines.tiles.features import ANALYTIC_COLUMN, FeatureStats
+
+MIB16 = 16 * 2**20
+
+
+def read(real_samples, name: str) -> data.Kernel:
+    return data.read_kernel(real_samples / "tile_xla" / "test" / f"{name}.npz")
+
+
+def estimates(kernel: data.Kernel) -> np.ndarray:
+    return analytic.kernel_estimates(
+        kernel.node_feat, kernel.node_opcode, kernel.edge_index, kernel.config_feat
+    )
+
+
+def test_an_elementwise_kernel_of_the_real_samples(real_samples):
+    """Tiled tensor [2, 300, 300, 64], bf16, minor_to_major [2, 3, 1, 0]; no contraction."""
+    kernel = read(real_samples, "0a8a2b247d7a20b9dcab1daf50066a4d")
+    got = estimates(kernel)
+    # Config 0: output bounds [2, 14, 4, 1].
+    tiles = math.ceil(2 / 2) * math.ceil(300 / 14) * math.ceil(300 / 4) * math.ceil(64 / 1)
+    assert tiles == 105600
+    # Most minor dim 2 (bound 4) on 128 lanes, second-minor dim 3 (bound 1) on 8 sublanes.
+    padded_share = 1 - (4 * 1) / (128 * 8)
+    vmem = 2 * (2 * 14 * 4 * 1 * 2) / MIB16  # double-buffered bf16 output tile
+    np.testing.assert_allclose(got[0], [tiles, padded_share, vmem, 1.0], rtol=1e-12)
+    # Config 1: output bounds [1, 2, 4, 2].
+    tiles = 2 * 150 * 75 * 32
+    np.testing.assert_allclose(
+        got[1], [tiles, 1 - 4 * 2 / (128 * 8), 2 * (1 * 2 * 4 * 2 * 2) / MIB16, 1.0], rtol=1e-12
+    )
+
+
+def test_a_convolution_kernel_of_the_real_samples(real_samples):
+    """Tiled tensor (last root with a shape) [1, 1, 1024, 512] f32, minor_to_major
+    [3, 2, 1, 0]; the convolution's filter [1, 1, 1024, 512] with dimension numbers
+    input feature 3, spatial 0 and 1 (columns 99, 101-102)."""
+    kernel = read(real_samples, "0ac539372cc77cc6791794b369b984e1")
+    got = estimates(kernel)
+    # Config 0: kernel bounds [1, 1, 64, 2], output bounds [5, 2, 6, 4].
+    assert kernel.config_feat[0, :4].tolist() == [1, 1, 64, 2]
+    assert kernel.config_feat[0, 8:12].tolist() == [5, 2, 6, 4]
+    tiles = 1 * 1 * math.ceil(1024 / 6) * math.ceil(512 / 4)  # bounds past a dim's size: 1
+    padded_share = 1 - (4 * 6) / (128 * 8)  # minor dim 3 (bound 4), second dim 2 (bound 6)
+    vmem = 2 * ((5 * 2 * 6 * 4) * 4 + (1 * 1 * 64 * 2) * 4) / MIB16
+    steps = 1 * 1 * math.ceil(512 / 2)  # contracted: input feature 3 and spatial 0, 1
+    np.testing.assert_allclose(got[0], [tiles, padded_share, vmem, steps], rtol=1e-12)
+
+
+def handmade_dot(k_bound: int) -> data.Kernel:
+    """lhs [256, 512] x rhs [512, 1024] -> dot [256, 1024] (f32, default layout), one config."""
+    node_feat = np.zeros((3, 140), np.float32)
+    for i, dims in enumerate(([256, 512], [512, 1024], [256, 1024])):
+        node_feat[i, 21 : 21 + len(dims)] = dims
+        node_feat[i, 134:136] = [1, 0]
+        node_feat[i, 13] = 1  # f32
+    node_feat[2, 0] = 1  # the dot is the root
+    config = np.zeros((1, 24), np.float32)
+    config[0, 0:2] = [k_bound, 256]  # kernel bounds: the rhs tile (K, N)
+    config[0, 8:10] = [64, 256]  # output tile (M, N)
+    return data.Kernel(
+        tile_id="dot",
+        node_feat=node_feat,
+        node_opcode=np.array([63, 63, 34], np.uint8),
+        edge_index=np.array([[2, 0], [2, 1]], np.int64),
+        config_feat=config,
+        config_runtime=np.ones(1, np.int64),
+        config_runtime_normalizers=np.ones(1, np.int64),
+    )
+
+
+@pytest.mark.parametrize("k_bound, steps", [(128, 4), (512, 1), (100, 6), (0, 1)])
+def test_a_dot_counts_its_reduction_steps_over_k(k_bound, steps):
+    got = estimates(handmade_dot(k_bound))[0]
+    tiles = math.ceil(256 / 64) * math.ceil(1024 / 256)
+    kernel_bytes = (k_bound * 256 * 4) if k_bound else (256 * 4)
+    vmem = 2 * (64 * 256 * 4 + kernel_bytes) / MIB16
+    np.testing.assert_allclose(got, [tiles, 0.0, vmem, steps], rtol=1e-12)
+
+
+def test_a_config_without_bounds_is_one_whole_tile():
+    kernel = handmade_dot(128)
+    kernel.config_feat[:] = 0
+    got = estimates(kernel)[0]
+    # The whole [256, 1024] output in one tile; 256 rows are 32 sublane groups, no padding.
+    np.testing.assert_allclose(got, [1.0, 0.0, 4 / MIB16, 1.0], rtol=1e-12)  # one f32 element
+
+
+def test_the_model_inputs_scale_each_estimate_as_documented():
+    raw = np.array([[2.0**16, 0.25, 2.0**-8, 2.0**4]])
+    np.testing.assert_allclose(analytic.model_inputs(raw), [[2.0, 0.25, -2.0, 0.5]], rtol=1e-6)
+
+
+def test_normalized_splits_carry_the_estimates_of_the_raw_files():
+    raw = data.load_split(BUNDLED_TOY_ROOT / "valid", progress=False)
+    normalized = FeatureStats.fit_split(raw).normalize_split(raw)
+    i = int(np.argmax(raw.num_configs))
+    c0, c1 = raw.config_offsets[i], raw.config_offsets[i + 1]
+    kernel = raw.kernel(i)
+    expected = analytic.model_inputs(estimates(kernel))
+    np.testing.assert_allclose(normalized.config_feat[c0:c1, ANALYTIC_COLUMN:], expected)
