@@ -35,7 +35,7 @@ from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 
 if TYPE_CHECKING:
     from baselines.tiles.data import TileSplit
-    from baselines.tiles.features import FeatureStats
+    from baselines.tiles.features import FeatureStats, uses_estimates
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,13 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def read_split(
-    root: Path, split: str, cache_dir: str | None, stats: FeatureStats | None
+    root: Path, split: str, cache_dir: str | None, stats: FeatureStats | None, estimates: bool
 ) -> TileSplit:
     """The split as the files hold it, or normalized with `stats` (a FeatureStats)."""
     from baselines.tiles.data import load_split
 
     raw = load_split(root / split, name=split, cache_dir=cache_dir)
-    return raw if stats is None else stats.normalize_split(raw)
+    return raw if stats is None else stats.normalize_split(raw, estimates=estimates)
 
 
 def main() -> int:
@@ -117,7 +117,8 @@ def main() -> int:
     with ProcessPoolExecutor(
         max_workers=1, mp_context=multiprocessing.get_context("spawn")
     ) as pool:
-        loading = pool.submit(read_split, root, args.split, args.cache_dir, stats)
+        estimates = uses_estimates(records[0]["model_kwargs"])
+        loading = pool.submit(read_split, root, args.split, args.cache_dir, stats, estimates)
 
         from baselines.tiles.predict import SavedRanker, ensemble_scores, ranking_rows
         from baselines.tiles.submission import HEADER, write_csv_atomic

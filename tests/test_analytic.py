@@ -115,3 +115,37 @@ def test_normalized_splits_carry_the_estimates_of_the_raw_files():
     kernel = raw.kernel(i)
     expected = analytic.model_inputs(estimates(kernel))
     np.testing.assert_allclose(normalized.config_feat[c0:c1, ANALYTIC_COLUMN:], expected)
+
+
+def test_a_convolution_without_dimension_numbers_reduces_over_hwi():
+    """The generator writes no dimension numbers: XLA's default filter layout HWIO."""
+    node_feat = np.zeros((3, 140), np.float32)
+    for i, dims in enumerate(([2, 8, 8, 64], [3, 3, 64, 32], [2, 8, 8, 32])):
+        node_feat[i, 21:25] = dims
+        node_feat[i, 134:138] = [3, 2, 1, 0]
+        node_feat[i, 15] = 1  # bf16
+    node_feat[2, 0] = 1
+    config = np.zeros((1, 24), np.float32)
+    config[0, 0:4] = [3, 3, 16, 16]  # filter tile: K tile 16 of 64, Co tile 16 of 32
+    config[0, 8:12] = [1, 8, 8, 16]
+    got = analytic.kernel_estimates(
+        node_feat, np.array([63, 63, 26], np.uint8), np.array([[2, 0], [2, 1]]), config
+    )[0]
+    assert got[3] == math.ceil(3 / 3) * math.ceil(3 / 3) * math.ceil(64 / 16)  # Co not reduced
+    assert got[0] == 2 * 1 * 1 * 2  # batch 2 in tiles of 1, channels 32 in tiles of 16
+
+
+def test_a_saved_model_with_analytic_inputs_is_scored_with_the_estimates():
+    from baselines.tiles.model_builder import build_model, create_variables
+    from baselines.tiles.predict import ConfigScorer, SavedRanker
+
+    raw = data.load_split(BUNDLED_TOY_ROOT / "valid", progress=False)
+    stats = FeatureStats.fit_split(raw)
+    model = build_model("MLP", 4, {"hidden_dim": 8, "analytic_inputs": True})
+    create_variables(model)
+    ranker = SavedRanker(BUNDLED_TOY_ROOT, {}, stats, ConfigScorer(model))
+    got = ranker.score(raw, progress=False)
+    want = ranker.scorer.score_split(stats.normalize_split(raw, estimates=True), progress=False)
+    without = ranker.scorer.score_split(stats.normalize_split(raw, estimates=False), progress=False)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert not all(np.allclose(g, w) for g, w in zip(got, without))  # the estimates matter

@@ -117,6 +117,11 @@ def _standardize(
     return out
 
 
+def uses_estimates(model_kwargs: dict) -> bool:
+    """Whether a model built with these kwargs reads the analytic estimates."""
+    return bool(model_kwargs.get("analytic_inputs", False))
+
+
 def _check_raw_width(node_feat: np.ndarray) -> None:
     # Normalized features are wider (layout positions appended): normalizing
     # them again would be a silent mistake, so it is refused.
@@ -163,16 +168,19 @@ class FeatureStats:
     ) -> np.ndarray:
         return _standardize(config_feat, self.config_mean, self.config_std, chunk_rows)
 
-    def normalize_split(self, split: TileSplit) -> TileSplit:
+    def normalize_split(self, split: TileSplit, estimates: bool = True) -> TileSplit:
         """A copy of the split with normalized float32 features and the derived columns.
 
         Node features gain the layout positions, config features the analytic
-        estimates (which need each kernel's raw node and config features).
+        estimates (which need each kernel's raw node and config features). With
+        `estimates` False those four columns are zeros: for models that do not
+        read them (`uses_estimates`), which saves computing them.
         """
         _check_raw_width(split.node_feat)
-        configs = np.empty((split.config_feat.shape[0], NORMALIZED_CONFIG_DIM), np.float32)
+        configs = np.zeros((split.config_feat.shape[0], NORMALIZED_CONFIG_DIM), np.float32)
         configs[:, :CONFIG_FEAT_DIM] = self.normalize_configs(split.config_feat)
-        configs[:, ANALYTIC_COLUMN:] = config_estimates(split)
+        if estimates:
+            configs[:, ANALYTIC_COLUMN:] = config_estimates(split)
         return split.replace(node_feat=self.normalize_nodes(split.node_feat), config_feat=configs)
 
     def to_dict(self) -> dict[str, list[float]]:

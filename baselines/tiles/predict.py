@@ -118,12 +118,10 @@ class ConfigScorer:
     models (their state size) and ops per call for the others; `max_configs`
     bounds configuration slots per call (default 8192 for early-join models,
     4096 for late-join ones). The early-join default keeps states at 8 MiB
-    (32k x 64 floats): on the 2-core benchmark machine that ranked fastest (1.35
-    s against 1.6 s for 16x larger calls, whose states fall out of cache; smaller
-    calls pay per-call overhead instead). Late-join models score a release-size
-    test split (1.5M configs) about 1.5x faster when large kernels are cut only
-    by configs (one message-passing run per 4096 configs instead of one per
-    32k / ops).
+    (32k x 64 floats), which stay in cache: much larger calls fall out of it,
+    much smaller ones pay the per-call overhead. Late-join models cut a large
+    kernel by configurations only: cutting it by ops x configurations would
+    rerun its message passing once per chunk (docs/performance.md measures both).
     """
 
     def __init__(
@@ -156,7 +154,7 @@ class ConfigScorer:
             return self._score(to_tensors(assemble_batch(split, ids, slots, call.slots))).numpy()
 
         # Two calls in flight: the ops of one call form mostly a chain, so a
-        # second call keeps the other core busy (7% faster on 2 cores). A
+        # second call keeps the other core busy. A
         # call's scores do not depend on what runs beside it.
         with ThreadPoolExecutor(max_workers=2) as pool:
             for call, out in zip(calls, pool.map(run, calls)):
@@ -217,7 +215,8 @@ class SavedRanker:
 
     def score(self, raw: TileSplit, progress: bool = True) -> list[np.ndarray]:
         """Scores of every configuration of an unnormalized split, in file order."""
-        return self.scorer.score_split(self.stats.normalize_split(raw), progress=progress)
+        normalized = self.stats.normalize_split(raw, estimates=self.scorer.model.analytic_inputs)
+        return self.scorer.score_split(normalized, progress=progress)
 
 
 def standardized(scores: np.ndarray) -> np.ndarray:

@@ -61,8 +61,8 @@ def _save_keras(model: TileModel, folder: Path, dest: Path) -> None:
     """`model.save` into `folder`; a refused write is one line naming `dest`.
 
     Saved without traced functions (`save_traces=False`): tracing every layer's
-    call for the SavedModel took 8-13 s per run, a quarter of a benchmark
-    training run, and nothing here executes those traces. The folder holds the
+    call for the SavedModel costs seconds a run, and nothing here executes
+    those traces. The folder holds the
     variables and the model's config; `tf.keras.models.load_model` rebuilds it
     once `baselines.tiles.models` is imported (defining a model class registers it).
     """

@@ -17,8 +17,8 @@ def prepare_tensorflow_import() -> None:
     TF 2.15 runs `import distutils` when it is imported. In a virtual environment
     with setuptools, the shim that setuptools installs at interpreter start
     (`distutils-precedence.pth`) turns that into importing most of setuptools
-    and pkg_resources: about 0.25 s of every command, a twentieth of a whole
-    prediction run. Python 3.11 still ships its own distutils, which TF only
+    and pkg_resources, a noticeable part of every short command. Python 3.11
+    still ships its own distutils, which TF only
     needs for the import to succeed, so the shim is removed there. On Python
     3.12+ (no standard distutils) or once distutils is imported, nothing changes.
     """

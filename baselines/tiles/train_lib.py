@@ -35,7 +35,7 @@ from baselines.tiles.data import (
 )
 from baselines.tiles.data_roots import resolve_data_root, toy_data_banner
 from baselines.tiles.errors import PipelineError
-from baselines.tiles.features import FeatureStats
+from baselines.tiles.features import FeatureStats, uses_estimates
 from baselines.tiles.io_utils import (
     describe_write_error,
     remove_stale_temporaries,
@@ -168,7 +168,9 @@ def prepare_splits(
     )
     identity = data_identity(root, splits, args.toy_data, toy_fallback)
     stats = FeatureStats.fit_split(raw["train"])
-    return {name: stats.normalize_split(s) for name, s in raw.items()}, stats, identity
+    estimates = uses_estimates(args.model_kwargs())
+    normalized = {name: stats.normalize_split(s, estimates) for name, s in raw.items()}
+    return normalized, stats, identity
 
 
 # Written into tb_<hash>/ when a run starts: which data the folder's logs are of.
@@ -221,8 +223,8 @@ def choose_run_hash(args: TrainArgs, out_dir: Path, data: dict[str, Any]) -> tup
 def effective_configs(args: TrainArgs, train_split: TileSplit, log: Callable[[str], None]) -> int:
     """`--configs`, capped at the largest train kernel's configuration count (said in a line).
 
-    More slots than any kernel has would only pad every batch (5000 slots on
-    the toy set took 57 s and 5.8 GB for nothing).
+    More slots than any kernel has would only pad every batch, costing time
+    and memory for nothing.
     """
     largest = int(train_split.num_configs.max())
     if args.configs <= largest:
