@@ -35,7 +35,7 @@ from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 
 if TYPE_CHECKING:
     from baselines.tiles.data import TileSplit
-    from baselines.tiles.features import FeatureStats, uses_estimates
+    from baselines.tiles.features import FeatureStats
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,7 +102,7 @@ def main() -> int:
     # TensorFlow is imported (about 3 s); with one model the split is also
     # normalized in the reading process with its statistics.
     from baselines.tiles.data_roots import choose_data_root, toy_notice
-    from baselines.tiles.features import FeatureStats
+    from baselines.tiles.features import FeatureStats, uses_estimates
     from baselines.tiles.run_records import read_model_list
 
     models = read_model_list(args.dir, "--dir")

@@ -301,7 +301,7 @@ def test_per_dim_config_encoder_matches_its_formula(sample_root, heads, dim_layo
     graph = graph_from_batch(to_tensors(batch))
     rng = np.random.default_rng(4)
     op_states = rng.normal(size=(int(batch["op_sizes"].sum()), 8)).astype(np.float32)
-    configs = batch["config_feats"].reshape(len(ids), k, 24)
+    configs = batch["config_feats"][:, :24].reshape(len(ids), k, 24)
     encoder = PerDimConfigEncoder(
         units=5, activation="relu", num_heads=heads, dim_layout=dim_layout
     )

@@ -224,7 +224,7 @@ def test_quality_figures_draw_means_with_the_seeds_std():
     result = quality_result()
     per_program, ablation = plots.quality_figures(result)
 
-    assert [ax.get_title() for ax in per_program.axes] == ["set default", "set alternate"]
+    assert [ax.get_title() for ax in per_program.axes] == ["world default", "world alternate"]
     for ax, hardware in zip(per_program.axes, ("default", "alternate")):
         bars, halves = drawn_bars(ax), error_bar_halves(ax)
         assert len(bars) == 2 * 3

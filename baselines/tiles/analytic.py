@@ -117,7 +117,7 @@ def kernel_estimates(
     out[:, 1] = 0.0
     bounds = config_feat[:, OUTPUT_BOUNDS : OUTPUT_BOUNDS + DIMS].astype(np.float64)
     if dims:
-        size = np.asarray(dims, np.float64)
+        size = np.maximum(np.asarray(dims, np.float64), 1.0)  # a 0 dim inside the rank: 1
         tile = bounds[:, : len(dims)]
         tile = np.where(tile > 0, np.minimum(tile, size), size)
         out[:, 0] = np.prod(np.ceil(size / tile), axis=1)
