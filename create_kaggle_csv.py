@@ -34,11 +34,11 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
+from baselines.core.cli import entry_parser
+from baselines.core.errors import PipelineError, run_cli
+from baselines.core.io_utils import check_output_file, ensure_parent
 from baselines.tiles import submission
-from baselines.tiles.cli import entry_parser
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT, toy_data_banner
-from baselines.tiles.errors import PipelineError, run_cli
-from baselines.tiles.io_utils import check_output_file, ensure_parent
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 from echo_download_commands import sample_submission_command
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines.tiles.cli import entry_parser
-from baselines.tiles.errors import run_cli
+from baselines.core.cli import entry_parser
+from baselines.core.errors import run_cli
 
 BASE_URL = "http://download.tensorflow.org/data/tpu_graphs/v0"
 KAGGLE_COMPETITION = "predict-ai-model-runtime"

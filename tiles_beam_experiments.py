@@ -33,10 +33,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
+from baselines.core.cli import HelpFormatter, add_field_flags, parse_bool
+from baselines.core.errors import PipelineError, run_cli
+from baselines.core.flagfile import expand_flagfiles
 from baselines.tiles import sweeps
-from baselines.tiles.cli import HelpFormatter, add_field_flags, parse_bool
-from baselines.tiles.errors import PipelineError, run_cli
-from baselines.tiles.flagfile import expand_flagfiles
 from baselines.tiles.train_args import TrainArgs
 
 DIRECT_RUNNERS = ("DirectRunner", "SwitchingDirectRunner")

@@ -24,8 +24,8 @@ from baselines.tiles.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
-from baselines.tiles.cli import entry_parser
-from baselines.tiles.errors import run_cli
+from baselines.core.cli import entry_parser
+from baselines.core.errors import run_cli
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 
 
@@ -58,15 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = build_parser().parse_args()
-    from baselines.tiles.io_utils import check_output_file, ensure_parent
+    from baselines.core.io_utils import check_output_file, ensure_parent
 
     # Refused now, not after scoring every model; a missing folder is made when writing.
     output = check_output_file(Path(args.output), "--output")
+    from baselines.core.io_utils import atomic_write_text
     from baselines.tiles import plots
     from baselines.tiles.data import load_split
     from baselines.tiles.data_roots import choose_data_root
     from baselines.tiles.evaluate import csv_text, error_table, markdown
-    from baselines.tiles.io_utils import atomic_write_text
     from baselines.tiles.predict import SavedRanker, ensemble_scores
     from baselines.tiles.run_records import read_model_list
 

@@ -29,8 +29,8 @@ from baselines.tiles.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
-from baselines.tiles.cli import entry_parser
-from baselines.tiles.errors import PipelineError, run_cli
+from baselines.core.cli import entry_parser
+from baselines.core.errors import PipelineError, run_cli
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def main() -> int:
     args = build_parser().parse_args()
     if args.top < 1:
         raise PipelineError(f"--top: must be at least 1, got {args.top}")
-    from baselines.tiles.io_utils import check_output_file, ensure_parent, remove_stale_temporaries
+    from baselines.core.io_utils import check_output_file, ensure_parent, remove_stale_temporaries
 
     # Refused now, not after the ranking; a missing folder is made when writing.
     output = check_output_file(Path(args.output), "--output")

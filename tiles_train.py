@@ -23,11 +23,11 @@ from baselines.tiles.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
-from baselines.tiles.cli import add_field_flags, entry_parser, field_help
+from baselines.core.cli import add_field_flags, entry_parser, field_help
+from baselines.core.distribution import STRATEGIES, check_tf_config
+from baselines.core.errors import run_cli
+from baselines.core.flagfile import expand_flagfiles
 from baselines.tiles.data_roots import resolve_data_root
-from baselines.tiles.distribution import STRATEGIES, check_tf_config
-from baselines.tiles.errors import run_cli
-from baselines.tiles.flagfile import expand_flagfiles
 from baselines.tiles.model_catalog import read_catalog
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT, TrainArgs
 
@@ -80,7 +80,7 @@ def main() -> int:
     resolve_data_root(args.data_root, DEFAULT_DATA_ROOT, log=lambda _: None)
     if strategy_name == "multi_worker":
         check_tf_config(os.environ.get("TF_CONFIG"))
-    from baselines.tiles.distribution import make_strategy
+    from baselines.core.distribution import make_strategy
     from baselines.tiles.train_lib import train  # validates args before loading data
 
     strategy = make_strategy(strategy_name)  # before any other TensorFlow op

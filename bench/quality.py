@@ -49,10 +49,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # this process scores the saved models
 
+from baselines.core.cli import entry_parser
+from baselines.core.errors import PipelineError, run_cli
+from baselines.core.io_utils import atomic_write_text
 from baselines.tiles import plots, selection
-from baselines.tiles.cli import entry_parser
-from baselines.tiles.errors import PipelineError, run_cli
-from baselines.tiles.io_utils import atomic_write_text
 from baselines.tiles.synthetic.worlds import WORLDS
 
 SIZES = {

@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from baselines.tiles.cli import entry_parser
-from baselines.tiles.errors import PipelineError, run_cli
-from baselines.tiles.io_utils import atomic_write_text
+from baselines.core.cli import entry_parser
+from baselines.core.errors import PipelineError, run_cli
+from baselines.core.io_utils import atomic_write_text
 
 # The public baseline on a 2-core machine, 1000/200/200 synthetic kernels,
 # ~577k configs, measured once when this project started: EarlyJoinSAGE

@@ -54,10 +54,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import run_bench  # the measuring helpers: a fresh process per step, its wall time and peak RSS
 
+from baselines.core.cli import entry_parser
+from baselines.core.errors import PipelineError, run_cli
+from baselines.core.io_utils import atomic_write_text
 from baselines.tiles import plots
-from baselines.tiles.cli import entry_parser
-from baselines.tiles.errors import PipelineError, run_cli
-from baselines.tiles.io_utils import atomic_write_text
 
 SIZES = {"eighth": "release_eighth", "quarter": "release_quarter", "half": "release_half"}
 SIZES["full"] = "release"
@@ -161,7 +161,7 @@ def _parse_value(text: str, like):
 
 def train_args_from_flags(flags: list[str], **overrides):
     """A TrainArgs from `--flag=value` lines (flagfiles expanded), then `overrides`."""
-    from baselines.tiles.flagfile import expand_flagfiles
+    from baselines.core.flagfile import expand_flagfiles
     from baselines.tiles.train_args import TrainArgs
 
     defaults = TrainArgs()

@@ -21,10 +21,10 @@ from baselines.tiles.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
-from baselines.tiles.cli import entry_parser
+from baselines.core.cli import entry_parser
+from baselines.core.errors import run_cli
+from baselines.core.io_utils import atomic_write_text
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
-from baselines.tiles.errors import run_cli
-from baselines.tiles.io_utils import atomic_write_text
 from baselines.tiles.model_catalog import read_catalog
 from baselines.tiles.train_args import TrainArgs
 

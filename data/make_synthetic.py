@@ -38,9 +38,9 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
+from baselines.core.cli import entry_parser  # noqa: E402
+from baselines.core.errors import PipelineError, run_cli  # noqa: E402
 from baselines.tiles import synthetic  # noqa: E402
-from baselines.tiles.cli import entry_parser  # noqa: E402
-from baselines.tiles.errors import PipelineError, run_cli  # noqa: E402
 
 SIZE_FLAGS = (
     ("train", 100, "train kernels"),

@@ -15,8 +15,8 @@ import pytest
 from conftest import ROOT, TOY_ROOT
 
 import tiles_beam_experiments as beam_script
+from baselines.core.errors import PipelineError
 from baselines.tiles import model_builder, sweeps
-from baselines.tiles.errors import PipelineError
 from baselines.tiles.run_files import build_from_record, load_trained_model, read_run_file
 from baselines.tiles.train_args import TrainArgs
 

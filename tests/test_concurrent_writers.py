@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
+from baselines.core.io_utils import atomic_directory
 from baselines.tiles import data
-from baselines.tiles.io_utils import atomic_directory
 
 # Several processes each: the slow tier (make test-fast leaves them out).
 pytestmark = pytest.mark.slow

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from conftest import ROOT, numpy_feature_stats, signed_log
 
+from baselines.core.errors import PipelineError
 from baselines.tiles import data, data_roots
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT, resolve_data_root
-from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats, column_moments, layout_positions
 
 

@@ -14,8 +14,8 @@ import portpicker
 import pytest
 from conftest import ROOT, TOY_ROOT
 
-from baselines.tiles.distribution import check_tf_config
-from baselines.tiles.errors import PipelineError
+from baselines.core.distribution import check_tf_config
+from baselines.core.errors import PipelineError
 from baselines.tiles.keras_fit import replica_chunks
 
 # Several processes each: the slow tier (make test-fast leaves them out).
@@ -39,7 +39,7 @@ CHILD = textwrap.dedent(
         tf.config.set_logical_device_configuration(
             tf.config.list_physical_devices("CPU")[0],
             [tf.config.LogicalDeviceConfiguration()] * cpus)
-    from baselines.tiles.distribution import make_strategy
+    from baselines.core.distribution import make_strategy
     from baselines.tiles.train_args import TrainArgs
     from baselines.tiles.train_lib import train
 
@@ -174,9 +174,10 @@ ONE_STEP = textwrap.dedent(
         tf.config.set_logical_device_configuration(
             tf.config.list_physical_devices("CPU")[0],
             [tf.config.LogicalDeviceConfiguration()] * cpus)
-    from baselines.tiles import data, metrics
+    from baselines.tiles import data
+    from baselines.core import metrics
     from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
-    from baselines.tiles.distribution import distributed, make_strategy
+    from baselines.core.distribution import distributed, make_strategy
     from baselines.tiles.features import FeatureStats
     from baselines.tiles.keras_fit import EpochBatches, RankingTrainer
     from baselines.tiles.model_builder import build_model, create_variables

@@ -27,7 +27,7 @@ from unittest import mock
 import pytest
 from conftest import ROOT, copy_repository
 
-from baselines.tiles.cli import EntryParser
+from baselines.core.cli import EntryParser
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)

@@ -17,9 +17,10 @@ import pytest
 import tensorflow as tf
 from conftest import write_random_root
 
-from baselines.tiles import data, io_utils, run_files, train_lib
+from baselines.core import io_utils
+from baselines.core.errors import PipelineError
+from baselines.tiles import data, run_files, train_lib
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
-from baselines.tiles.errors import PipelineError
 from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.submission import HEADER, write_csv_atomic
 from baselines.tiles.train_args import TrainArgs

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from baselines.core.layers.readout import folding_pays
 from baselines.tiles.graph import dummy_batch, graph_from_batch, to_tensors
 from baselines.tiles.layers import (
     ChebConv,
@@ -16,7 +17,6 @@ from baselines.tiles.layers import (
     ResGCNConv,
     SAGEConv,
 )
-from baselines.tiles.layers.readout import folding_pays
 
 EDGES = np.array([[1, 0], [2, 0], [2, 1], [3, 2]])  # u consumes v
 

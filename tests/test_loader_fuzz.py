@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from baselines.core.errors import PipelineError
 from baselines.tiles import data
-from baselines.tiles.errors import PipelineError
 
 MUTATIONS = 400
 SHAPES = [

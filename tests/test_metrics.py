@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
-from baselines.tiles import metrics
-from baselines.tiles.errors import PipelineError
+from baselines.core import metrics
+from baselines.core.errors import PipelineError
 
 
 def test_pair_counts_match_tf_ranking_opa_with_padding():

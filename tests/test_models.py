@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 from conftest import write_random_root
 
+from baselines.core.errors import PipelineError
 from baselines.tiles import data, features, model_builder
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
-from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import assemble_batch, graph_from_batch, sample_config_slots, to_tensors
 from baselines.tiles.layers import ChebConv
@@ -302,7 +302,9 @@ def numpy_linear_mlp_scores(model, graph, num_configs, reduce) -> np.ndarray:
     states = model.op_encoder(graph).numpy()
     sizes = graph.node_sets["op"].sizes.numpy()
     pooled = np.stack([reduce(part, axis=0) for part in np.split(states, np.cumsum(sizes)[:-1])])
-    configs = graph.node_sets["config"]["feats"].numpy()[:, :24].reshape(len(sizes), num_configs, -1)
+    configs = (
+        graph.node_sets["config"]["feats"].numpy()[:, :24].reshape(len(sizes), num_configs, -1)
+    )
     joint = np.concatenate([np.repeat(pooled[:, None], num_configs, 1), configs], -1)
     return joint @ model.head.out.kernel.numpy()[:, 0] + model.head.out.bias.numpy()[0]
 

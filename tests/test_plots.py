@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
+from baselines.core.errors import PipelineError
 from baselines.tiles import plots
-from baselines.tiles.errors import PipelineError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -21,8 +21,9 @@ import pytest
 import tensorflow as tf
 from conftest import ROOT, numpy_feature_stats, signed_log, write_random_root
 
-from baselines.tiles import data, metrics
-from baselines.tiles.errors import PipelineError
+from baselines.core import metrics
+from baselines.core.errors import PipelineError
+from baselines.tiles import data
 from baselines.tiles.predict import SavedRanker, ensemble_scores, ranking_rows
 from baselines.tiles.run_files import (
     RUN_IN_MODEL,

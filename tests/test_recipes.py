@@ -12,8 +12,8 @@ import pytest
 from conftest import ROOT
 
 import tiles_train
-from baselines.tiles.errors import PipelineError
-from baselines.tiles.flagfile import expand_flagfiles
+from baselines.core.errors import PipelineError
+from baselines.core.flagfile import expand_flagfiles
 from baselines.tiles.train_args import TrainArgs
 
 KNOWN = {"model", "epochs", "lr", "toy_data"}

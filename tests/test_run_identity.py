@@ -15,7 +15,7 @@ import types
 
 import pytest
 
-from baselines.tiles.distribution import is_chief
+from baselines.core.distribution import is_chief
 from baselines.tiles.train_args import TrainArgs
 from baselines.tiles.train_lib import choose_run_hash
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, copy_repository
 
-from baselines.tiles.errors import PipelineError
+from baselines.core.errors import PipelineError
 from baselines.tiles.model_catalog import read_catalog
 
 GUIDE = ROOT / "docs" / "adding_a_model.md"

@@ -14,9 +14,9 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import atomic_output, atomic_write_text
 from baselines.tiles import submission
-from baselines.tiles.errors import PipelineError
-from baselines.tiles.io_utils import atomic_output, atomic_write_text
 from echo_download_commands import download_commands, sample_submission_command
 
 SCRIPT = ROOT / "create_kaggle_csv.py"

@@ -14,9 +14,10 @@ import tensorflow as tf
 from conftest import ROOT
 
 import tiles_train
-from baselines.tiles import data, metrics
+from baselines.core import metrics
+from baselines.core.errors import PipelineError
+from baselines.tiles import data
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
-from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import graph_from_batch, to_tensors
 from baselines.tiles.keras_fit import EpochBatches, RankingTrainer, ResumableEarlyStopping

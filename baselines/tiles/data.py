@@ -34,14 +34,11 @@ from pathlib import Path
 import numpy as np
 import tqdm
 
-from baselines.tiles.errors import PipelineError
-from baselines.tiles.io_utils import atomic_write_text, publish_once, temp_prefix
+from baselines.core.errors import PipelineError
+from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE  # noqa: F401 (re-exported)
+from baselines.core.io_utils import atomic_write_text, publish_once, temp_prefix
 
-NODE_FEAT_DIM = 140
 CONFIG_FEAT_DIM = 24
-# node_opcode is stored as uint8, so 256 ids cover every value a file can hold.
-# A fixed vocabulary keeps embedding shapes independent of the data loaded.
-OPCODE_VOCAB_SIZE = 256
 SPLITS = ("train", "valid", "test")
 TOY_MAX_FILES = 100
 # Bump when the cache layout or the validation rules change. 2: per-array

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from baselines.tiles import metrics
+from baselines.core import metrics
+from baselines.core.errors import PipelineError
 from baselines.tiles.data import TileSplit
-from baselines.tiles.errors import PipelineError
 
 COLUMNS = (
     "model",

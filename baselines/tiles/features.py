@@ -29,9 +29,9 @@ import dataclasses
 
 import numpy as np
 
+from baselines.core.errors import PipelineError
 from baselines.tiles.analytic import NUM_ESTIMATES, config_estimates
 from baselines.tiles.data import CONFIG_FEAT_DIM, NODE_FEAT_DIM, TileSplit
-from baselines.tiles.errors import PipelineError
 
 _MIN_STD = 1e-6
 # Rows per chunk when fitting and normalizing: a release-size train split has

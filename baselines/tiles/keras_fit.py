@@ -29,16 +29,16 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from baselines.tiles import metrics
+from baselines.core import metrics
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import atomic_output
 from baselines.tiles.data import TileSplit
-from baselines.tiles.errors import PipelineError
 from baselines.tiles.graph import (
     BATCH_SIGNATURE,
     assemble_batch,
     graph_from_batch,
     sample_config_slots,
 )
-from baselines.tiles.io_utils import atomic_output
 
 CURVE_KEYS = ("epoch", "train_loss", "train_opa", "val_loss", "val_opa")
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from baselines.core.errors import PipelineError
 from baselines.tiles.data import OPCODE_VOCAB_SIZE
-from baselines.tiles.errors import PipelineError
 from baselines.tiles.graph import BATCH_SIGNATURE, dummy_batch, graph_from_batch, to_tensors
 from baselines.tiles.model_base import TileModel
 from baselines.tiles.model_catalog import (

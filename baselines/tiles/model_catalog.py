@@ -28,7 +28,7 @@ import dataclasses
 import difflib
 from pathlib import Path
 
-from baselines.tiles.errors import PipelineError
+from baselines.core.errors import PipelineError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 MODELS_FILE = PACKAGE_DIR / "models.py"

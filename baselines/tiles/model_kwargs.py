@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from baselines.tiles.errors import PipelineError
+from baselines.core.errors import PipelineError
 from baselines.tiles.model_catalog import ModelCatalog, read_catalog
 
 # Upstream's kwarg names (its models and its sweep, tiles_beam_experiments.py) -> this project's

@@ -23,7 +23,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from baselines.tiles.io_utils import atomic_output
+from baselines.core.io_utils import atomic_output
 
 DPI = 100
 ALL = "ALL"  # the program of error_table's rows over every kernel

@@ -36,6 +36,7 @@ import numpy as np
 import tensorflow as tf
 import tqdm
 
+from baselines.core.metrics import require_finite_scores, top_configs
 from baselines.tiles.data import TileSplit
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import (
@@ -45,7 +46,6 @@ from baselines.tiles.graph import (
     graph_from_batch,
     to_tensors,
 )
-from baselines.tiles.metrics import require_finite_scores, top_configs
 from baselines.tiles.model_base import EarlyJoinModel, TileModel, configs_per_kernel
 from baselines.tiles.run_files import read_run_for_model, restore_model
 from baselines.tiles.submission import TILE_PREFIX

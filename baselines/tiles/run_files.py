@@ -27,10 +27,10 @@ from typing import Any
 
 import tensorflow as tf
 
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import atomic_directory, atomic_output, describe_write_error
 from baselines.tiles.data import OPCODE_VOCAB_SIZE
-from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.io_utils import atomic_directory, atomic_output, describe_write_error
 from baselines.tiles.model_base import TileModel
 from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.model_kwargs import resolve_model_kwargs

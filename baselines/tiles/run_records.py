@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from baselines.tiles.errors import PipelineError
+from baselines.core.errors import PipelineError
 from baselines.tiles.features import FeatureStats
 
 

@@ -23,8 +23,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from baselines.tiles.errors import PipelineError
-from baselines.tiles.io_utils import atomic_output, describe_write_error
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import atomic_output, describe_write_error
 
 HEADER: tuple[str, str] = ("ID", "TopConfigs")
 TILE_PREFIX = "tile:xla:"

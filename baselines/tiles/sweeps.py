@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.tiles.errors import PipelineError
-from baselines.tiles.io_utils import atomic_write_text, read_user_text
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import atomic_write_text, read_user_text
 from baselines.tiles.train_args import TrainArgs
 
 SUMMARY_CSV = "sweep_summary.csv"

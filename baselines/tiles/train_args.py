@@ -16,12 +16,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from pathlib import Path
 from typing import Any
 
-from baselines.tiles.errors import PipelineError
-from baselines.tiles.io_utils import check_writable_dir
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import check_writable_dir
+from baselines.core.loss_spec import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
 from baselines.tiles.model_kwargs import resolve_model_kwargs
 
 TEST_MODES = ("predictions", "metrics")
@@ -185,26 +185,3 @@ class TrainArgs:
         if self.results_csv and self.test_mode == "predictions":
             # Checked now, not after hours of training.
             check_writable_dir(Path(self.results_csv).expanduser().parent, "--results_csv")
-
-
-# Names of --losses' terms (metrics.py builds them with TensorFlow and TF-Ranking).
-LOSS_NAMES = ("ListMLELoss", "PListMLELoss", "PairwiseHingeLoss", "MSE")
-
-
-def parse_losses(spec: str) -> tuple[tuple[str, float], ...]:
-    """Parses "Name:weight,Name:weight"; raises PipelineError on anything else."""
-    parsed = []
-    for part in spec.split(","):
-        name, sep, weight = part.strip().partition(":")
-        try:
-            value = float(weight)
-        except ValueError:
-            value = float("nan")
-        if not sep or name not in LOSS_NAMES or not math.isfinite(value) or value < 0:
-            raise PipelineError(
-                f"--losses: cannot parse '{part}' in '{spec}'; use Name:weight pairs "
-                f"separated by commas, names from {', '.join(LOSS_NAMES)}, "
-                "e.g. ListMLELoss:1,MSE:0.02"
-            )
-        parsed.append((name, value))
-    return tuple(parsed)

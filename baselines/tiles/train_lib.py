@@ -26,7 +26,14 @@ import tensorflow as tf
 from tensorboard.plugins.hparams import api as hparams_api
 from tqdm.keras import TqdmCallback
 
-from baselines.tiles import distribution, keras_fit, metrics
+from baselines.core import distribution, metrics
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import (
+    describe_write_error,
+    remove_stale_temporaries,
+    write_failure_kind,
+)
+from baselines.tiles import keras_fit
 from baselines.tiles.data import (
     OPCODE_VOCAB_SIZE,
     TileSplit,
@@ -34,13 +41,7 @@ from baselines.tiles.data import (
     load_splits,
 )
 from baselines.tiles.data_roots import resolve_data_root, toy_data_banner
-from baselines.tiles.errors import PipelineError
 from baselines.tiles.features import FeatureStats, uses_estimates
-from baselines.tiles.io_utils import (
-    describe_write_error,
-    remove_stale_temporaries,
-    write_failure_kind,
-)
 from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.predict import ConfigScorer, ranking_rows
 from baselines.tiles.run_files import RUN_IN_MODEL, read_run_file, save_run

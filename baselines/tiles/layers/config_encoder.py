@@ -5,6 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from baselines.core.layers.pointwise import PointwiseDense
 from baselines.tiles.data import CONFIG_FEAT_DIM
 from baselines.tiles.features import (
     LAYOUT_COLUMN,
@@ -12,7 +13,6 @@ from baselines.tiles.features import (
     NUM_DIMS,
     SHAPE_COLUMN,
 )
-from baselines.tiles.layers.pointwise import PointwiseDense
 
 # Config columns of dim d: kernel (d), output (8 + d) and input (16 + d) bounds.
 BOUND_GROUPS = (0, 8, 16)

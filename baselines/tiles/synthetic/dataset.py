@@ -19,7 +19,7 @@ from pathlib import Path
 
 import tqdm
 
-from baselines.tiles.errors import PipelineError
+from baselines.core.errors import PipelineError
 from baselines.tiles.synthetic.kernels import generate_kernel
 from baselines.tiles.synthetic.npz import write_npz
 from baselines.tiles.synthetic.options import GeneratorOptions

@@ -5,7 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from baselines.tiles.data import NODE_FEAT_DIM
+from baselines.core.format import NODE_FEAT_DIM
 
 
 class OpEncoder(tf.keras.layers.Layer):

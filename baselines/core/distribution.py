@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from baselines.tiles.errors import PipelineError
+from baselines.core.errors import PipelineError
 
 STRATEGIES = ("default", "mirrored", "multi_worker")
 

@@ -19,7 +19,7 @@ import difflib
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from baselines.tiles.errors import PipelineError
+from baselines.core.errors import PipelineError
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from baselines.tiles.layers import graph_ops
-from baselines.tiles.layers.pointwise import PointwiseDense, state_width
+from baselines.core.layers import graph_ops
+from baselines.core.layers.pointwise import PointwiseDense, state_width
 
 
 class ResGCNConv(tf.keras.layers.Layer):

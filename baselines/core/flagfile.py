@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from baselines.tiles.errors import PipelineError
-from baselines.tiles.io_utils import read_user_text
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import read_user_text
 
 MAX_DEPTH = 8
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from baselines.tiles.errors import PipelineError
+from baselines.core.errors import PipelineError
 
 
 def _default_file_mode() -> int:

@@ -6,7 +6,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn.models import gat_v2
 
-from baselines.tiles.layers.pointwise import state_width
+from baselines.core.layers.pointwise import state_width
 
 
 class GATv2Block(tf.keras.layers.Layer):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from baselines.tiles.layers.pointwise import PointwiseDense, pointwise_matmul
+from baselines.core.layers.pointwise import PointwiseDense, pointwise_matmul
 
 # TF-GNN pooling reductions a kernel's op states can be pooled with (upstream's `reduction`).
 REDUCTIONS = ("sum", "mean", "max")

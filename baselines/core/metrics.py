@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from baselines.tiles.errors import PipelineError
-from baselines.tiles.train_args import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
+from baselines.core.errors import PipelineError
+from baselines.core.loss_spec import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
 
 LISTMLE_TEMPERATURE = 10.0
 TOP_KS = (1, 5, 10)
