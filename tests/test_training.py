@@ -108,7 +108,7 @@ def test_writable_probe_survives_a_concurrent_probe_removing_the_folder(tmp_path
     """Two workers probe one new --out_dir: the other's clean-up may remove it under us."""
     import tempfile
 
-    from baselines.tiles import io_utils
+    from baselines.core import io_utils
 
     real = tempfile.TemporaryFile
     removed = []

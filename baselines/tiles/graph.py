@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from baselines.core.keras_fit import BatchSource, sample_config_slots  # noqa: F401 (re-exported)
 from baselines.tiles.data import TileSplit
 from baselines.tiles.features import NORMALIZED_CONFIG_DIM, NORMALIZED_NODE_DIM
 
@@ -52,13 +53,6 @@ BATCH_SIGNATURE = {
     "config_index": tf.TensorSpec([None], tf.int32),
     "tile_id": tf.TensorSpec([None], tf.string),
 }
-
-
-def sample_config_slots(rng: np.random.Generator, num_available: int, k: int) -> np.ndarray:
-    """K configuration indices without replacement, padded with -1 when fewer exist."""
-    if num_available >= k:
-        return np.sort(rng.choice(num_available, size=k, replace=False))
-    return np.concatenate([np.arange(num_available), np.full(k - num_available, -1)])
 
 
 def assemble_batch(
@@ -195,3 +189,12 @@ def dummy_batch(num_configs: int) -> dict[str, np.ndarray]:
         "config_index": np.arange(num_configs, dtype=np.int32),
         "tile_id": np.array([b"dummy"], object),
     }
+
+
+def batch_source(split: TileSplit) -> BatchSource:
+    """A split's kernels as the core training loop draws batches from them."""
+    return BatchSource(
+        num_configs=split.num_configs,
+        assemble=lambda ids, slots, k: assemble_batch(split, ids, slots, k),
+        signature=BATCH_SIGNATURE,
+    )

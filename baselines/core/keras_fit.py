@@ -1,0 +1,377 @@
+"""Training under Keras `fit`: a ranking train step, resumable early stopping, tf.distribute input.
+
+Keras carries the loop (epochs, validation, callbacks, tf.distribute); this module
+adds only what is particular to ranking configurations of graphs (tile kernels
+or whole layout programs):
+
+- `RankingTrainer`: a Keras model around a cost model whose `train_step` and
+  `test_step` apply a ranking loss to [graphs, configs] score lists and report
+  the loss, the pooled OPA (`PooledOPA`) and top-K errors.
+- `BatchSource`: what the batches are drawn from: each item's configuration
+  count and how a batch of items and configuration slots is assembled.
+- `EpochBatches`: a source's batches, epoch after epoch, each epoch drawn from
+  its own seed (so a resumed run draws what an uninterrupted one would) and
+  split into per-replica batches for `Strategy.distribute_datasets_from_function`.
+- `ResumableEarlyStopping`: Keras' `EarlyStopping` on val OPA that always ends
+  on the best weights, and keeps its state beside `BackupAndRestore`'s backup,
+  so that a resumed run stops and restores exactly as an uninterrupted one.
+
+    trainer = RankingTrainer(tile_model, loss_fn, num_configs=10, to_graph=graph_from_batch)
+    trainer.compile(optimizer=tf.keras.optimizers.Adam())
+    trainer.fit(train_batches.dataset(), epochs=5, steps_per_epoch=train_batches.steps,
+                validation_data=val_batches.dataset(), validation_steps=val_batches.steps,
+                callbacks=[ResumableEarlyStopping(5, state_dir)])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from baselines.core import metrics
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import atomic_output
+
+
+def sample_config_slots(rng: np.random.Generator, num_available: int, k: int) -> np.ndarray:
+    """K configuration indices without replacement, padded with -1 when fewer exist."""
+    if num_available >= k:
+        return np.sort(rng.choice(num_available, size=k, replace=False))
+    return np.concatenate([np.arange(num_available), np.full(k - num_available, -1)])
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchSource:
+    """Items to rank configurations of: each item's configuration count, and how a
+    batch is assembled from item ids and each item's configuration slots (-1 = padding)
+    into a dict of arrays matching `signature`."""
+
+    num_configs: np.ndarray
+    assemble: Callable[[Sequence[int], Sequence[np.ndarray], int], dict]
+    signature: dict
+
+    def __len__(self) -> int:
+        return int(len(self.num_configs))
+
+
+CURVE_KEYS = ("epoch", "train_loss", "train_opa", "val_loss", "val_opa")
+
+
+class PooledOPA(tf.keras.metrics.Metric):
+    """Ordered-pair accuracy pooled over every list: correct pairs / comparable pairs.
+
+    Both counts are summed over batches (and over replicas under tf.distribute),
+    as TF-Ranking's OPAMetric pools them.
+
+        opa = PooledOPA()
+        opa.update_state(*metrics.pair_counts(runtimes, scores))
+    """
+
+    def __init__(self, name: str = "opa", **kwargs):
+        super().__init__(name=name, dtype=tf.float64, **kwargs)
+        self.correct = self.add_weight(name="correct", initializer="zeros", dtype=tf.float64)
+        self.pairs = self.add_weight(name="pairs", initializer="zeros", dtype=tf.float64)
+
+    def update_state(self, correct: tf.Tensor, pairs: tf.Tensor) -> None:
+        self.correct.assign_add(tf.cast(correct, tf.float64))
+        self.pairs.assign_add(tf.cast(pairs, tf.float64))
+
+    def result(self) -> tf.Tensor:
+        return self.correct / tf.maximum(self.pairs, 1.0)
+
+
+class RankingTrainer(tf.keras.Model):
+    """Trains `tile_model` (any cost model) under a ranking loss of its [graphs, configs] scores.
+
+    `to_graph` turns a batch dict into the GraphTensor the model's `forward`
+    reads. Each replica's loss is divided by the number of replicas, because Keras'
+    optimizer sums the replicas' gradients: the update is then the gradient of
+    the global batch's mean loss.
+    """
+
+    def __init__(
+        self,
+        tile_model: tf.keras.Model,
+        loss_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
+        num_configs: int,
+        to_graph: Callable[[dict], object],
+    ):
+        super().__init__()
+        self.to_graph = to_graph
+        self.tile_model = tile_model
+        self.loss_fn = loss_fn
+        self.num_configs = num_configs
+        self.loss_tracker = tf.keras.metrics.Mean(name="loss")
+        self.opa = PooledOPA()
+        # Mean over kernels of the top-k error among each list's sampled configs.
+        self.top_k_errors = [tf.keras.metrics.Mean(name=f"top{k}_err") for k in metrics.TOP_KS]
+        self.traces = {"train": 0, "eval": 0}  # Python side effects: traces, not steps
+
+    @property
+    def metrics(self) -> list[tf.keras.metrics.Metric]:
+        return [self.loss_tracker, self.opa, *self.top_k_errors]
+
+    def call(self, batch: dict[str, tf.Tensor], training: bool = False) -> tf.Tensor:
+        return self.tile_model.forward(self.to_graph(batch), self.num_configs, training=training)
+
+    def _update(self, batch, scores, loss) -> dict[str, tf.Tensor]:
+        runtimes = tf.reshape(batch["config_runtimes"], [-1, self.num_configs])
+        self.loss_tracker.update_state(loss)
+        self.opa.update_state(*metrics.pair_counts(runtimes, scores))
+        for k, metric in zip(metrics.TOP_KS, self.top_k_errors):
+            metric.update_state(metrics.batch_top_k_errors(runtimes, scores, k))
+        return {m.name: m.result() for m in self.metrics}
+
+    def train_step(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        self.traces["train"] += 1
+        runtimes = tf.reshape(batch["config_runtimes"], [-1, self.num_configs])
+        with tf.GradientTape() as tape:
+            scores = self(batch, training=True)
+            loss = self.loss_fn(runtimes, scores)
+            replicas = tf.distribute.get_strategy().num_replicas_in_sync
+            scaled = loss / tf.cast(replicas, loss.dtype)
+        variables = self.tile_model.trainable_variables
+        self.optimizer.apply_gradients(zip(tape.gradient(scaled, variables), variables))
+        return self._update(batch, scores, loss)
+
+    def test_step(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        self.traces["eval"] += 1
+        runtimes = tf.reshape(batch["config_runtimes"], [-1, self.num_configs])
+        scores = self(batch, training=False)
+        return self._update(batch, scores, self.loss_fn(runtimes, scores))
+
+
+class LearningRateLogger(tf.keras.callbacks.Callback):
+    """Adds the optimizer's learning rate at the epoch's end to the logs (`learning_rate`).
+
+    Keras' TensorBoard callback logs it only for a schedule; listed before it,
+    this callback puts it in the logs of every run, so TensorBoard plots it.
+    """
+
+    def on_epoch_end(self, epoch: int, logs=None) -> None:
+        if logs is None:
+            return
+        optimizer = self.model.optimizer
+        rate = optimizer.learning_rate
+        if isinstance(rate, tf.keras.optimizers.schedules.LearningRateSchedule):
+            rate = rate(optimizer.iterations)
+        logs["learning_rate"] = float(tf.convert_to_tensor(rate).numpy())
+
+
+def replica_chunks(order: np.ndarray, batch: int, num_replicas: int) -> list[list[np.ndarray]]:
+    """Positions of `order` per global step and replica: each global batch split evenly.
+
+    With one replica the steps are the plain batches of `batch` kernels. With
+    more, a last global batch smaller than the replica count is topped up from
+    the start of the epoch, because every replica must take every step.
+    """
+    steps = []
+    for start in range(0, len(order), batch):
+        positions = np.arange(start, min(start + batch, len(order)))
+        if len(positions) < num_replicas:
+            positions = np.resize(np.concatenate([positions, np.arange(len(order))]), num_replicas)
+        steps.append(np.array_split(positions, num_replicas))
+    return steps
+
+
+class EpochBatches:
+    """A `BatchSource`'s batches, epoch after epoch, each drawn from its own seed [seed, epoch].
+
+    The stream never ends; Keras takes `steps` batches per epoch
+    (`steps_per_epoch`). It starts at the epoch `first_epoch()` names when its
+    first batch is drawn, i.e. after `BackupAndRestore` restored the optimizer,
+    so a resumed run draws exactly the batches an uninterrupted run draws
+    there. With `fixed_epoch`, every epoch draws the same batches (validation).
+
+        train_batches = EpochBatches(source, batch=10, num_configs=10, seed=0)
+        trainer.fit(train_batches.dataset(), steps_per_epoch=train_batches.steps, ...)
+    """
+
+    def __init__(
+        self,
+        split: BatchSource,
+        batch: int,
+        num_configs: int,
+        seed: int,
+        *,
+        weights: np.ndarray | None = None,
+        fixed_epoch: int | None = None,
+        max_steps: int = -1,
+        num_replicas: int = 1,
+        first_epoch: Callable[[], int] = lambda: 0,
+    ):
+        self.split, self.batch, self.num_configs, self.seed = split, batch, num_configs, seed
+        self.weights, self.fixed_epoch, self.num_replicas = weights, fixed_epoch, num_replicas
+        self.first_epoch = first_epoch
+        self._fixed_batches: dict[tuple[int, int], list[dict]] = {}
+        self.steps = -(-len(split) // batch)
+        if max_steps > 0:
+            self.steps = min(self.steps, max_steps)
+
+    def plan(self, epoch: int) -> tuple[np.ndarray, list[np.ndarray], list[list[np.ndarray]]]:
+        """The epoch's kernel order, config slots per position, and per-replica steps."""
+        rng = np.random.default_rng([self.seed, epoch])
+        n = len(self.split)
+        if self.weights is None:
+            order = rng.permutation(n)
+        else:
+            order = rng.choice(n, size=n, replace=True, p=self.weights)
+        # Slots are drawn in global order, so they do not depend on the replicas.
+        slots = [
+            sample_config_slots(rng, int(self.split.num_configs[i]), self.num_configs)
+            for i in order
+        ]
+        steps = replica_chunks(order, self.batch, self.num_replicas)[: self.steps]
+        return order, slots, steps
+
+    def batches(self, epoch: int, pipeline: int = 0, num_pipelines: int = 1) -> Iterator[dict]:
+        """One epoch of this input pipeline's per-replica batches, step by step."""
+        if self.fixed_epoch is None:
+            return self._assemble(epoch, pipeline, num_pipelines)
+        # The same batches every epoch (validation): drawn and assembled once.
+        key = (pipeline, num_pipelines)
+        if key not in self._fixed_batches:
+            self._fixed_batches[key] = list(
+                self._assemble(self.fixed_epoch, pipeline, num_pipelines)
+            )
+        return iter(self._fixed_batches[key])
+
+    def _assemble(self, epoch: int, pipeline: int, num_pipelines: int) -> Iterator[dict]:
+        order, slots, steps = self.plan(epoch)
+        local = self.num_replicas // num_pipelines
+        for chunks in steps:
+            for positions in chunks[pipeline * local : (pipeline + 1) * local]:
+                ids = order[positions].tolist()
+                yield self.split.assemble(ids, [slots[p] for p in positions], self.num_configs)
+
+    def stream(self, pipeline: int = 0, num_pipelines: int = 1) -> Iterator[dict]:
+        epoch = self.first_epoch()
+        while True:
+            yield from self.batches(epoch, pipeline, num_pipelines)
+            epoch += 1
+
+    def dataset(self, context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+        """For `distribute_datasets_from_function`; assembles batches on a background thread."""
+        pipeline = context.input_pipeline_id if context else 0
+        num_pipelines = context.num_input_pipelines if context else 1
+        return tf.data.Dataset.from_generator(
+            lambda: self.stream(pipeline, num_pipelines), output_signature=self.split.signature
+        ).prefetch(2)
+
+
+class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
+    """Keras' early stopping on val OPA that ends on the best epoch's weights.
+
+    Keras 2 restores the best weights only when it stops early; here a run that
+    uses all its epochs ends on them too. With validation every few epochs
+    (Keras `validation_freq`), patience still counts epochs. The state (best OPA, wait, best
+    weights, learning curve) is written after every epoch to `state_dir`, before
+    `BackupAndRestore` backs up the model, and read back when Keras resumes at a
+    later epoch, so a resumed run ends exactly as an uninterrupted one. Only the
+    chief writes; every worker reads (the backup folder is shared, as Keras'
+    own backup is).
+    """
+
+    def __init__(self, patience: int, state_dir: Path, *, writes_state: bool = True):
+        super().__init__(
+            monitor="val_opa", mode="max", patience=patience, restore_best_weights=True
+        )
+        self.state_dir = Path(state_dir)
+        self.writes_state = writes_state
+        self.curve: dict[str, list] = {k: [] for k in CURVE_KEYS}
+        self._first_epoch: int | None = None
+        self._already_stopped = False
+        self.last_validated = -1
+
+    def on_train_begin(self, logs=None) -> None:
+        super().on_train_begin(logs)
+        self.curve = {k: [] for k in CURVE_KEYS}
+        self._first_epoch = None
+        self._already_stopped = False
+        self.last_validated = -1
+
+    def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        if self._first_epoch is None:
+            self._first_epoch = epoch
+            if epoch > 0:
+                self._load(epoch - 1)
+                # Killed after deciding to stop but before the end of `fit`:
+                # Keras runs one more step before it looks; the best weights
+                # are restored at the end all the same, and nothing is recorded.
+                self._already_stopped = self.stopped_epoch > 0
+                self.model.stop_training = self._already_stopped
+
+    def on_epoch_end(self, epoch: int, logs=None) -> None:
+        if self._already_stopped:
+            return
+        logs = logs or {}
+        validated = "val_opa" in logs  # not every epoch with --eval_every > 1
+        self.curve["epoch"].append(epoch)
+        for key, name in zip(CURVE_KEYS[1:], ("loss", "opa", "val_loss", "val_opa")):
+            value = logs.get(name)
+            self.curve[key].append(None if value is None else float(value))
+        if validated:
+            # Keras counts `wait` in calls; patience here counts epochs, also
+            # when validation runs only every few epochs.
+            self.wait += epoch - self.last_validated - 1
+            self.last_validated = epoch
+            super().on_epoch_end(epoch, logs)
+        if self.writes_state:
+            self._save(epoch)
+
+    def on_train_end(self, logs=None) -> None:
+        if self._first_epoch is None:  # killed after the last epoch's backup: no epoch left
+            saved = sorted(self.state_dir.glob("early_stopping_*.npz"), key=_epoch_of)
+            if saved:
+                self._load(_epoch_of(saved[-1]))
+        super().on_train_end(logs)
+        if self.best_weights is not None:
+            self.model.set_weights(self.best_weights)
+
+    def _path(self, epoch: int) -> Path:
+        return self.state_dir / f"early_stopping_{epoch}.npz"
+
+    def _save(self, epoch: int) -> None:
+        meta = {
+            "wait": self.wait,
+            "best": float(self.best),
+            "best_epoch": self.best_epoch,
+            "stopped_epoch": self.stopped_epoch,
+            "last_validated": self.last_validated,
+            "curve": self.curve,
+        }
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        weights = self.best_weights or []
+        with atomic_output(self._path(epoch)) as tmp:
+            arrays = {f"arr_{i}": w for i, w in enumerate(weights)}
+            np.savez(tmp, meta=np.array(json.dumps(meta)), **arrays)
+        # The previous epoch's state stays: a kill between this write and the
+        # model backup resumes at this epoch again and needs it.
+        old = self._path(epoch - 2)
+        if old.exists():
+            old.unlink()
+
+    def _load(self, epoch: int) -> None:
+        path = self._path(epoch)
+        try:
+            with np.load(path, allow_pickle=False) as saved:
+                meta = json.loads(str(saved["meta"]))
+                weights = [saved[f"arr_{i}"] for i in range(len(saved.files) - 1)]
+        except (OSError, ValueError, KeyError) as e:
+            raise PipelineError(
+                f"{path}: cannot resume, the early-stopping state of epoch {epoch} is "
+                f"missing or damaged ({e}); remove {self.state_dir} to train from the start"
+            ) from None
+        self.wait, self.best, self.best_epoch = meta["wait"], meta["best"], meta["best_epoch"]
+        self.stopped_epoch, self.last_validated = meta["stopped_epoch"], meta["last_validated"]
+        self.curve = meta["curve"]
+        self.best_weights = weights or None
+
+
+def _epoch_of(path: Path) -> int:
+    return int(path.stem.rpartition("_")[2])
