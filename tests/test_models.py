@@ -302,9 +302,8 @@ def numpy_linear_mlp_scores(model, graph, num_configs, reduce) -> np.ndarray:
     states = model.op_encoder(graph).numpy()
     sizes = graph.node_sets["op"].sizes.numpy()
     pooled = np.stack([reduce(part, axis=0) for part in np.split(states, np.cumsum(sizes)[:-1])])
-    configs = (
-        graph.node_sets["config"]["feats"].numpy()[:, :24].reshape(len(sizes), num_configs, -1)
-    )
+    configs = graph.node_sets["config"]["feats"].numpy()[:, :24]  # the files' columns
+    configs = configs.reshape(len(sizes), num_configs, -1)
     joint = np.concatenate([np.repeat(pooled[:, None], num_configs, 1), configs], -1)
     return joint @ model.head.out.kernel.numpy()[:, 0] + model.head.out.bias.numpy()[0]
 
