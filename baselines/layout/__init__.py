@@ -1,0 +1,33 @@
+"""The layout collections (layout:{xla,nlp}:{default,random}): reading, reducing, scoring.
+
+    from baselines.layout import load_layout_split, prune_to_configurable, kendall_tau
+    graphs = load_layout_split("~/data/tpugraphs/npz/layout/xla/default/valid")
+    small, kept = prune_to_configurable(graphs[0], hops=1)
+
+Layout code imports only `baselines.core`, never `baselines.tiles`.
+"""
+
+from baselines.layout.data import (
+    LayoutGraph,
+    dedup_configs,
+    layout_minor_to_major,
+    list_layout_files,
+    load_layout_split,
+    prune_to_configurable,
+    read_layout_file,
+    sample_configs,
+)
+from baselines.layout.metrics import kendall_tau, slowdown_at_k
+
+__all__ = [
+    "LayoutGraph",
+    "dedup_configs",
+    "kendall_tau",
+    "layout_minor_to_major",
+    "list_layout_files",
+    "load_layout_split",
+    "prune_to_configurable",
+    "read_layout_file",
+    "sample_configs",
+    "slowdown_at_k",
+]

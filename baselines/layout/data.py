@@ -1,0 +1,385 @@
+"""Reads and validates the layout collections' files (layout:{xla,nlp}:{default,random}).
+
+One npz file is one program graph with its layout configurations (SPEC §11):
+
+    graph = read_layout_file("~/data/tpugraphs/npz/layout/xla/default/train/unet3d.npz")
+    graphs = load_layout_split("~/data/tpugraphs/npz/layout/nlp/random/valid", max_configs=1000)
+    m2m = layout_minor_to_major(graph.node_feat)  # (n, 6), -1 past each tensor's rank
+
+Every defect raises `PipelineError` with one line: the file, what is wrong, what to do.
+`node_config_feat` is converted to int8 while it is read, a block of configurations at a
+time: loaded whole as float32 an nlp file takes several GB, four times its int8 size.
+The config and pruning helpers of `baselines.layout.prune` are re-exported here.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+
+from baselines.core.errors import PipelineError
+from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE
+from baselines.layout.graph import (
+    CONFIG_VALUE_MAX,
+    CONFIG_VALUE_MIN,
+    NODE_CONFIG_FEAT_DIM,
+    LayoutGraph,
+)
+from baselines.layout.prune import dedup_configs, prune_to_configurable, sample_configs
+
+__all__ = [
+    "LayoutGraph",
+    "dedup_configs",
+    "layout_minor_to_major",
+    "list_layout_files",
+    "load_layout_split",
+    "prune_to_configurable",
+    "read_layout_file",
+    "sample_configs",
+]
+
+REQUIRED_KEYS = (
+    "node_feat",
+    "node_opcode",
+    "edge_index",
+    "node_config_ids",
+    "node_config_feat",
+    "config_runtime",
+    "node_splits",
+)
+ADVICE = (
+    "re-download the file (python echo_download_commands.py --collections layout) "
+    "or remove it from the folder"
+)
+EXPECTED_FOLDER = ".../npz/layout/{xla,nlp}/{default,random}/{train,valid,test}"
+SHAPE_DIMS = slice(21, 27)  # node_feat shape_dimensions_0..5
+MINOR_TO_MAJOR = slice(134, 140)  # node_feat layout_minor_to_major_0..5
+
+# Deflate cannot shrink data more than about 1032:1: a member that claims to
+# unpack to more is damaged, and is refused before anything is allocated for it.
+_MAX_DEFLATE_RATIO = 1032
+# Configurations converted per block: bounds the float32 scratch to ~64 MB.
+_BLOCK_VALUES = 1 << 24
+
+
+def _bad(path: Path, problem: str, advice: str = ADVICE) -> PipelineError:
+    return PipelineError(f"{path}: {problem}; {advice}")
+
+
+# ---------------------------------------------------------------------------
+# Reading the npz members.
+
+
+def _open_member(
+    archive: zipfile.ZipFile, info: zipfile.ZipInfo, file_size: int
+) -> tuple[IO[bytes], tuple[int, ...], bool, np.dtype]:
+    """An open .npy member at its data, with its declared shape, Fortran order and dtype.
+
+    The declared shape must account for exactly the member's bytes: numpy would
+    otherwise allocate whatever a damaged header declares.
+    """
+    if info.compress_size > file_size or info.file_size > max(
+        info.compress_size * _MAX_DEFLATE_RATIO, info.compress_size + 1024
+    ):
+        raise ValueError(f"member {info.filename} claims {info.file_size} bytes")
+    stream = archive.open(info)
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+    else:
+        raise ValueError(f"member {info.filename} has .npy format version {version}")
+    if dtype.hasobject:
+        raise ValueError(f"member {info.filename} holds Python objects, not numbers")
+    data_bytes = info.file_size - stream.tell()
+    if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != data_bytes:
+        raise ValueError(
+            f"member {info.filename} declares shape {shape} of {dtype} but holds {data_bytes} bytes"
+        )
+    return stream, tuple(shape), bool(fortran), dtype
+
+
+def _read_exact(stream: IO[bytes], nbytes: int) -> bytes:
+    data = stream.read(nbytes)
+    if len(data) != nbytes:
+        raise ValueError(f"member ends after {len(data)} of {nbytes} bytes")
+    return data
+
+
+def _read_whole(
+    stream: IO[bytes], shape: tuple[int, ...], dtype: np.dtype, fortran: bool = False
+) -> np.ndarray:
+    count = int(np.prod(shape, dtype=np.int64))
+    data = _read_exact(stream, count * dtype.itemsize)
+    array = np.frombuffer(data, dtype=dtype, count=count).reshape(
+        shape, order="F" if fortran else "C"
+    )
+    return np.ascontiguousarray(array)
+
+
+def _config_value_problem(block: np.ndarray, first_config: int) -> str | None:
+    """Where a block of node_config_feat breaks the -1..5 integer rule, or None."""
+    if block.dtype.kind == "f":
+        ok = np.isfinite(block) & (block == np.round(block))
+    else:
+        ok = np.ones(block.shape, dtype=bool)
+    ok &= (block >= CONFIG_VALUE_MIN) & (block <= CONFIG_VALUE_MAX)
+    if ok.all():
+        return None
+    c, node, col = np.argwhere(~ok)[0]
+    return (
+        f"node_config_feat holds {block[c, node, col]} at configuration {first_config + c}, "
+        f"configurable node {node}, column {col}; values must be integers in "
+        f"{CONFIG_VALUE_MIN}..{CONFIG_VALUE_MAX} (minor-to-major dimension numbers)"
+    )
+
+
+def _read_config_feat(
+    path: Path, stream: IO[bytes], shape: tuple, fortran: bool, dtype: np.dtype
+) -> np.ndarray:
+    """node_config_feat as int8, converted and checked one block of configurations at a time.
+
+    A Fortran-order member stores configurations innermost, so blocks of them are
+    not contiguous: it is read whole first (none of the real files is stored so).
+    """
+    if dtype.kind not in "fiu":
+        raise _bad(path, f"node_config_feat has dtype {dtype}, expected float32 or integers")
+    if len(shape) != 3 or shape[2] != NODE_CONFIG_FEAT_DIM:
+        raise _bad(
+            path,
+            f"node_config_feat has shape {shape}, expected (c, nc, {NODE_CONFIG_FEAT_DIM})",
+        )
+    c, nc, _ = shape
+    whole = _read_whole(stream, shape, dtype, fortran) if fortran else None
+    out = np.empty(shape, dtype=np.int8)
+    per_config = nc * NODE_CONFIG_FEAT_DIM
+    block = max(1, _BLOCK_VALUES // max(per_config, 1))
+    for start in range(0, c, block):
+        rows = min(block, c - start)
+        if whole is not None:
+            values = whole[start : start + rows]
+        else:
+            values = _read_whole(stream, (rows, nc, NODE_CONFIG_FEAT_DIM), dtype)
+        problem = _config_value_problem(values, start)
+        if problem:
+            raise _bad(path, problem)
+        out[start : start + rows] = values
+    return out
+
+
+def _read_members(path: Path) -> dict[str, np.ndarray]:
+    file_size = path.stat().st_size
+    with zipfile.ZipFile(path) as archive:
+        infos = {info.filename.removesuffix(".npy"): info for info in archive.infolist()}
+        missing = [key for key in REQUIRED_KEYS if key not in infos]
+        if missing:
+            raise _bad(path, f"missing key(s) {', '.join(missing)}")
+        raw = {}
+        for key in REQUIRED_KEYS:
+            stream, shape, fortran, dtype = _open_member(archive, infos[key], file_size)
+            with stream:
+                if key == "node_config_feat":
+                    raw[key] = _read_config_feat(path, stream, shape, fortran, dtype)
+                else:
+                    # edge_index is stored in Fortran order in the real files.
+                    raw[key] = _read_whole(stream, shape, dtype, fortran)
+        return raw
+
+
+# ---------------------------------------------------------------------------
+# One file.
+
+
+def read_layout_file(path: Path | str) -> LayoutGraph:
+    """Reads and validates one layout file; raises PipelineError on any defect.
+
+    The graph id is the file name without `.npz` (the id Kaggle's submission uses
+    after `layout:<source>:<search>:`).
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise PipelineError(f"{path}: layout file not found; check the path")
+    try:
+        raw = _read_members(path)
+    except PipelineError:
+        raise
+    except MemoryError:
+        raise _bad(path, "not a readable npz file (too large to read)") from None
+    # zipfile, zlib and numpy's header parser raise many types on damaged bytes;
+    # whichever it is, the file is unreadable and the message names it.
+    except Exception as e:
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise _bad(path, f"not a readable npz file ({type(e).__name__}: {reason})") from None
+    return validate_layout_arrays(path, path.stem, raw)
+
+
+def _integers(path: Path, key: str, value: np.ndarray) -> np.ndarray:
+    if value.dtype.kind not in "iu":
+        raise _bad(path, f"{key} has dtype {value.dtype}, expected integers")
+    return value.astype(np.int64, copy=False)
+
+
+def validate_layout_arrays(path: Path, graph_id: str, raw: dict[str, np.ndarray]) -> LayoutGraph:
+    """Checks shapes, dtypes, ids, value ranges and finiteness; returns a LayoutGraph.
+
+    `raw["node_config_feat"]` must already hold only integers in -1..5 (any dtype).
+    """
+    node_feat = raw["node_feat"]
+    if node_feat.dtype.kind not in "fiu":
+        raise _bad(path, f"node_feat has dtype {node_feat.dtype}, expected float32")
+    if node_feat.ndim != 2 or node_feat.shape[1] != NODE_FEAT_DIM:
+        raise _bad(path, f"node_feat has shape {node_feat.shape}, expected (n, {NODE_FEAT_DIM})")
+    n = node_feat.shape[0]
+    if n == 0:
+        raise _bad(path, "graph has no nodes")
+    if not np.all(np.isfinite(node_feat)):
+        raise _bad(path, "node_feat contains NaN or inf values")
+
+    opcode = _integers(path, "node_opcode", raw["node_opcode"])
+    if opcode.shape != (n,):
+        raise _bad(path, f"node_opcode has shape {opcode.shape}, expected ({n},) like node_feat")
+    if opcode.min() < 0 or opcode.max() >= OPCODE_VOCAB_SIZE:
+        raise _bad(path, f"node_opcode must hold opcode ids in 0..{OPCODE_VOCAB_SIZE - 1}")
+
+    edges = _integers(path, "edge_index", raw["edge_index"])
+    if edges.size == 0:
+        edges = edges.reshape(0, 2)
+    if edges.ndim != 2 or edges.shape[1] != 2:
+        raise _bad(path, f"edge_index has shape {edges.shape}, expected (m, 2)")
+    if edges.size and (edges.min() < 0 or edges.max() >= n):
+        bad = int(edges.max()) if edges.max() >= n else int(edges.min())
+        raise _bad(path, f"edge_index refers to node {bad}, outside 0..{n - 1}")
+
+    config_ids = _integers(path, "node_config_ids", raw["node_config_ids"])
+    if config_ids.ndim != 1:
+        raise _bad(path, f"node_config_ids has shape {config_ids.shape}, expected (nc,)")
+    if config_ids.size and (config_ids.min() < 0 or config_ids.max() >= n):
+        bad = int(config_ids.max()) if config_ids.max() >= n else int(config_ids.min())
+        raise _bad(path, f"node_config_ids refers to node {bad}, outside 0..{n - 1}")
+    if np.unique(config_ids).size != config_ids.size:
+        raise _bad(path, "node_config_ids lists a node more than once")
+
+    runtime = _integers(path, "config_runtime", raw["config_runtime"])
+    if runtime.ndim != 1 or runtime.size == 0:
+        raise _bad(path, f"config_runtime has shape {runtime.shape}, expected (c,) with c >= 1")
+    if np.any(runtime < 0):
+        raise _bad(path, "config_runtime has negative values")
+
+    config_feat = raw["node_config_feat"]
+    expected = (runtime.size, config_ids.size, NODE_CONFIG_FEAT_DIM)
+    if config_feat.shape != expected:
+        raise _bad(
+            path,
+            f"node_config_feat has shape {config_feat.shape}, expected {expected} "
+            "(configurations of config_runtime x node_config_ids x 18)",
+        )
+    if config_feat.dtype != np.int8:
+        problem = _config_value_problem(config_feat, 0)
+        if problem:
+            raise _bad(path, problem)
+
+    splits = _integers(path, "node_splits", raw["node_splits"]).reshape(-1)
+    if splits.size and (splits.min() < 0 or splits.max() > n or np.any(np.diff(splits) < 0)):
+        raise _bad(path, f"node_splits must be non-decreasing node ids in 0..{n}")
+
+    return LayoutGraph(
+        graph_id=graph_id,
+        node_feat=node_feat.astype(np.float32, copy=False),
+        node_opcode=opcode.astype(np.int32),
+        edge_index=edges.astype(np.int32),
+        node_config_ids=config_ids.astype(np.int32),
+        node_config_feat=config_feat.astype(np.int8, copy=False),
+        config_runtime=runtime,
+        node_splits=splits,
+    )
+
+
+def layout_minor_to_major(node_feat: np.ndarray) -> np.ndarray:
+    """node_feat's layout columns 134-139 as float32, with -1 where they are padding.
+
+    The file pads past a tensor's rank with 0, which reads like "dimension 0".
+    A tensor's rank r is its number of non-zero shape dims (columns 21-26);
+    columns 134..133+r are its minor-to-major order and the rest become -1
+    (on all real samples the first r are a permutation of 0..r-1).
+    """
+    node_feat = np.asarray(node_feat)
+    rank = np.count_nonzero(node_feat[:, SHAPE_DIMS], axis=1)
+    m2m = node_feat[:, MINOR_TO_MAJOR].astype(np.float32)
+    m2m[np.arange(m2m.shape[1])[None, :] >= rank[:, None]] = -1.0
+    return m2m
+
+
+# ---------------------------------------------------------------------------
+# A folder of files.
+
+
+def _folder_hint(folder: Path) -> str:
+    """What the folder should look like, and which of its names does not fit."""
+    parts = folder.parts[-4:]
+    wrong = []
+    if len(parts) == 4:
+        for name, allowed in zip(
+            parts, (("layout",), ("xla", "nlp"), ("default", "random"), ("train", "valid", "test"))
+        ):
+            if name not in allowed:
+                wrong.append(f"{name!r} is not {'/'.join(allowed)}")
+    detail = f" ({'; '.join(wrong)})" if wrong else ""
+    return f"expected a folder {EXPECTED_FOLDER}{detail}"
+
+
+def list_layout_files(folder: Path | str, max_files: int | None = None) -> list[Path]:
+    """Sorted *.npz files of a layout split folder (the first `max_files` when given)."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise PipelineError(
+            f"{folder}: layout folder does not exist; {_folder_hint(folder)}; download it "
+            "(python echo_download_commands.py --collections layout) or fix the path"
+        )
+    files = sorted(folder.glob("*.npz"))
+    if not files:
+        raise PipelineError(
+            f"{folder}: layout folder has no .npz files; {_folder_hint(folder)}; "
+            "check the path or untar the download there"
+        )
+    return files[:max_files] if max_files else files
+
+
+def load_layout_split(
+    folder: Path | str,
+    max_files: int | None = None,
+    max_configs: int | None = None,
+    seed: int = 0,
+    drop_duplicates: bool = False,
+    log: Callable[[str], None] | None = print,
+) -> list[LayoutGraph]:
+    """Every graph of a split folder, in file-name order.
+
+    `drop_duplicates` removes repeated configurations first (`dedup_configs`),
+    then `max_configs` samples each graph's configurations (`sample_configs`,
+    deterministic by `seed`). What was dropped is reported in one `log` line.
+    """
+    files = list_layout_files(folder, max_files)
+    graphs, dropped, graphs_with_dups, sampled = [], 0, 0, 0
+    for path in files:
+        graph = read_layout_file(path)
+        if drop_duplicates:
+            graph, n_dropped = dedup_configs(graph)
+            dropped += n_dropped
+            graphs_with_dups += n_dropped > 0
+        if max_configs is not None:
+            sampled += graph.num_configs > max_configs
+            graph = sample_configs(graph, max_configs, seed)
+        graphs.append(graph)
+    if log is not None and (drop_duplicates or max_configs is not None):
+        notes = []
+        if drop_duplicates:
+            notes.append(f"dropped {dropped} duplicate configurations in {graphs_with_dups} graphs")
+        if max_configs is not None:
+            notes.append(f"sampled {max_configs} configurations in {sampled} graphs")
+        log(f"layout {Path(folder).expanduser()}: {len(graphs)} graphs; {'; '.join(notes)}")
+    return graphs

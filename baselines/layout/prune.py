@@ -1,0 +1,113 @@
+"""Makes layout graphs smaller: fewer configurations, or only the nodes near configurable ones.
+
+Layout files are large (nlp graphs hold 56-66k configurations of up to ~850 configurable
+nodes, and thousands of nodes no configuration touches), so training reduces them:
+
+    graph, n_dropped = dedup_configs(graph)          # repeated configurations removed
+    graph = sample_configs(graph, max_configs=1000, seed=0)
+    small, kept_ids = prune_to_configurable(graph, hops=1)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import numpy as np
+
+from baselines.core.errors import PipelineError
+from baselines.layout.graph import LayoutGraph
+
+
+def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
+    """The graph with repeated configurations removed, and how many were dropped.
+
+    Two configurations are the same when their node_config_feat rows are equal.
+    The first occurrence in file order is kept, with its own runtime: repeats of
+    a configuration differ only by measurement noise (~1e-4 relative in the
+    samples), and keeping a measured value (not a mean) leaves every kept
+    runtime one the file holds. Kept configurations stay in file order.
+    """
+    c = graph.num_configs
+    rows = graph.node_config_feat.reshape(c, -1)
+    if rows.shape[1] == 0:
+        # No configurable node: every configuration is the same (empty) one.
+        first = np.zeros(1, dtype=np.int64)
+    else:
+        # One opaque bytes value per row: np.unique then compares whole rows
+        # at memcmp speed instead of column by column (axis=0).
+        keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1])))[:, 0]
+        _, first = np.unique(keys, return_index=True)
+        first = np.sort(first)
+    if first.size == c:
+        return graph, 0
+    return graph.select_configs(first), c - int(first.size)
+
+
+def _graph_key(graph_id: str) -> int:
+    """A stable 64-bit number for a graph id (Python's hash() changes between runs)."""
+    return int.from_bytes(hashlib.sha256(graph_id.encode("utf-8")).digest()[:8], "little")
+
+
+def sample_configs(graph: LayoutGraph, max_configs: int, seed: int) -> LayoutGraph:
+    """At most `max_configs` configurations, drawn without replacement, in file order.
+
+    The draw depends on `seed` and on the graph id, so one seed gives every graph
+    its own sample and the same sample on every run. A graph with at most
+    `max_configs` configurations is returned unchanged.
+    """
+    if isinstance(max_configs, bool) or not isinstance(max_configs, int | np.integer):
+        raise PipelineError(f"max_configs must be an integer >= 1, got {max_configs!r}")
+    if max_configs < 1:
+        raise PipelineError(f"max_configs must be >= 1, got {max_configs}")
+    if int(seed) < 0:
+        raise PipelineError(f"seed must be >= 0, got {seed}")
+    c = graph.num_configs
+    if c <= max_configs:
+        return graph
+    rng = np.random.default_rng([int(seed), _graph_key(graph.graph_id)])
+    keep = np.sort(rng.choice(c, size=int(max_configs), replace=False))
+    return graph.select_configs(keep)
+
+
+def prune_to_configurable(graph: LayoutGraph, hops: int) -> tuple[LayoutGraph, np.ndarray]:
+    """The subgraph of configurable nodes and every node within `hops` edges of one.
+
+    Edges count in both directions (producer or consumer). Only edges whose two
+    ends are kept survive. Nodes keep their relative order and are renumbered
+    0..k-1, and edge_index and node_config_ids are rewritten to the new ids;
+    node_config_feat and config_runtime are unchanged (configurable nodes are
+    always kept, in the same order). node_splits is recomputed: each boundary
+    becomes the number of kept nodes before it, so a computation keeps its
+    surviving nodes (a computation with none becomes an empty range).
+    Returns the pruned graph and the kept nodes' original ids (ascending, int64);
+    hops=0 keeps only the configurable nodes.
+    """
+    if isinstance(hops, bool) or not isinstance(hops, int | np.integer) or hops < 0:
+        raise PipelineError(f"hops must be an integer >= 0, got {hops!r}")
+    n = graph.num_nodes
+    keep = np.zeros(n, dtype=bool)
+    keep[graph.node_config_ids] = True
+    consumer = graph.edge_index[:, 0]
+    producer = graph.edge_index[:, 1]
+    for _ in range(int(hops)):
+        grown = keep.copy()
+        grown[producer[keep[consumer]]] = True
+        grown[consumer[keep[producer]]] = True
+        if np.array_equal(grown, keep):
+            break  # the reachable part of the graph is already all kept
+        keep = grown
+
+    kept_ids = np.flatnonzero(keep).astype(np.int64)
+    new_id = np.full(n, -1, dtype=np.int64)
+    new_id[kept_ids] = np.arange(kept_ids.size)
+    edge_kept = keep[consumer] & keep[producer]
+    pruned = dataclasses.replace(
+        graph,
+        node_feat=graph.node_feat[kept_ids],
+        node_opcode=graph.node_opcode[kept_ids],
+        edge_index=new_id[graph.edge_index[edge_kept]].astype(np.int32).reshape(-1, 2),
+        node_config_ids=new_id[graph.node_config_ids].astype(np.int32),
+        node_splits=np.searchsorted(kept_ids, graph.node_splits, side="left").astype(np.int64),
+    )
+    return pruned, kept_ids
