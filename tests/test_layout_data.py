@@ -507,6 +507,18 @@ def test_real_layout_files_load_exactly(real_layout_files):
             assert graph.config_runtime.min() > 0, path
 
 
+def test_minor_to_major_keeps_dimension_0_apart_from_padding():
+    # Three nodes: a rank-2 tensor [128, 8] stored {0, 1} (dimension 0 most minor),
+    # a rank-3 tensor stored {2, 0, 1}, and a scalar (rank 0, no layout at all).
+    feat = np.zeros((3, 140), np.float32)
+    feat[0, 21:23], feat[0, 134:136] = (128, 8), (0, 1)
+    feat[1, 21:24], feat[1, 134:137] = (4, 16, 32), (2, 0, 1)
+    expected = np.array(
+        [[0, 1, -1, -1, -1, -1], [2, 0, 1, -1, -1, -1], [-1, -1, -1, -1, -1, -1]], np.float32
+    )
+    assert np.array_equal(layout_minor_to_major(feat), expected)
+
+
 def test_real_minor_to_major_padding_is_minus_one(real_layout_files):
     for path in real_layout_files:
         with np.load(path) as raw:
