@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
-"""Puts tile predictions into the Kaggle submission format, joined by ID.
+"""Puts tile and layout predictions into the Kaggle submission format, joined by ID.
 
-Reads the predictions CSV (`ID,TopConfigs`, written by tiles_gen_predictions_csv.py)
-and the Kaggle sample submission, and writes every sample row in the sample's
-order: `tile:xla:*` rows get their predicted ranking, layout rows keep the
-sample's dummy. Missing or unknown tile IDs are refused (`--allow_missing` fills
-missing ones with `0;1;2;3;4`).
+Reads one or more predictions CSVs (`ID,TopConfigs`; `--inputcsv a.csv,b.csv`:
+the tile CSV of tiles_gen_predictions_csv.py and one per layout collection, rows
+`layout:<source>:<search>:<stem>` listing every configuration index, fastest
+first) and the Kaggle sample submission, and writes every sample row in the
+sample's order with its ranking. Refused in one line: an ID in two inputs, an ID
+the sample does not list, and sample IDs no input provides (a whole collection
+such as layout:nlp:random, or part of one); `--allow_missing` gives those dummy
+rankings instead (tile `0;1;2;3;4`, layout rows the sample's own), counted per
+collection in the summary line. A layout row must be a permutation of its test
+file's configurations, 0..c-1, c read from
+`<layout_root>/<source>/<search>/test/<stem>.npz`; without the file (said in one
+line, with the count) it must be a permutation of 0..len-1.
 
 Without `--sample`, `sample_submission.csv` is looked for in `--data_root`, its
 parents up to four levels (for the default `~/data/tpugraphs/npz/tile/xla` that
@@ -16,9 +23,9 @@ the bundled toy set's test files, said in a TOY DATA line first and last.
 Otherwise, with no sample, the script refuses and names what works: the Kaggle
 CLI line that gets it, `--sample`, or `--allow_missing`, the explicit way to
 build a partial file from the downloaded test splits: tile
-`<data_root>/test/*.npz`, layout `<data_root>/../../layout/<source>/<search>/test`
-(layout rows get the dummy `0;1;2;3;4`; without layout folders the file has no
-layout rows and Kaggle will not accept it).
+`<data_root>/test/*.npz`, layout `<layout_root>/<source>/<search>/test`
+(layout rows without predictions get the dummy `0;1;2;3;4`; without layout
+folders the file has no layout rows and Kaggle will not accept it).
 
 Any error prints one line and exits with status 2; no output file is written
 (an existing one is left as it was).
@@ -34,10 +41,11 @@ _HERE = Path(__file__).resolve().parent
 if str(_HERE) not in sys.path:
     sys.path.insert(0, str(_HERE))
 
+from baselines.core import submission
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import check_output_file, ensure_parent
-from baselines.tiles import submission
+from baselines.layout.submission import check_layout_rankings
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT, toy_data_banner
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT
 from echo_download_commands import sample_submission_command
@@ -50,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--inputcsv",
         default="predictions_output_model.csv",
-        help="predictions CSV (ID,TopConfigs) from tiles_gen_predictions_csv.py",
+        help="predictions CSV (ID,TopConfigs) from tiles_gen_predictions_csv.py, or several "
+        "separated by commas (tile and layout collections), joined by ID",
     )
     parser.add_argument(
         "--sample",
@@ -64,10 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="tile:xla data directory; its test split is <data_root>/test",
     )
     parser.add_argument(
+        "--layout_root",
+        default=None,
+        help="layout data directory: <layout_root>/<source>/<search>/test/<stem>.npz gives "
+        "each layout row's configuration count (default: <data_root>/../../layout)",
+    )
+    parser.add_argument(
         "--allow_missing",
         action="store_true",
-        help="build a partial file: fill sample tile IDs that have no prediction with "
-        "0;1;2;3;4, and without a sample take the IDs from the test folders",
+        help="build a partial file: sample IDs that no input provides get dummy rankings "
+        "(tile 0;1;2;3;4, layout the sample's), and without a sample the IDs come from "
+        "the test folders",
     )
     return parser
 
@@ -91,7 +107,7 @@ def sample_search_dirs(data_root: Path) -> list[Path]:
 
 
 def resolve_sample(
-    args: argparse.Namespace, data_root: Path, log
+    args: argparse.Namespace, data_root: Path, layout_root: Path, log
 ) -> tuple[list[tuple[str, str]], str, Path | None]:
     """Returns the sample rows, where they came from (for the summary), the sample file.
 
@@ -120,7 +136,6 @@ def resolve_sample(
         return rows, f"the bundled toy set's test files ({toy_test}; not a Kaggle submission)", None
     tile_test = data_root / "test"
     if args.allow_missing and tile_test.is_dir():
-        layout_root = data_root.parent.parent / "layout"
         rows = submission.sample_ids_from_test_dirs(tile_test, layout_root)
         source = f"the test files in {tile_test}"
         if layout_root.is_dir():
@@ -143,17 +158,42 @@ def resolve_sample(
     )
 
 
+def input_csvs(text: str) -> list[Path]:
+    """The prediction CSVs of `--inputcsv` (comma-separated); each must exist, once."""
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise PipelineError(
+            f"--inputcsv: empty item in {text!r}; give prediction CSVs separated by commas, "
+            "e.g. tile.csv,layout_xla_default.csv"
+        )
+    paths = [Path(item).expanduser() for item in items]
+    resolved = [p.resolve() for p in paths]
+    for i, p in enumerate(resolved):
+        if p in resolved[:i]:
+            raise PipelineError(f"--inputcsv: {paths[i]} is listed twice in {text!r}")
+    for path in paths:
+        if not path.exists():
+            raise PipelineError(
+                f"prediction CSV {path} (--inputcsv) not found; write it with "
+                "tiles_gen_predictions_csv.py --dir <out>/model_<hash>, or pass --inputcsv PATH"
+            )
+    return paths
+
+
 def main() -> int:
     args = parse_args()
-    inputcsv = Path(args.inputcsv).expanduser()
+    inputs = input_csvs(args.inputcsv)
     output = Path(args.output).expanduser()
     data_root = Path(args.data_root).expanduser().absolute()
-
-    if not inputcsv.exists():
-        raise PipelineError(
-            f"prediction CSV {inputcsv} (--inputcsv) not found; write it with "
-            "tiles_gen_predictions_csv.py --dir <out>/model_<hash>, or pass --inputcsv PATH"
-        )
+    if args.layout_root is None:
+        layout_root = data_root.parent.parent / "layout"
+    else:
+        layout_root = Path(args.layout_root).expanduser().absolute()
+        if not layout_root.is_dir():
+            raise PipelineError(
+                f"--layout_root: {layout_root} is not a folder; pass the folder that holds "
+                "<source>/<search>/test/*.npz (e.g. ~/data/tpugraphs/npz/layout)"
+            )
     check_output_file(output, "--output")
 
     banner: list[str] = []
@@ -162,29 +202,31 @@ def main() -> int:
         banner.append(line)
         print(line, flush=True)
 
-    sample_rows, sample_source, sample_path = resolve_sample(args, data_root, log)
-    for name, source in (("--inputcsv", inputcsv), ("the sample submission", sample_path)):
+    sample_rows, sample_source, sample_path = resolve_sample(args, data_root, layout_root, log)
+    named = [(f"--inputcsv {p}", p) for p in inputs] + [("the sample submission", sample_path)]
+    for name, source in named:
         if source is not None and output.exists() and output.resolve() == source.resolve():
             raise PipelineError(f"--output {output} would overwrite {name}; choose another path")
 
-    rankings = submission.read_rankings_csv(inputcsv)
-    rows, filled = submission.build_submission(
+    rankings, origin = submission.merge_rankings(
+        [(str(path), submission.read_rankings_csv(path)) for path in inputs]
+    )
+    submission.refuse_unknown_ids(sample_rows, rankings, origin, sample_source)
+    layout_check = check_layout_rankings(rankings, origin, layout_root)
+    joined = submission.join_submission(
         sample_rows,
         rankings,
+        origin,
         allow_missing=args.allow_missing,
-        predictions_label=str(inputcsv),
         sample_label=sample_source,
     )
-    submission.write_csv_atomic(ensure_parent(output), submission.HEADER, rows)
+    submission.write_csv_atomic(ensure_parent(output), submission.HEADER, joined.rows)
+    if layout_check is not None:
+        print(layout_check.describe())
 
-    tile_rows = sum(1 for row_id, _ in rows if row_id.startswith(submission.TILE_PREFIX))
-    layout_rows = sum(1 for row_id, _ in rows if row_id.startswith(submission.LAYOUT_PREFIX))
+    layout_rows = sum(1 for row_id, _ in joined.rows if row_id.startswith(submission.LAYOUT_PREFIX))
     note = "" if layout_rows else "; note: no layout rows (Kaggle expects the sample's 50)"
-    print(
-        f"wrote {output}: {len(rows)} rows ({tile_rows} tile, {layout_rows} layout), "
-        f"{filled} tile rows filled with {submission.FILL_RANKING}; "
-        f"sample: {sample_source}{note}"
-    )
+    print(f"wrote {output}: {joined.describe()}; sample: {sample_source}{note}")
     for line in banner:  # the toy-data line, first and last
         print(line)
     return 0

@@ -120,8 +120,8 @@ def main() -> int:
         estimates = uses_estimates(records[0]["model_kwargs"])
         loading = pool.submit(read_split, root, args.split, args.cache_dir, stats, estimates)
 
+        from baselines.core.submission import HEADER, write_csv_atomic
         from baselines.tiles.predict import SavedRanker, ensemble_scores, ranking_rows
-        from baselines.tiles.submission import HEADER, write_csv_atomic
 
         rankers = [SavedRanker.load(d, record) for d, record in models]
         for ranker in rankers:

@@ -19,10 +19,10 @@ from conftest import write_random_root
 
 from baselines.core import io_utils
 from baselines.core.errors import PipelineError
+from baselines.core.submission import HEADER, write_csv_atomic
 from baselines.tiles import data, run_files, train_lib
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.model_builder import build_model, create_variables
-from baselines.tiles.submission import HEADER, write_csv_atomic
 from baselines.tiles.train_args import TrainArgs
 
 

@@ -14,12 +14,13 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from baselines.core import submission
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_output, atomic_write_text
-from baselines.tiles import submission
 from echo_download_commands import download_commands, sample_submission_command
 
 SCRIPT = ROOT / "create_kaggle_csv.py"
+ALL_ZERO = "layout:xla:random 0, layout:nlp:default 0, layout:nlp:random 0"
 REAL = ROOT.parent / "shared" / "real_samples"
 REAL_SAMPLE = REAL / "sample_submission.csv"
 REAL_TILE_TEST = REAL / "tile_xla" / "test"
@@ -131,11 +132,17 @@ def test_full_submission_from_shuffled_real_ids(work: pathlib.Path):
     output = work / "out" / "sub.csv"
     output.parent.mkdir()
 
-    proc = run_script(
-        work, "--inputcsv", "preds.csv", "--sample", str(REAL_SAMPLE), "--output", "out/sub.csv"
-    )
+    args = ("--inputcsv", "preds.csv", "--sample", str(REAL_SAMPLE), "--output", "out/sub.csv")
+    # Tile predictions only: the four layout collections are missing, refused by name.
+    line = assert_refused(run_script(work, *args), output, "layout:xla:default all 8")
+    assert "layout:nlp:random all 17" in line and "--allow_missing" in line
+    proc = run_script(work, *args, "--allow_missing")
     assert proc.returncode == 0, proc.stderr
-    assert "894 rows (844 tile, 50 layout), 0 tile rows filled" in proc.stdout
+    assert (
+        "894 rows (tile:xla 844, layout:xla:default 8, layout:xla:random 8, "
+        "layout:nlp:default 17, layout:nlp:random 17), 50 dummy (layout:xla:default 8, "
+        "layout:xla:random 8, layout:nlp:default 17, layout:nlp:random 17)"
+    ) in proc.stdout
     assert inputcsv.exists()
 
     got = read_csv(output)
@@ -156,8 +163,9 @@ def test_build_submission_joins_by_id_not_position():
     sample_rows = synthetic_sample(n_tile=4, n_layout=2)
     ids = [r for r, _ in sample_rows if r.startswith("tile:")]
     preds = {ids[3]: [3, 1], ids[0]: [0], ids[2]: [2, 9, 4], ids[1]: [7]}
-    rows, filled = submission.build_submission(sample_rows, preds)
-    assert filled == 0
+    joined = submission.join_submission(sample_rows, preds, allow_missing=True)
+    assert joined.dummy_per_collection == {"tile:xla": 0, "layout:xla:default": 2}
+    rows = joined.rows
     assert rows[:4] == [(ids[0], "0"), (ids[1], "7"), (ids[2], "2;9;4"), (ids[3], "3;1")]
     assert rows[4:] == sample_rows[4:]
 
@@ -189,7 +197,10 @@ def test_incomplete_csv_refused_then_filled(small_case):
 
     proc = run_script(work, *args, "--allow_missing")
     assert proc.returncode == 0, proc.stderr
-    assert "11 rows (8 tile, 3 layout), 2 tile rows filled" in proc.stdout
+    assert (
+        f"11 rows (tile:xla 8, layout:xla:default 3, {ALL_ZERO}), 5 dummy "
+        "(tile:xla 2, layout:xla:default 3)"
+    ) in proc.stdout
     body = {r[0]: r[1] for r in read_csv(output)[1:]}
     assert [r[0] for r in read_csv(output)[1:]] == [r for r, _ in sample_rows]
     for row_id in dropped:
@@ -199,11 +210,15 @@ def test_incomplete_csv_refused_then_filled(small_case):
 
 
 def test_library_missing_ids_message_lists_first_five():
-    sample_rows = synthetic_sample(n_tile=9, n_layout=0)
-    with pytest.raises(PipelineError, match=r"9 of 9 .*, \.\.\.\).*--allow_missing"):
-        submission.build_submission(sample_rows, {})
-    rows, filled = submission.build_submission(sample_rows, {}, allow_missing=True)
-    assert filled == 9 and all(v == "0;1;2;3;4" for _, v in rows)
+    sample_rows = synthetic_sample(n_tile=10, n_layout=0)
+    first = {sample_rows[0][0]: [4, 2]}
+    with pytest.raises(PipelineError, match=r"tile:xla 9 of 10 .*, \.\.\.\).*--allow_missing"):
+        submission.join_submission(sample_rows, first)
+    with pytest.raises(PipelineError, match=r"tile:xla all 10 \(no input has it\)"):
+        submission.join_submission(sample_rows, {})
+    joined = submission.join_submission(sample_rows, first, allow_missing=True)
+    assert joined.dummy == 9 and joined.rows[0] == (sample_rows[0][0], "4;2")
+    assert all(v == "0;1;2;3;4" for _, v in joined.rows[1:])
 
 
 # ------------------------------------------------------------- refusals
@@ -212,11 +227,11 @@ def test_library_missing_ids_message_lists_first_five():
 BAD_INPUTS = {
     "unknown_ids": (
         lambda preds: pred_rows(preds) + [("tile:xla:" + "f" * 32, "1;2"), ("tile:xla:zz", "3")],
-        ["2 of 10", "not tile:xla IDs", "tile:xla:zz"],
+        ["2 of 10", "not IDs of", "tile:xla:zz"],
     ),
-    "layout_id_in_predictions": (
+    "layout_row_not_a_permutation": (  # no test file: must be a permutation of 0..len-1
         lambda preds: pred_rows(preds) + [(f"layout:xla:default:{0:032x}", "1;2")],
-        ["1 of 9", "not tile:xla IDs"],
+        [f"layout:xla:default:{0:032x}", "not a permutation", "missing 1 (0)", "out of range"],
     ),
     "duplicate_ids": (
         lambda preds: pred_rows(preds) + [pred_rows(preds)[2]],
@@ -266,8 +281,7 @@ def test_bad_prediction_csv_refused(small_case, case: str):
         work, "--inputcsv", "preds.csv", "--sample", "sample.csv", "--output", "sub.csv"
     )
     line = assert_refused(proc, output, *words)
-    if case not in ("unknown_ids", "layout_id_in_predictions"):
-        assert str(inputcsv.name) in line
+    assert str(inputcsv.name) in line
 
 
 @pytest.mark.slow
@@ -430,7 +444,11 @@ def test_cli_builds_ids_from_test_dirs(work: pathlib.Path, tmp_path: pathlib.Pat
         work, "--inputcsv", "preds.csv", "--data_root", str(data_root), "--allow_missing"
     )
     assert proc.returncode == 0, proc.stderr
-    assert "7 rows (3 tile, 4 layout), 0 tile rows filled" in proc.stdout
+    assert (
+        "7 rows (tile:xla 3, layout:xla:default 1, layout:xla:random 1, layout:nlp:default 0, "
+        "layout:nlp:random 2), 4 dummy (layout:xla:default 1, layout:xla:random 1, "
+        "layout:nlp:random 2)"
+    ) in proc.stdout
     assert f"sample: the test files in {data_root / 'test'}" in proc.stdout
     assert read_csv(work / "predictions_kaggle.csv") == [
         ["ID", "TopConfigs"],
@@ -453,7 +471,9 @@ def test_cli_finds_sample_beside_data(work: pathlib.Path, tmp_path: pathlib.Path
         [("layout:xla:default:q", "0;1;2"), ("tile:xla:aa", "0;1;2;3;4"), ("tile:xla:cc", "0")],
     )
     write_csv(work / "preds.csv", [("tile:xla:cc", "3;1"), ("tile:xla:aa", "2")])
-    proc = run_script(work, "--inputcsv", "preds.csv", "--data_root", str(data_root))
+    args = ("--inputcsv", "preds.csv", "--data_root", str(data_root))
+    assert_refused(run_script(work, *args), work / "predictions_kaggle.csv", "layout:xla:default")
+    proc = run_script(work, *args, "--allow_missing")  # the layout row keeps its dummy
     assert proc.returncode == 0, proc.stderr
     assert str(bundle / "sample_submission.csv") in proc.stdout
     assert read_csv(work / "predictions_kaggle.csv")[1:] == [
@@ -479,7 +499,9 @@ def test_read_rankings_csv_roundtrip(tmp_path: pathlib.Path):
 def test_read_errors_name_file_and_line(tmp_path: pathlib.Path):
     path = tmp_path / "p.csv"
     path.write_text("ID,TopConfigs\ntile:xla:a,1\ntile:xla:b,1;2;1\n")
-    with pytest.raises(PipelineError, match=r"p\.csv line 3: TopConfigs repeats index 1"):
+    with pytest.raises(
+        PipelineError, match=r"p\.csv line 3 \(tile:xla:b\): TopConfigs repeats index 1"
+    ):
         submission.read_rankings_csv(path)
     with pytest.raises(PipelineError, match=r"prediction CSV .*missing\.csv not found"):
         submission.read_rankings_csv(tmp_path / "missing.csv")
@@ -576,6 +598,9 @@ def test_every_hint_of_a_refusal_works_when_followed(small_case, tmp_path: pathl
     args = ["--inputcsv", "preds.csv", "--data_root", str(tmp_path / "nowhere")]
     message = assert_refused(run_script(work, *args), work / "predictions_kaggle.csv", "--sample")
     assert "--allow_missing" not in message
+    layout_ids = [r[0] for r in read_csv(kept)[1:] if r[0].startswith("layout:")]
+    write_csv(work / "layout.csv", [(row_id, "2;0;1") for row_id in layout_ids])
+    args[1] = "preds.csv,layout.csv"
     followed = run_script(work, *args, "--sample", str(kept), "--output", "with_sample.csv")
     assert followed.returncode == 0, followed.stderr
     assert [r[0] for r in read_csv(work / "with_sample.csv")[1:]] == [

@@ -14,6 +14,7 @@ from baselines.layout.data import (
     list_layout_files,
     load_layout_split,
     prune_to_configurable,
+    read_config_count,
     read_layout_file,
     sample_configs,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "list_layout_files",
     "load_layout_split",
     "prune_to_configurable",
+    "read_config_count",
     "read_layout_file",
     "sample_configs",
     "slowdown_at_k",

@@ -1,6 +1,6 @@
 """Reads and validates the layout collections' files (layout:{xla,nlp}:{default,random}).
 
-One npz file is one program graph with its layout configurations (SPEC §11):
+One npz file is one program graph with its layout configurations:
 
     graph = read_layout_file("~/data/tpugraphs/npz/layout/xla/default/train/unet3d.npz")
     graphs = load_layout_split("~/data/tpugraphs/npz/layout/nlp/random/valid", max_configs=1000)
@@ -38,6 +38,7 @@ __all__ = [
     "list_layout_files",
     "load_layout_split",
     "prune_to_configurable",
+    "read_config_count",
     "read_layout_file",
     "sample_configs",
 ]
@@ -216,6 +217,34 @@ def read_layout_file(path: Path | str) -> LayoutGraph:
         reason = " ".join(str(e).split()) or type(e).__name__
         raise _bad(path, f"not a readable npz file ({type(e).__name__}: {reason})") from None
     return validate_layout_arrays(path, path.stem, raw)
+
+
+def read_config_count(path: Path | str) -> int:
+    """The number of configurations of a layout file, from `config_runtime`'s header only.
+
+    Reads no array data (a test file's configuration count, for checking a
+    submission row); raises PipelineError naming the file when it is missing,
+    unreadable, or its `config_runtime` is not 1-D.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise PipelineError(f"{path}: layout file not found; check the path")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = {info.filename.removesuffix(".npy"): info for info in archive.infolist()}
+            if "config_runtime" not in infos:
+                raise _bad(path, "missing key(s) config_runtime")
+            info = infos["config_runtime"]
+            stream, shape, _, _ = _open_member(archive, info, path.stat().st_size)
+            stream.close()
+    except PipelineError:
+        raise
+    except Exception as e:  # damaged bytes: see read_layout_file
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise _bad(path, f"not a readable npz file ({type(e).__name__}: {reason})") from None
+    if len(shape) != 1:
+        raise _bad(path, f"config_runtime has shape {shape}, expected (configs,)")
+    return int(shape[0])
 
 
 def _integers(path: Path, key: str, value: np.ndarray) -> np.ndarray:

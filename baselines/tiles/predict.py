@@ -37,6 +37,7 @@ import tensorflow as tf
 import tqdm
 
 from baselines.core.metrics import require_finite_scores, top_configs
+from baselines.core.submission import TILE_PREFIX
 from baselines.tiles.data import TileSplit
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import (
@@ -48,7 +49,6 @@ from baselines.tiles.graph import (
 )
 from baselines.tiles.model_base import EarlyJoinModel, TileModel, configs_per_kernel
 from baselines.tiles.run_files import read_run_for_model, restore_model
-from baselines.tiles.submission import TILE_PREFIX
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,6 +33,7 @@ from baselines.core.io_utils import (
     remove_stale_temporaries,
     write_failure_kind,
 )
+from baselines.core.submission import HEADER, write_csv_atomic
 from baselines.tiles import keras_fit
 from baselines.tiles.data import (
     OPCODE_VOCAB_SIZE,
@@ -45,7 +46,6 @@ from baselines.tiles.features import FeatureStats, uses_estimates
 from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.predict import ConfigScorer, ranking_rows
 from baselines.tiles.run_files import RUN_IN_MODEL, read_run_file, save_run
-from baselines.tiles.submission import HEADER, write_csv_atomic
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT, TrainArgs
 
 

@@ -1,0 +1,376 @@
+"""Kaggle submission for TpuGraphs: read rankings, join them to the sample by ID.
+
+A submission is a CSV with header `ID,TopConfigs`; TopConfigs is a `;`-separated
+list of config indices, best first. The Kaggle sample submission lists every ID
+the competition expects (844 `tile:xla:<id>` rows, then 50
+`layout:<source>:<search>:<stem>` rows), in its own order. Rankings may come from
+several CSVs (`merge_rankings` refuses an ID found in two); `join_submission`
+puts them into the sample's rows **by ID** (never by row position) and refuses
+unknown IDs and sample IDs no input provides, instead of writing a wrong file.
+Layout rows are checked against their test files by `baselines.layout.submission`
+(this module knows nothing of the data files' contents).
+
+Dummy rankings, under `allow_missing`: tile rows without a ranking get
+`0;1;2;3;4` (`FILL_RANKING`), other rows keep the sample's own value (the real
+sample has `0;1;...;999` for layout rows). An ID list built from the test
+directories when no sample submission exists gives every row `0;1;2;3;4`.
+Dummy rows are counted per collection in `Submission.describe`.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import atomic_output, describe_write_error
+
+HEADER: tuple[str, str] = ("ID", "TopConfigs")
+TILE_PREFIX = "tile:xla:"
+LAYOUT_PREFIX = "layout:"
+FILL_RANKING = "0;1;2;3;4"
+SAMPLE_NAME = "sample_submission.csv"
+# Layout collections in the order the Kaggle sample lists them.
+LAYOUT_SOURCES: tuple[str, ...] = ("xla", "nlp")
+LAYOUT_SEARCHES: tuple[str, ...] = ("default", "random")
+# The five collections a Kaggle submission holds, in the order summaries list them.
+COLLECTIONS: tuple[str, ...] = ("tile:xla",) + tuple(
+    f"layout:{source}:{search}" for source in LAYOUT_SOURCES for search in LAYOUT_SEARCHES
+)
+
+_INT_RE = re.compile(r"\d+")
+_NEG_RE = re.compile(r"-\d+")
+_SHOW = 5  # How many offending IDs an error message lists.
+
+
+def _first(items: Sequence[str], n: int = _SHOW) -> str:
+    shown = ", ".join(items[:n])
+    return shown + (", ..." if len(items) > n else "")
+
+
+def _shown_cell(cell: str, limit: int = 60) -> str:
+    """A TopConfigs cell for a message: layout rows list thousands of indices."""
+    return repr(cell) if len(cell) <= limit else repr(cell[:limit]) + f"... ({len(cell)} chars)"
+
+
+def parse_top_configs(text: str, where: str) -> list[int]:
+    """Parses a TopConfigs cell (`3;0;7`) into distinct non-negative ints.
+
+    `where` names the file and line for the error message.
+    """
+    cell = text.strip()
+    if not cell:
+        raise PipelineError(f"{where}: TopConfigs is empty")
+    indices: list[int] = []
+    seen: set[int] = set()
+    for part in cell.split(";"):
+        token = part.strip()
+        if _NEG_RE.fullmatch(token):
+            raise PipelineError(
+                f"{where}: TopConfigs has a negative index {token!r} in {_shown_cell(cell)}"
+            )
+        if not _INT_RE.fullmatch(token):
+            raise PipelineError(
+                f"{where}: TopConfigs {_shown_cell(cell)} is not a ';'-separated list of integers "
+                f"(bad entry {token!r})"
+            )
+        value = int(token)
+        if value in seen:
+            raise PipelineError(
+                f"{where}: TopConfigs repeats index {value} in {_shown_cell(cell)}; "
+                "list each index once"
+            )
+        seen.add(value)
+        indices.append(value)
+    return indices
+
+
+def _iter_id_rows(path: Path, what: str) -> Iterator[tuple[int, str, str]]:
+    """Yields (line number, ID, raw TopConfigs) of an `ID,TopConfigs` CSV.
+
+    Checks that the file exists, the header is exactly `ID,TopConfigs`, every row
+    has two fields and a non-empty ID. Blank lines are skipped. `what` names the
+    kind of file in messages ("prediction CSV", "sample submission").
+    """
+    if not path.exists():
+        raise PipelineError(f"{what} {path} not found")
+    if not path.is_file():
+        raise PipelineError(f"{what} {path} is not a file")
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None:
+                raise PipelineError(f"{what} {path} is empty; expected the header ID,TopConfigs")
+            if [h.strip() for h in header] != list(HEADER):
+                raise PipelineError(
+                    f"{what} {path} line 1: header is {','.join(header)!r}, "
+                    "expected 'ID,TopConfigs'"
+                )
+            for row in reader:
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue
+                where = f"{what} {path} line {reader.line_num}"
+                if len(row) != 2:
+                    raise PipelineError(
+                        f"{where}: expected 2 fields (ID,TopConfigs), got {len(row)}"
+                    )
+                row_id = row[0].strip()
+                if not row_id:
+                    raise PipelineError(f"{where}: ID is empty")
+                yield reader.line_num, row_id, row[1]
+    except UnicodeDecodeError as e:
+        raise PipelineError(f"{what} {path} is not UTF-8 text ({e.reason})") from e
+    except csv.Error as e:
+        raise PipelineError(f"{what} {path}: malformed CSV ({e})") from e
+    except OSError as e:
+        raise PipelineError(f"cannot read {what} {path}: {e.strerror or e}") from e
+
+
+def _unique_id_rows(path: Path, what: str) -> Iterator[tuple[str, str, list[int]]]:
+    """(ID, TopConfigs text, parsed indices) per row; refuses duplicate IDs."""
+    first_line: dict[str, int] = {}
+    for line, row_id, cell in _iter_id_rows(path, what):
+        where = f"{what} {path} line {line}"
+        if row_id in first_line:
+            raise PipelineError(
+                f"{where}: duplicate ID {row_id} (first seen on line {first_line[row_id]})"
+            )
+        first_line[row_id] = line
+        yield row_id, cell, parse_top_configs(cell, f"{where} ({row_id})")
+
+
+def read_rankings_csv(path: str | os.PathLike[str]) -> dict[str, list[int]]:
+    """Reads a predictions CSV `ID,TopConfigs` into {ID: [config indices]}.
+
+    The dict keeps the file's row order. Raises `PipelineError` naming the file
+    and line for a missing file, a missing or wrong header, a malformed TopConfigs
+    (empty, non-integer, negative, an index repeated in a row) and duplicate IDs.
+    """
+    return {row_id: ranking for row_id, _, ranking in _unique_id_rows(Path(path), "prediction CSV")}
+
+
+def read_sample_ids(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """Reads a sample submission into [(ID, TopConfigs as written)] in file order.
+
+    Raises `PipelineError` naming the file and line when the file is missing, has
+    no or a wrong header, has no rows, a malformed TopConfigs or a duplicate ID.
+    """
+    path = Path(path)
+    what = "sample submission"
+    rows = [(row_id, cell.strip()) for row_id, cell, _ in _unique_id_rows(path, what)]
+    if not rows:
+        raise PipelineError(f"{what} {path} has a header but no rows")
+    return rows
+
+
+def _npz_stems(directory: Path) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.npz") if p.is_file())
+
+
+def sample_ids_from_test_dirs(
+    tile_test_dir: str | os.PathLike[str],
+    layout_root: str | os.PathLike[str] | None = None,
+) -> list[tuple[str, str]]:
+    """Builds the submission's ID list from downloaded test splits (no sample CSV).
+
+    Tile rows: `tile:xla:<stem>` for each `*.npz` in `tile_test_dir`, sorted by
+    name. Layout rows, when `layout_root` (`<data>/npz/layout`) exists:
+    `layout:<source>:<search>:<stem>` for `<layout_root>/<source>/<search>/test/*.npz`,
+    sources xla then nlp, searches default then random (the sample's order),
+    names sorted. Every row gets the dummy ranking `0;1;2;3;4` (`FILL_RANKING`);
+    tile rows are meant to be replaced by predictions.
+    """
+    tile_dir = Path(tile_test_dir)
+    if not tile_dir.is_dir():
+        raise PipelineError(f"tile test directory {tile_dir} not found")
+    tile_stems = _npz_stems(tile_dir)
+    if not tile_stems:
+        raise PipelineError(f"tile test directory {tile_dir} has no .npz files")
+    rows = [(f"{TILE_PREFIX}{stem}", FILL_RANKING) for stem in tile_stems]
+    if layout_root is not None and Path(layout_root).is_dir():
+        root = Path(layout_root)
+        for source in LAYOUT_SOURCES:
+            for search in LAYOUT_SEARCHES:
+                test_dir = root / source / search / "test"
+                if test_dir.is_dir():
+                    rows.extend(
+                        (f"{LAYOUT_PREFIX}{source}:{search}:{stem}", FILL_RANKING)
+                        for stem in _npz_stems(test_dir)
+                    )
+    return rows
+
+
+def find_sample_submission(data_dirs: Iterable[str | os.PathLike[str]]) -> Path | None:
+    """Returns the first `<dir>/sample_submission.csv` that is a file, else None."""
+    for directory in data_dirs:
+        candidate = Path(directory) / SAMPLE_NAME
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def collection_of(row_id: str) -> str:
+    """The collection an ID belongs to: the ID without its last `:`-part.
+
+    `tile:xla:<id>` -> `tile:xla`; `layout:nlp:random:<stem>` -> `layout:nlp:random`.
+    """
+    return row_id.rsplit(":", 1)[0] if ":" in row_id else ""
+
+
+def _collection_order(collections: Iterable[str]) -> list[str]:
+    """The five Kaggle collections first (in `COLLECTIONS` order), any other after, sorted."""
+    present = set(collections)
+    return [c for c in COLLECTIONS if c in present] + sorted(present - set(COLLECTIONS))
+
+
+def merge_rankings(
+    inputs: Sequence[tuple[str, Mapping[str, Sequence[int]]]],
+) -> tuple[dict[str, list[int]], dict[str, str]]:
+    """Merges the rankings of several inputs: (label, {ID: ranking}) each.
+
+    Returns ({ID: ranking}, {ID: label of the input it came from}). An ID in two
+    inputs is refused: which of the two rankings to submit is not ours to guess.
+    """
+    merged: dict[str, list[int]] = {}
+    origin: dict[str, str] = {}
+    for label, rankings in inputs:
+        clash = [row_id for row_id in rankings if row_id in origin]
+        if clash:
+            other = origin[clash[0]]
+            raise PipelineError(
+                f"{len(clash)} IDs of {label} are in {other} too (first: {_first(clash)}); "
+                "each ID may come from one input only: drop the rows from one of the files, "
+                "or list each file once in --inputcsv"
+            )
+        for row_id, ranking in rankings.items():
+            merged[row_id] = [int(i) for i in ranking]
+            origin[row_id] = label
+    return merged, origin
+
+
+def refuse_unknown_ids(
+    sample_rows: Sequence[tuple[str, str]],
+    rankings: Mapping[str, Sequence[int]],
+    origin: Mapping[str, str] | None = None,
+    sample_label: str = "the sample submission",
+) -> None:
+    """Refuses IDs that the sample does not list (Kaggle cannot score them).
+
+    The message names the first input (`origin[ID]`) that holds such IDs.
+    """
+    sample_ids = {row_id for row_id, _ in sample_rows}
+    unknown = [row_id for row_id in rankings if row_id not in sample_ids]
+    if not unknown:
+        return
+    label = (origin or {}).get(unknown[0], "the predictions")
+    of_label = [row_id for row_id in rankings if (origin or {}).get(row_id, label) == label]
+    bad = [row_id for row_id in of_label if row_id not in sample_ids]
+    more = len(unknown) - len(bad)
+    elsewhere = f" (and {more} in other inputs)" if more else ""
+    raise PipelineError(
+        f"{len(bad)} of {len(of_label)} IDs in {label} are not IDs of {sample_label}"
+        f"{elsewhere} (first: {_first(bad)}); Kaggle cannot score them: were they "
+        "predicted from another split or dataset?"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """The joined rows, in the sample's order, with rows and dummy rows per collection."""
+
+    rows: list[tuple[str, str]]
+    rows_per_collection: dict[str, int]
+    dummy_per_collection: dict[str, int]
+
+    @property
+    def dummy(self) -> int:
+        return sum(self.dummy_per_collection.values())
+
+    def describe(self) -> str:
+        """`894 rows (tile:xla 844, layout:xla:default 8, ...), 0 dummy`.
+
+        Lists the five Kaggle collections always (0 where absent), others when present;
+        dummy rows are broken down per collection when there are any.
+        """
+        names = list(COLLECTIONS) + [
+            c for c in _collection_order(self.rows_per_collection) if c not in COLLECTIONS
+        ]
+        counts = ", ".join(f"{c} {self.rows_per_collection.get(c, 0)}" for c in names)
+        text = f"{len(self.rows)} rows ({counts}), {self.dummy} dummy"
+        dummies = [(c, n) for c, n in self.dummy_per_collection.items() if n]
+        if dummies:
+            text += " (" + ", ".join(f"{c} {n}" for c, n in dummies) + ")"
+        return text
+
+
+def join_submission(
+    sample_rows: Sequence[tuple[str, str]],
+    rankings: Mapping[str, Sequence[int]],
+    origin: Mapping[str, str] | None = None,
+    allow_missing: bool = False,
+    sample_label: str = "the sample submission",
+) -> Submission:
+    """Joins rankings of every collection (tile and layout) to the sample's rows by ID.
+
+    The rows are exactly the sample's IDs in the sample's order; an ID with a
+    ranking gets `;`.join of its indices. Refused, in one line: an ID the sample
+    does not list, an empty ranking, and sample IDs no input provides (a whole
+    collection or part of one), unless `allow_missing`: then tile rows get
+    `0;1;2;3;4` and other rows keep the sample's value, and each counts as dummy
+    in its collection. `origin` ({ID: input label}) names the inputs in messages.
+    """
+    refuse_unknown_ids(sample_rows, rankings, origin, sample_label)
+    for row_id, ranking in rankings.items():
+        if len(ranking) == 0:
+            label = (origin or {}).get(row_id, "the predictions")
+            raise PipelineError(f"{label}: empty ranking for {row_id}")
+    ids_per_collection: dict[str, list[str]] = {}
+    for row_id, _ in sample_rows:
+        ids_per_collection.setdefault(collection_of(row_id), []).append(row_id)
+    order = _collection_order(ids_per_collection)
+    missing = {c: [i for i in ids_per_collection[c] if i not in rankings] for c in order}
+    gaps = []
+    for collection in order:
+        ids, absent = ids_per_collection[collection], missing[collection]
+        if len(absent) == len(ids):
+            gaps.append(f"{collection or '(no collection)'} all {len(ids)} (no input has it)")
+        elif absent:
+            gaps.append(f"{collection} {len(absent)} of {len(ids)} (first: {_first(absent)})")
+    if gaps and not allow_missing:
+        raise PipelineError(
+            f"{sample_label} lists IDs that no input provides: {'; '.join(gaps)}; add their "
+            "predictions CSV to --inputcsv (comma-separated), or use --allow_missing to give "
+            f"them dummy rankings (tile {FILL_RANKING}, other rows the sample's own)"
+        )
+    rows: list[tuple[str, str]] = []
+    for row_id, sample_value in sample_rows:
+        if row_id in rankings:
+            rows.append((row_id, ";".join(str(int(i)) for i in rankings[row_id])))
+        elif row_id.startswith(TILE_PREFIX):
+            rows.append((row_id, FILL_RANKING))
+        else:
+            rows.append((row_id, sample_value))
+    return Submission(
+        rows=rows,
+        rows_per_collection={c: len(ids_per_collection[c]) for c in order},
+        dummy_per_collection={c: len(missing[c]) for c in order},
+    )
+
+
+def write_csv_atomic(
+    path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[str]]
+) -> None:
+    """Writes a CSV (`\\n` line ends) atomically: the complete file or nothing."""
+    with atomic_output(path) as tmp:
+        try:
+            with open(tmp, "w", newline="", encoding="utf-8") as f:
+                writer = csv.writer(f, lineterminator="\n")
+                writer.writerow(header)
+                writer.writerows(rows)
+        except OSError as e:
+            raise PipelineError(f"cannot write {path}: {describe_write_error(e)}") from e
