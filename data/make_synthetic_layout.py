@@ -4,7 +4,7 @@ The bundled toy set is exactly this script's output with its defaults:
 
     python data/make_synthetic_layout.py --out data/layout_toy --seed 0
 
-Files have the real layout files' keys, order and dtypes (SPEC §11) and read through
+Files have the real layout files' keys, order and dtypes and read through
 `baselines.layout.read_layout_file`. Programs come from a few families (conv nets,
 transformer-like dot stacks, RNNs); valid and test hold families train never sees.
 Runtimes come from the analytic layout cost model of

@@ -21,7 +21,7 @@ TOY = ROOT / "data" / "layout_toy"
 COLLECTIONS = [(s, q) for s in ("xla", "nlp") for q in ("default", "random")]
 SPLITS = ("train", "valid", "test")
 TOY_COUNTS = {"train": 8, "valid": 3, "test": 3}
-# The real files' keys in their order, with their dtypes (SPEC §11).
+# The real files' keys in their order, with their dtypes, as the real layout files hold them.
 REAL_KEYS = {
     "node_feat": "<f4",
     "node_opcode": "|u1",

@@ -1,7 +1,7 @@
 """Deterministic synthetic layout files (layout:{xla,nlp}:{default,random}) for tests and demos.
 
 The real layout collections are hundreds of GB; this package makes small look-alikes
-in the real format (SPEC §11: keys, order, dtypes, node_splits (1, k), edge_index
+in the real format (keys, order, dtypes, node_splits (1, k), edge_index
 in Fortran order, configurations of -1..5, test runtimes hidden as 0):
 
     graph_id, arrays = generate_file(seed=0, source="nlp", search="random", split="train", index=0)

@@ -65,7 +65,7 @@ OP_PARAMETER = 63
 OP_RESHAPE = 75
 CONFIGURABLE_OPCODES = (OP_CONVOLUTION, OP_DOT, OP_RESHAPE)
 
-# node_feat columns (SPEC §9).
+# node_feat columns (the real files' featurization).
 COL_ELEMENT_BITS = 1
 COL_SHAPE = 21  # 21..26
 COL_DIMENSIONS = 31  # dot: lhs contracting dim, rhs contracting dim
