@@ -1,0 +1,302 @@
+"""Layout batches: G program graphs x K layout configurations each, as numpy dicts.
+
+A layout graph is prepared once (`prepare_graphs`): node features normalized, its
+configurable nodes' edges among themselves found, runtimes scaled. A batch then
+packs G prepared graphs, each with K configuration slots drawn by
+`baselines.core.keras_fit.EpochBatches` (per graph, per epoch, deterministic by
+seed; a graph with fewer than K configurations gets all of them plus padding
+slots, which are masked, never dropped):
+
+    source = batch_source(prepare_graphs(graphs))
+    batches = EpochBatches(source, batch=4, num_configs=16, seed=0)
+    inputs = to_model_inputs({k: tf.constant(v) for k, v in batch.items()})
+
+Batch layout (N nodes, E edges, NC configurable nodes, EC edges between two
+configurable nodes, all summed over the G graphs; ids are global in the batch):
+
+- `node_sizes`, `edge_sizes`, `cfg_sizes`, `cfg_edge_sizes` [G]: per-graph counts;
+- `node_opcode` [N] int32, `node_feats` [N, 140] float32 (`normalize_node_feat`);
+- `edge_source`, `edge_target` [E]: edge_index rows [u, v] as consumer u -> producer
+  v (the tiles' `feed` convention); models read both directions (`graph_ops`);
+- `cfg_node` [NC]: the node id of every configurable node, graph by graph;
+- `cfg_source`, `cfg_target` [EC]: edges whose two ends are configurable, as ids
+  into the NC configurable nodes (same direction as `edge_*`);
+- `cfg_ref` [NC, 18] int8: per configurable node, the layouts its three groups are
+  compared with when nothing is configured: its own minor-to-major order (output
+  group), operand 0's (input group) and operand 1's (kernel group), -1 past a
+  tensor's rank or where the operand is missing; `cfg_dims` [NC, 18] float32: the
+  same three tensors' shape dims, log1p (0 past the rank). Operand i is the
+  node's i-th edge row in file order (the synthetic files write edges in operand
+  order; for the real files it is a guess, and only a feature);
+- `config_values` [NC, K, 18] int8: slot k's layout values (-1..5) of each
+  configurable node. Configurable nodes first and slots second, so the
+  config-independent part of a node's state is one [NC, d] row broadcast over K.
+  Padding slots hold -1 (the compiler-default layout: any valid value would do,
+  they are masked);
+- `config_runtimes` [G * K] float32: runtime / the graph's smallest runtime
+  (over the configurations the prepared graph holds), -1 in padding slots (the
+  core losses' padding convention); `config_mask` [G * K] 1/0; `config_index`
+  [G * K]: the configuration's row in the prepared graph, -1 for padding;
+- `graph_id` [G] bytes.
+
+Nothing is computed per configuration here except copying its int8 values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from baselines.core.format import NODE_FEAT_DIM
+from baselines.core.keras_fit import BatchSource
+from baselines.layout.data import MINOR_TO_MAJOR, SHAPE_DIMS, layout_minor_to_major
+from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
+
+# Padding slots' layout values: "the compiler's default" in every group.
+PAD_VALUE = -1
+
+BATCH_SIGNATURE = {
+    "node_sizes": tf.TensorSpec([None], tf.int32),
+    "edge_sizes": tf.TensorSpec([None], tf.int32),
+    "cfg_sizes": tf.TensorSpec([None], tf.int32),
+    "cfg_edge_sizes": tf.TensorSpec([None], tf.int32),
+    "node_opcode": tf.TensorSpec([None], tf.int32),
+    "node_feats": tf.TensorSpec([None, NODE_FEAT_DIM], tf.float32),
+    "edge_source": tf.TensorSpec([None], tf.int32),
+    "edge_target": tf.TensorSpec([None], tf.int32),
+    "cfg_node": tf.TensorSpec([None], tf.int32),
+    "cfg_source": tf.TensorSpec([None], tf.int32),
+    "cfg_target": tf.TensorSpec([None], tf.int32),
+    "cfg_ref": tf.TensorSpec([None, NODE_CONFIG_FEAT_DIM], tf.int8),
+    "cfg_dims": tf.TensorSpec([None, NODE_CONFIG_FEAT_DIM], tf.float32),
+    "config_values": tf.TensorSpec([None, None, NODE_CONFIG_FEAT_DIM], tf.int8),
+    "config_runtimes": tf.TensorSpec([None], tf.float32),
+    "config_mask": tf.TensorSpec([None], tf.float32),
+    "config_index": tf.TensorSpec([None], tf.int32),
+    "graph_id": tf.TensorSpec([None], tf.string),
+}
+
+
+def normalize_node_feat(node_feat: np.ndarray) -> np.ndarray:
+    """The 140 node feature columns as the models read them, float32 [n, 140].
+
+    Columns 0-133: sign(x) * log1p(|x|). A fixed transform, not statistics fitted
+    on train: shapes and window sizes span orders of magnitude and the log
+    compresses them, nothing has to be saved beside a model to score new graphs,
+    and a graph's features do not depend on which other graphs were loaded.
+    Columns 134-139 (minor_to_major): the raw dimension numbers with -1 past the
+    tensor's rank (`layout_minor_to_major`), so padding differs from dimension 0.
+    """
+    x = np.asarray(node_feat, dtype=np.float64)
+    out = np.sign(x) * np.log1p(np.abs(x))
+    out[:, MINOR_TO_MAJOR] = layout_minor_to_major(node_feat)
+    return out.astype(np.float32)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PreparedGraph:
+    """A layout graph as batches take it; built once per graph by `prepare_graphs`."""
+
+    graph_id: str
+    node_feats: np.ndarray  # float32 [n, 140], normalized
+    node_opcode: np.ndarray  # int32 [n]
+    edge_index: np.ndarray  # int32 [m, 2], [consumer, producer]
+    cfg_node: np.ndarray  # int32 [nc]
+    cfg_edges: np.ndarray  # int32 [mc, 2], ids into the nc configurable nodes
+    cfg_ref: np.ndarray  # int8 [nc, 18], reference layouts (own, operand 0, operand 1)
+    cfg_dims: np.ndarray  # float32 [nc, 18], log1p shape dims of the same tensors
+    config_values: np.ndarray  # int8 [c, nc, 18]
+    runtimes: np.ndarray  # float32 [c], runtime / smallest runtime (0 when hidden)
+    raw_runtimes: np.ndarray  # int64 [c], as in the file
+
+    @property
+    def num_configs(self) -> int:
+        return int(self.runtimes.shape[0])
+
+
+def reference_layouts(graph: LayoutGraph) -> tuple[np.ndarray, np.ndarray]:
+    """(cfg_ref int8 [nc, 18], cfg_dims float32 [nc, 18]) of a graph (module docstring)."""
+    m2m = layout_minor_to_major(graph.node_feat)  # [n, 6], -1 past the rank
+    dims = np.log1p(np.maximum(graph.node_feat[:, SHAPE_DIMS], 0)).astype(np.float32)
+    nc = graph.num_configurable
+    tensors = np.full((nc, 3), -1, dtype=np.int64)  # own, operand 0, operand 1
+    tensors[:, 0] = graph.node_config_ids
+    cfg_of_node = np.full(graph.num_nodes, -1, dtype=np.int64)
+    cfg_of_node[graph.node_config_ids] = np.arange(nc)
+    edges = graph.edge_index.reshape(-1, 2)
+    edges = edges[cfg_of_node[edges[:, 0]] >= 0]  # rows read by a configurable node
+    owner = cfg_of_node[edges[:, 0]]
+    order = np.argsort(owner, kind="stable")  # file order within each node
+    owner, producer = owner[order], edges[order, 1]
+    first = np.searchsorted(owner, owner, side="left")
+    operand = np.arange(owner.size) - first  # 0 for a node's first row, 1 for its second...
+    keep = operand < 2
+    tensors[owner[keep], 1 + operand[keep]] = producer[keep]
+    present = tensors >= 0
+    ref = np.where(present[:, :, None], m2m[np.maximum(tensors, 0)], -1)
+    size = np.where(present[:, :, None], dims[np.maximum(tensors, 0)], 0)
+    width = NODE_CONFIG_FEAT_DIM
+    return ref.reshape(nc, width).astype(np.int8), size.reshape(nc, width).astype(np.float32)
+
+
+def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
+    """Normalizes one graph's features and finds its configurable-to-configurable edges."""
+    cfg_of_node = np.full(graph.num_nodes, -1, dtype=np.int64)
+    cfg_of_node[graph.node_config_ids] = np.arange(graph.num_configurable)
+    ends = cfg_of_node[graph.edge_index.reshape(-1, 2)]
+    cfg_edges = ends[(ends >= 0).all(axis=1)].astype(np.int32).reshape(-1, 2)
+    raw = np.asarray(graph.config_runtime, dtype=np.int64)
+    cfg_ref, cfg_dims = reference_layouts(graph)
+    positive = raw[raw > 0]
+    scale = float(positive.min()) if positive.size else 1.0
+    return PreparedGraph(
+        graph_id=graph.graph_id,
+        node_feats=normalize_node_feat(graph.node_feat),
+        node_opcode=np.asarray(graph.node_opcode, dtype=np.int32),
+        edge_index=np.asarray(graph.edge_index, dtype=np.int32).reshape(-1, 2),
+        cfg_node=np.asarray(graph.node_config_ids, dtype=np.int32),
+        cfg_edges=cfg_edges,
+        cfg_ref=cfg_ref,
+        cfg_dims=cfg_dims,
+        config_values=np.asarray(graph.node_config_feat, dtype=np.int8),
+        runtimes=(raw / scale).astype(np.float32),
+        raw_runtimes=raw,
+    )
+
+
+def prepare_graphs(graphs: Sequence[LayoutGraph]) -> list[PreparedGraph]:
+    return [prepare_graph(g) for g in graphs]
+
+
+def assemble_batch(
+    graphs: Sequence[PreparedGraph],
+    graph_ids: Sequence[int],
+    config_slots: Sequence[np.ndarray],
+    num_configs: int,
+) -> dict[str, np.ndarray]:
+    """One batch dict (module docstring) of graphs[graph_ids]; slots: K indices, -1 = padding.
+
+    A slot list shorter than `num_configs` is padded with -1.
+    """
+    k = int(num_configs)
+    parts: dict[str, list] = {key: [] for key in BATCH_SIGNATURE}
+    node_base = cfg_base = 0
+    for gid, slots in zip(graph_ids, config_slots):
+        g = graphs[gid]
+        slots = np.asarray(slots, dtype=np.int64)
+        if slots.shape[0] > k:
+            raise ValueError(f"{slots.shape[0]} config slots for a batch of {k}")
+        slots = np.concatenate([slots, np.full(k - slots.shape[0], -1, np.int64)])
+        pad = slots < 0
+        n, nc = g.node_feats.shape[0], g.cfg_node.shape[0]
+        parts["node_sizes"].append(n)
+        parts["edge_sizes"].append(g.edge_index.shape[0])
+        parts["cfg_sizes"].append(nc)
+        parts["cfg_edge_sizes"].append(g.cfg_edges.shape[0])
+        parts["node_opcode"].append(g.node_opcode)
+        parts["node_feats"].append(g.node_feats)
+        parts["edge_source"].append(g.edge_index[:, 0] + node_base)
+        parts["edge_target"].append(g.edge_index[:, 1] + node_base)
+        parts["cfg_node"].append(g.cfg_node + node_base)
+        parts["cfg_source"].append(g.cfg_edges[:, 0] + cfg_base)
+        parts["cfg_target"].append(g.cfg_edges[:, 1] + cfg_base)
+        parts["cfg_ref"].append(g.cfg_ref)
+        parts["cfg_dims"].append(g.cfg_dims)
+        values = g.config_values[np.where(pad, 0, slots)] if g.num_configs else None
+        if values is None:  # no configuration at all: every slot is padding
+            values = np.zeros((k, nc, NODE_CONFIG_FEAT_DIM), np.int8)
+        values = np.where(pad[:, None, None], np.int8(PAD_VALUE), values)
+        parts["config_values"].append(values.transpose(1, 0, 2))  # [nc, K, 18]
+        real = np.where(pad, 0, slots)
+        runtimes = g.runtimes[real] if g.num_configs else np.zeros(k, np.float32)
+        parts["config_runtimes"].append(np.where(pad, -1.0, runtimes))
+        parts["config_mask"].append((~pad).astype(np.float32))
+        parts["config_index"].append(slots)
+        parts["graph_id"].append(np.array([g.graph_id.encode()], dtype=object))
+        node_base += n
+        cfg_base += nc
+    sizes = ("node_sizes", "edge_sizes", "cfg_sizes", "cfg_edge_sizes")
+    out = {}
+    for key, spec in BATCH_SIGNATURE.items():
+        if key in sizes:
+            out[key] = np.asarray(parts[key], dtype=np.int32)
+        elif key == "graph_id":
+            out[key] = np.concatenate(parts[key]) if parts[key] else np.zeros(0, object)
+        else:
+            out[key] = np.concatenate(parts[key]).astype(spec.dtype.as_numpy_dtype)
+    return out
+
+
+def batch_source(graphs: Sequence[PreparedGraph]) -> BatchSource:
+    """Prepared graphs as `baselines.core.keras_fit.EpochBatches` draws batches from them."""
+    graphs = list(graphs)
+    return BatchSource(
+        num_configs=np.array([g.num_configs for g in graphs], dtype=np.int64),
+        assemble=lambda ids, slots, k: assemble_batch(graphs, ids, slots, k),
+        signature=BATCH_SIGNATURE,
+    )
+
+
+def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
+    return {k: tf.constant(v, dtype=BATCH_SIGNATURE[k].dtype) for k, v in batch.items()}
+
+
+def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
+    """What a layout model's `forward` reads: a GraphTensor and the config values.
+
+    The GraphTensor has one component per graph, node sets `op` (`op`: opcode,
+    `feats`) and `cfg` (the configurable nodes, no features), edge sets `feed`
+    (op -> op, consumer -> producer, as the core layers expect) and `cfg_feed`
+    (cfg -> cfg). Returned beside it: `config_values` [NC, K, 18] (int8) and
+    `cfg_node` [NC] (each configurable node's op id), `cfg_ref` and `cfg_dims`.
+    """
+    node_sizes, cfg_sizes = batch["node_sizes"], batch["cfg_sizes"]
+    graph = tfgnn.GraphTensor.from_pieces(
+        node_sets={
+            "op": tfgnn.NodeSet.from_fields(
+                sizes=node_sizes,
+                features={"op": batch["node_opcode"], "feats": batch["node_feats"]},
+            ),
+            "cfg": tfgnn.NodeSet.from_fields(sizes=cfg_sizes, features={}),
+        },
+        edge_sets={
+            "feed": tfgnn.EdgeSet.from_fields(
+                sizes=batch["edge_sizes"],
+                adjacency=tfgnn.Adjacency.from_indices(
+                    source=("op", batch["edge_source"]), target=("op", batch["edge_target"])
+                ),
+            ),
+            "cfg_feed": tfgnn.EdgeSet.from_fields(
+                sizes=batch["cfg_edge_sizes"],
+                adjacency=tfgnn.Adjacency.from_indices(
+                    source=("cfg", batch["cfg_source"]), target=("cfg", batch["cfg_target"])
+                ),
+            ),
+        },
+    )
+    return {
+        "graph": graph,
+        "config_values": batch["config_values"],
+        "cfg_node": batch["cfg_node"],
+        "cfg_ref": batch["cfg_ref"],
+        "cfg_dims": batch["cfg_dims"],
+    }
+
+
+def dummy_batch(num_configs: int = 2) -> dict[str, np.ndarray]:
+    """A 3-node graph (one configurable node) with `num_configs` configs: creates variables."""
+    graph = LayoutGraph(
+        graph_id="dummy",
+        node_feat=np.zeros((3, NODE_FEAT_DIM), np.float32),
+        node_opcode=np.zeros(3, np.int32),
+        edge_index=np.array([[1, 0], [2, 1]], np.int32),
+        node_config_ids=np.array([1], np.int32),
+        node_config_feat=np.full((num_configs, 1, NODE_CONFIG_FEAT_DIM), -1, np.int8),
+        config_runtime=np.ones(num_configs, np.int64),
+        node_splits=np.array([0, 3], np.int64),
+    )
+    return assemble_batch([prepare_graph(graph)], [0], [np.arange(num_configs)], num_configs)

@@ -1,0 +1,339 @@
+"""Layout cost models: every class here maps a layout batch to one score per configuration.
+
+The contract is the tiles' one: a model is a public class defined here deriving
+from `LayoutModel`, built as `Class(num_configs, num_ops, **kwargs)`; `get_config`
+returns those kwargs (defaults resolved), so `Class.from_config(config)` rebuilds
+it and trained weights can be copied in (`set_weights`). `forward(inputs,
+num_configs)` reads `batching.to_model_inputs(batch)` and returns scores
+[graphs, K], lower = predicted faster (the core losses' convention: they rank by
+-score). K is read off the batch, so one model scores any number of
+configurations.
+
+- `ResModel`: upstream's layout baseline in spirit. Opcode embedding + node
+  features (once per graph), each configuration's 18 layout values placed on its
+  configurable nodes (zero elsewhere), then `num_gnns` residual GCN layers on the
+  joined states [nodes, K, hidden] (early join: message passing is per
+  configuration, as upstream's), pooled per graph, linear head.
+- `LayoutSAGE`: config-independent GraphSAGE layers on the op graph, once per
+  graph; then, per configuration, each configurable node's state joined with an
+  embedding of its 18 layout values (one table row per (slot, value)),
+  `config_layers` residual rounds of message passing between configurable nodes
+  that share an edge, pooled over configurable nodes and scored beside the
+  pooled graph state.
+
+Neither model attends across a graph's configurations: a configuration's score
+does not depend on which other configurations share its batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from baselines.core.format import OPCODE_VOCAB_SIZE
+from baselines.core.layers import (
+    ConfigScoringHead,
+    KernelPooling,
+    OpEncoder,
+    PointwiseDense,
+    ResGCNConv,
+    SAGEConv,
+    graph_ops,
+)
+from baselines.layout.batching import dummy_batch, to_model_inputs, to_tensors
+from baselines.layout.graph import CONFIG_VALUE_MAX, CONFIG_VALUE_MIN, NODE_CONFIG_FEAT_DIM
+
+KERAS_PACKAGE = "tpugraphs_layout"
+NUM_CONFIG_VALUES = CONFIG_VALUE_MAX - CONFIG_VALUE_MIN + 1  # -1..5: 7 values
+
+
+def _check_int(name: str, value: Any, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
+
+
+def _reductions(reduction: Any) -> tuple[str, ...]:
+    if not isinstance(reduction, str):
+        raise ValueError(
+            f"reduction must be a string such as 'sum' or 'sum+mean', got {reduction!r}"
+        )
+    return tuple(reduction.split("+"))
+
+
+class LayoutModel(tf.keras.Model):
+    """Shared parts: kwargs bookkeeping, `call`, `get_config`/`from_config`, `create_variables`.
+
+    A subclass calls `super().__init__(num_configs, num_ops, kwargs)` with its
+    resolved kwargs dict and implements `forward`.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        tf.keras.utils.register_keras_serializable(package=KERAS_PACKAGE)(cls)
+
+    def __init__(self, num_configs: int, num_ops: int, kwargs: dict[str, Any]):
+        super().__init__(name=type(self).__name__.lower())
+        _check_int("num_ops", num_ops, 1)
+        self.num_configs = num_configs
+        self.num_ops = num_ops
+        self._kwargs = dict(kwargs)
+
+    def get_config(self) -> dict[str, Any]:
+        return {"num_configs": self.num_configs, "num_ops": self.num_ops, **self._kwargs}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> LayoutModel:
+        return cls(**config)
+
+    def call(self, batch: dict[str, tf.Tensor], training=None) -> tf.Tensor:
+        return self.forward(to_model_inputs(batch), None, training=training)
+
+    def create_variables(self) -> LayoutModel:
+        """Creates every variable with one forward pass on a tiny graph (same order each time)."""
+        self(to_tensors(dummy_batch(2)))
+        return self
+
+    def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
+        """Scores [graphs, K], lower = predicted faster; K is read from `config_values`."""
+        raise NotImplementedError
+
+
+def _place_on_nodes(inputs: dict, cfg_values: tf.Tensor) -> tf.Tensor:
+    """[NC, K, d] values of the configurable nodes as [N, K, d], zero on other nodes."""
+    graph = inputs["graph"]
+    n = graph.node_sets["op"].total_size
+    shape = tf.concat([[n], tf.shape(cfg_values)[1:]], 0)
+    return tf.scatter_nd(inputs["cfg_node"][:, None], cfg_values, shape)
+
+
+class ResModel(LayoutModel):
+    """Upstream's layout baseline in spirit (SPEC §11): early join, residual GCN, sum pooling.
+
+    state[v, k] = act(W_op [embed(opcode_v) ; feats_v] + W_cfg values[v, k]) with
+    values[v, k] the 18 layout values (as numbers, -1..5) of configuration k when
+    v is configurable and 0 otherwise; the op part is computed once per graph.
+    Then `mlp_layers - 1` more Dense layers, `num_gnns` ResGCN layers
+    (`directed`: separate weights per edge direction), `reduction` pooling over
+    the graph's nodes and a head with `final_mlp_layers` hidden layers (0: linear).
+    """
+
+    def __init__(
+        self,
+        num_configs: int | None = None,
+        num_ops: int = OPCODE_VOCAB_SIZE,
+        op_embed_dim: int = 32,
+        hidden_dim: int = 32,
+        num_gnns: int = 2,
+        mlp_layers: int = 2,
+        final_mlp_layers: int = 0,
+        hidden_activation: str = "leaky_relu",
+        reduction: str = "sum",
+        directed: bool = False,
+    ):
+        for name, value, least in (
+            ("op_embed_dim", op_embed_dim, 1),
+            ("hidden_dim", hidden_dim, 1),
+            ("num_gnns", num_gnns, 0),
+            ("mlp_layers", mlp_layers, 1),
+            ("final_mlp_layers", final_mlp_layers, 0),
+        ):
+            _check_int(name, value, least)
+        if not isinstance(directed, bool):
+            raise ValueError(f"directed must be true or false, got {directed!r}")
+        super().__init__(
+            num_configs,
+            num_ops,
+            dict(
+                op_embed_dim=op_embed_dim,
+                hidden_dim=hidden_dim,
+                num_gnns=num_gnns,
+                mlp_layers=mlp_layers,
+                final_mlp_layers=final_mlp_layers,
+                hidden_activation=hidden_activation,
+                reduction=reduction,
+                directed=directed,
+            ),
+        )
+        self.activation = tf.keras.activations.get(hidden_activation)
+        self.pool = KernelPooling(_reductions(reduction))
+        # Linear: the config part is added before the activation.
+        self.op_encoder = OpEncoder(num_ops, op_embed_dim, hidden_dim, activation=None)
+        self.config_proj = PointwiseDense(hidden_dim, use_bias=False, name="config_proj")
+        self.prenet = [
+            PointwiseDense(hidden_dim, activation=hidden_activation, name=f"prenet_{i}")
+            for i in range(mlp_layers - 1)
+        ]
+        self.convs = [
+            ResGCNConv(hidden_dim, hidden_activation, directed=directed, name=f"gcn_{i}")
+            for i in range(num_gnns)
+        ]
+        self.head = ConfigScoringHead([hidden_dim] * final_mlp_layers, hidden_activation)
+
+    def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
+        graph = inputs["graph"]
+        op_part = self.op_encoder(graph)  # [N, h], once per graph
+        values = tf.cast(inputs["config_values"], tf.float32)  # [NC, K, 18]
+        placed = _place_on_nodes(inputs, self.config_proj(values))  # [N, K, h]
+        states = self.activation(op_part[:, None, :] + placed)
+        for layer in self.prenet:
+            states = layer(states)
+        for conv in self.convs:
+            states = conv(graph, states)
+        return self.head(self.pool(graph, states), training=training)  # [G, K]
+
+
+class LayoutSAGE(LayoutModel):
+    """Config-independent GraphSAGE once per graph, then per-config work on configurable nodes.
+
+    Per graph: op states h = SAGE^num_gnns(OpEncoder(graph)) [N, hidden] and
+    the graph state g = pool(h). Per configuration k and configurable node w:
+    e[w, k] = concat over the 18 slots of [embed(slot, value, value == reference) ;
+    log size of the named dim] (`embed_values`; an Embedding of 18 x 7 x 2 rows,
+    `config_embed_dim` wide), x[w, k] = MLP(W_n [h_w ; enc_w] +
+    W_c e[w, k]) (the node part once per graph); `config_layers` residual rounds
+    x += act(W_s x + W_p mean_producers(x) + W_c mean_consumers(x)) over edges
+    between configurable nodes; the score is head([g ; pool_w x[w, k]]).
+    """
+
+    def __init__(
+        self,
+        num_configs: int | None = None,
+        num_ops: int = OPCODE_VOCAB_SIZE,
+        op_embed_dim: int = 32,
+        hidden_dim: int = 64,
+        num_gnns: int = 2,
+        config_embed_dim: int = 8,
+        config_layers: int = 1,
+        final_mlp_layers: int = 2,
+        hidden_activation: str = "leaky_relu",
+        reduction: str = "sum+mean",
+        directed: bool = True,
+        dropout: float = 0.0,
+    ):
+        for name, value, least in (
+            ("op_embed_dim", op_embed_dim, 1),
+            ("hidden_dim", hidden_dim, 1),
+            ("num_gnns", num_gnns, 0),
+            ("config_embed_dim", config_embed_dim, 1),
+            ("config_layers", config_layers, 0),
+            ("final_mlp_layers", final_mlp_layers, 0),
+        ):
+            _check_int(name, value, least)
+        if not isinstance(directed, bool):
+            raise ValueError(f"directed must be true or false, got {directed!r}")
+        super().__init__(
+            num_configs,
+            num_ops,
+            dict(
+                op_embed_dim=op_embed_dim,
+                hidden_dim=hidden_dim,
+                num_gnns=num_gnns,
+                config_embed_dim=config_embed_dim,
+                config_layers=config_layers,
+                final_mlp_layers=final_mlp_layers,
+                hidden_activation=hidden_activation,
+                reduction=reduction,
+                directed=directed,
+                dropout=dropout,
+            ),
+        )
+        self.hidden_dim = hidden_dim
+        self.config_embed_dim = config_embed_dim
+        self.activation = tf.keras.activations.get(hidden_activation)
+        reductions = _reductions(reduction)
+        self.graph_pool = KernelPooling(reductions, name="graph_pool")
+        self.reductions = reductions
+        self.op_encoder = OpEncoder(num_ops, op_embed_dim, hidden_dim, hidden_activation)
+        self.convs = [
+            SAGEConv(hidden_dim, hidden_activation, directed=directed, name=f"sage_{i}")
+            for i in range(num_gnns)
+        ]
+        self.value_embedding = tf.keras.layers.Embedding(
+            NODE_CONFIG_FEAT_DIM * NUM_CONFIG_VALUES * 2, config_embed_dim, name="value_embed"
+        )
+        self.join_node = tf.keras.layers.Dense(hidden_dim, name="join_node")
+        self.join_config = PointwiseDense(hidden_dim, use_bias=False, name="join_config")
+        self.config_mlp = PointwiseDense(hidden_dim, hidden_activation, name="config_mlp")
+        self.config_rounds = [
+            {
+                part: PointwiseDense(hidden_dim, use_bias=part == "self", name=f"cfg_{i}_{part}")
+                for part in ("self", "producers", "consumers")
+            }
+            for i in range(config_layers)
+        ]
+        self.head = ConfigScoringHead([hidden_dim] * final_mlp_layers, hidden_activation, dropout)
+
+    def embed_values(self, inputs: dict) -> tf.Tensor:
+        """[NC, K, 18 * (e + 1)]: per slot, embed(slot, value, value == reference) ; dim size.
+
+        The reference is the layout the slot's tensor has when nothing is
+        configured (`cfg_ref`), so a slot that keeps it and one that moves a
+        dimension differ by table row; the dim size is log1p of the size of the
+        dimension the value names (0 for -1), from `cfg_dims`.
+        """
+        values = tf.cast(inputs["config_values"], tf.int32)  # [NC, K, 18], -1..5
+        ref = tf.cast(inputs["cfg_ref"], tf.int32)[:, None, :]  # [NC, 1, 18]
+        same = tf.cast(tf.equal(values, ref), tf.int32)
+        slots = tf.range(NODE_CONFIG_FEAT_DIM, dtype=tf.int32) * (2 * NUM_CONFIG_VALUES)
+        rows = slots + 2 * (values - CONFIG_VALUE_MIN) + same
+        embedded = self.value_embedding(rows)  # [NC, K, 18, e]
+        group_start = (tf.range(NODE_CONFIG_FEAT_DIM, dtype=tf.int32) // 6) * 6
+        picked = tf.gather(
+            inputs["cfg_dims"], group_start + tf.maximum(values, 0), batch_dims=1
+        )  # [NC, K, 18]
+        size = tf.where(values >= 0, picked, 0.0)[..., None]
+        joined = tf.concat([embedded, size], axis=-1)
+        shape = tf.shape(joined)
+        width = NODE_CONFIG_FEAT_DIM * (self.config_embed_dim + 1)
+        return tf.reshape(joined, [shape[0], shape[1], width])
+
+    def _pool_configurable(self, graph, x: tf.Tensor) -> tf.Tensor:
+        """[NC, K, d] -> [G, K, d * len(reductions)] over each graph's configurable nodes."""
+        cfg = graph.node_sets["cfg"]
+        graph_of = tf.searchsorted(
+            tf.cumsum(cfg.sizes), tf.range(cfg.total_size), side="right", out_type=tf.int32
+        )
+        num_graphs = tf.shape(cfg.sizes)[0]
+        total = tf.math.unsorted_segment_sum(x, graph_of, num_graphs)
+        pooled = []
+        for r in self.reductions:
+            if r == "sum":
+                pooled.append(total)
+            elif r == "mean":
+                count = tf.cast(tf.maximum(cfg.sizes, 1), x.dtype)[:, None, None]
+                pooled.append(total / count)
+            else:  # max; a graph without configurable nodes gets 0, not -inf
+                top = tf.math.unsorted_segment_max(x, graph_of, num_graphs)
+                pooled.append(tf.where(cfg.sizes[:, None, None] > 0, top, 0.0))
+        return tf.concat(pooled, axis=-1)
+
+    def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
+        graph = inputs["graph"]
+        # Config-independent, once per graph: op states and the graph state.
+        encoded = self.op_encoder(graph)
+        states = encoded
+        for conv in self.convs:
+            states = conv(graph, states)
+        graph_state = self.graph_pool(graph, states)  # [G, h * r]
+        node_part = self.join_node(
+            tf.gather(tf.concat([encoded, states], -1), inputs["cfg_node"])
+        )  # [NC, h]
+        # Per configuration: the configurable nodes' layout values.
+        embedded = self.embed_values(inputs)  # [NC, K, 18 * (e + 1)]
+        x = self.activation(node_part[:, None, :] + self.join_config(embedded))
+        x = self.config_mlp(x)  # [NC, K, h]
+        if self.config_rounds:
+            inverse_degree = 1.0 / tf.maximum(
+                graph_ops.bidirectional_degree(graph, "cfg_feed"), 1.0
+            )
+            for parts in self.config_rounds:
+                update = parts["self"](x)
+                for direction in ("producers", "consumers"):
+                    mean = graph_ops.adjacency(
+                        graph, direction, row_weight=inverse_degree, edge_set="cfg_feed"
+                    )
+                    update += parts[direction](graph_ops.propagate(mean, x))
+                x = x + self.activation(update)
+        config_state = self._pool_configurable(graph, x)  # [G, K, h * r]
+        return self.head.score_joined(graph_state, config_state, training=training)

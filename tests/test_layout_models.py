@@ -1,0 +1,261 @@
+"""Layout batching and models: hand-computed batches, sampling, per-config invariance, configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from baselines.core.keras_fit import EpochBatches
+from baselines.layout.batching import (
+    BATCH_SIGNATURE,
+    assemble_batch,
+    batch_source,
+    prepare_graphs,
+    to_tensors,
+)
+from baselines.layout.data import load_layout_split
+from baselines.layout.graph import LayoutGraph
+from baselines.layout.models import LayoutSAGE, ResModel
+
+MODEL_CLASSES = (ResModel, LayoutSAGE)
+TOY = Path(__file__).resolve().parents[1] / "data" / "layout_toy" / "xla" / "default"
+
+
+def feat_rows(rows: dict[int, dict[int, float]], n: int) -> np.ndarray:
+    feat = np.zeros((n, 140), np.float32)
+    for node, cols in rows.items():
+        for col, value in cols.items():
+            feat[node, col] = value
+    return feat
+
+
+def hand_graphs() -> list[LayoutGraph]:
+    """Two small graphs: g0 (3 nodes, node 1 configurable), g1 (4 nodes, nodes 1 and 3)."""
+    g0 = LayoutGraph(
+        graph_id="g0",
+        # node 0: shape (8, 128), layout (1, 0); node 2: is_root, a -2 in column 5.
+        node_feat=feat_rows({0: {21: 8, 22: 128, 134: 1, 135: 0}, 2: {0: 1, 5: -2}}, 3),
+        node_opcode=np.array([7, 26, 9], np.int32),
+        edge_index=np.array([[1, 0], [2, 1]], np.int32),
+        node_config_ids=np.array([1], np.int32),
+        node_config_feat=np.stack(
+            [np.full((1, 18), -1, np.int8), np.arange(-1, 17).reshape(1, 18) % 7 - 1]
+        ).astype(np.int8),
+        config_runtime=np.array([300, 200], np.int64),
+        node_splits=np.array([0, 3], np.int64),
+    )
+    values1 = np.arange(3 * 2 * 18).reshape(3, 2, 18) % 7 - 1
+    g1 = LayoutGraph(
+        graph_id="g1",
+        # node 2: shape (4, 2, 3), layout (2, 0, 1); node 3 is the 3-operand consumer.
+        node_feat=feat_rows({2: {21: 4, 22: 2, 23: 3, 134: 2, 135: 0, 136: 1}}, 4),
+        node_opcode=np.array([1, 34, 3, 75], np.int32),
+        edge_index=np.array([[1, 0], [3, 2], [2, 0], [3, 1], [3, 0]], np.int32),
+        node_config_ids=np.array([3, 1], np.int32),
+        node_config_feat=values1.astype(np.int8),
+        config_runtime=np.array([50, 40, 80], np.int64),
+        node_splits=np.array([0, 4], np.int64),
+    )
+    return [g0, g1]
+
+
+def test_hand_made_batch_equals_hand_computed_arrays():
+    g0, g1 = hand_graphs()
+    prepared = prepare_graphs([g0, g1])
+    # g1 first with configs 2 and 0; g0 with config 1 only: one padding slot.
+    batch = assemble_batch(prepared, [1, 0], [np.array([2, 0]), np.array([1])], 2)
+    assert set(batch) == set(BATCH_SIGNATURE)
+    np.testing.assert_array_equal(batch["node_sizes"], [4, 3])
+    np.testing.assert_array_equal(batch["edge_sizes"], [5, 2])
+    np.testing.assert_array_equal(batch["cfg_sizes"], [2, 1])
+    np.testing.assert_array_equal(batch["cfg_edge_sizes"], [1, 0])
+    np.testing.assert_array_equal(batch["node_opcode"], [1, 34, 3, 75, 7, 26, 9])
+    np.testing.assert_array_equal(batch["edge_source"], [1, 3, 2, 3, 3, 5, 6])
+    np.testing.assert_array_equal(batch["edge_target"], [0, 2, 0, 1, 0, 4, 5])
+    np.testing.assert_array_equal(batch["cfg_node"], [3, 1, 5])
+    # g1's edge [3, 1] joins configurable node 0 (node 3) to configurable node 1 (node 1).
+    np.testing.assert_array_equal(batch["cfg_source"], [0])
+    np.testing.assert_array_equal(batch["cfg_target"], [1])
+
+    feats = batch["node_feats"]
+    assert feats.shape == (7, 140) and feats.dtype == np.float32
+    # Row 4 is g0's node 0: log1p of its dims; minor_to_major (1, 0) then -1 padding.
+    np.testing.assert_allclose(feats[4, 21:23], [np.log(9), np.log(129)], rtol=1e-6)
+    np.testing.assert_array_equal(feats[4, 134:140], [1, 0, -1, -1, -1, -1])
+    # Row 6 is g0's node 2: sign * log1p, and no shape: all six layout columns -1.
+    np.testing.assert_allclose(feats[6, [0, 5]], [np.log(2), -np.log(3)], rtol=1e-6)
+    np.testing.assert_array_equal(feats[6, 134:140], [-1] * 6)
+    # Row 2 is g1's node 2: layout (2, 0, 1) kept, the rest -1.
+    np.testing.assert_array_equal(feats[2, 134:140], [2, 0, 1, -1, -1, -1])
+    np.testing.assert_array_equal(feats[0, 134:140], [-1] * 6)  # rank 0
+
+    values = batch["config_values"]
+    assert values.shape == (3, 2, 18) and values.dtype == np.int8
+    expected = np.empty((3, 2, 18), np.int8)
+    expected[0] = g1.node_config_feat[[2, 0], 0]  # node 3 under configs 2 and 0
+    expected[1] = g1.node_config_feat[[2, 0], 1]  # node 1
+    expected[2, 0] = g0.node_config_feat[1, 0]
+    expected[2, 1] = -1  # padding slot
+    np.testing.assert_array_equal(values, expected)
+
+    np.testing.assert_allclose(batch["config_runtimes"], [80 / 40, 50 / 40, 200 / 200, -1])
+    np.testing.assert_array_equal(batch["config_mask"], [1, 1, 1, 0])
+    np.testing.assert_array_equal(batch["config_index"], [2, 0, 1, -1])
+    assert batch["graph_id"].tolist() == [b"g1", b"g0"]
+
+    # Reference layouts: node 3 reads node 2 (operand 0) then node 1 (operand 1);
+    # node 1 reads node 0 only; g0's node 1 reads g0's node 0.
+    ref = batch["cfg_ref"]
+    np.testing.assert_array_equal(ref[0], [-1] * 6 + [2, 0, 1, -1, -1, -1] + [-1] * 6)
+    np.testing.assert_array_equal(ref[1], [-1] * 18)
+    np.testing.assert_array_equal(ref[2], [-1] * 6 + [1, 0, -1, -1, -1, -1] + [-1] * 6)
+    np.testing.assert_allclose(batch["cfg_dims"][0, 6:9], np.log1p([4, 2, 3]), rtol=1e-6)
+    np.testing.assert_allclose(batch["cfg_dims"][2, 6:8], np.log1p([8, 128]), rtol=1e-6)
+    np.testing.assert_array_equal(batch["cfg_dims"][1], np.zeros(18))
+
+
+def many_config_graph(c: int, graph_id: str) -> LayoutGraph:
+    rng = np.random.default_rng(len(graph_id) + c)
+    return LayoutGraph(
+        graph_id=graph_id,
+        node_feat=np.zeros((2, 140), np.float32),
+        node_opcode=np.array([1, 26], np.int32),
+        edge_index=np.array([[1, 0]], np.int32),
+        node_config_ids=np.array([1], np.int32),
+        node_config_feat=rng.integers(-1, 6, size=(c, 1, 18)).astype(np.int8),
+        config_runtime=rng.integers(100, 200, size=c).astype(np.int64),
+        node_splits=np.array([0, 2], np.int64),
+    )
+
+
+def test_config_sample_is_deterministic_by_seed_differs_by_epoch_and_pads():
+    graphs = [many_config_graph(60, "big"), many_config_graph(2, "small")]
+    source = batch_source(prepare_graphs(graphs))
+    np.testing.assert_array_equal(source.num_configs, [60, 2])
+
+    def epoch(seed, e):
+        batches = list(EpochBatches(source, batch=2, num_configs=4, seed=seed).batches(e))
+        assert len(batches) == 1
+        return batches[0]
+
+    a, b = epoch(0, 0), epoch(0, 0)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key])
+    big = {0: 0, 1: 0}
+    for e in (0, 1):
+        batch = epoch(0, e)
+        row = batch["graph_id"].tolist().index(b"big")
+        big[e] = batch["config_index"].reshape(2, 4)[row]
+        small = batch["config_index"].reshape(2, 4)[1 - row]
+        np.testing.assert_array_equal(small, [0, 1, -1, -1])  # padded, never dropped
+        mask = batch["config_mask"].reshape(2, 4)[1 - row]
+        np.testing.assert_array_equal(mask, [1, 1, 0, 0])
+        runtimes = batch["config_runtimes"].reshape(2, 4)[1 - row]
+        assert np.all(runtimes[2:] == -1) and np.all(runtimes[:2] >= 1)
+        assert len(set(big[e].tolist())) == 4 and big[e].min() >= 0
+    assert not np.array_equal(big[0], big[1])  # a new sample each epoch
+    other_seed = epoch(1, 0)
+    row = other_seed["graph_id"].tolist().index(b"big")
+    assert not np.array_equal(other_seed["config_index"].reshape(2, 4)[row], big[0])
+
+
+@pytest.fixture(scope="module")
+def toy_graphs(layout_toy_train):
+    return prepare_graphs(layout_toy_train[:2])
+
+
+@pytest.fixture(scope="module")
+def layout_toy_train():
+    return load_layout_split(TOY / "train", log=None)
+
+
+def score(model, graphs, ids, slots):
+    k = max(len(s) for s in slots)
+    return model(to_tensors(assemble_batch(graphs, ids, slots, k))).numpy()
+
+
+@pytest.mark.parametrize("cls", MODEL_CLASSES)
+def test_config_score_does_not_depend_on_batch_companions(cls, toy_graphs):
+    """Scores for config j: alone (K=1), among 8, among others, with another graph beside.
+
+    Neither model mixes configurations, so only float32 rounding may differ: the
+    same products are summed over the same nodes, but matmul and segment-sum
+    kernels may block a [N, K * d] operand differently for another K, changing
+    the summation order. Relative error per op is ~1e-7 and the scores are sums
+    of at most a few thousand terms, so 1e-5 relative (1e-4 absolute) is wide
+    enough; a config leaking into another's score moves it by far more.
+    """
+    tf.keras.utils.set_random_seed(3)
+    model = cls(8).create_variables()
+    eight = score(model, toy_graphs, [0], [np.arange(8)])[0]
+    assert np.ptp(eight) > 1e-3  # configs do get different scores
+    for j in range(8):
+        alone = score(model, toy_graphs, [0], [np.array([j])])[0, 0]
+        np.testing.assert_allclose(alone, eight[j], rtol=1e-5, atol=1e-4)
+    others = score(model, toy_graphs, [0], [np.array([3, 40, 41, 42])])[0]
+    np.testing.assert_allclose(others[0], eight[3], rtol=1e-5, atol=1e-4)
+    pair = score(model, toy_graphs, [1, 0], [np.arange(20, 28), np.arange(8)])
+    np.testing.assert_allclose(pair[1], eight, rtol=1e-5, atol=1e-4)
+    # Padding slots do not change the real slots' scores either.
+    padded = score(model, toy_graphs, [1, 0], [np.arange(20, 28), np.arange(3)])
+    np.testing.assert_allclose(padded[1, :3], eight[:3], rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs"),
+    [
+        (ResModel, {"hidden_dim": 16, "num_gnns": 1, "reduction": "sum+mean", "directed": True}),
+        (ResModel, {"final_mlp_layers": 1, "mlp_layers": 1}),
+        (LayoutSAGE, {"hidden_dim": 16, "config_layers": 2, "reduction": "sum+mean+max"}),
+        (LayoutSAGE, {"num_gnns": 1, "directed": False, "config_embed_dim": 3}),
+    ],
+)
+def test_get_config_round_trip_scores_identically(cls, kwargs, toy_graphs):
+    tf.keras.utils.set_random_seed(5)
+    model = cls(8, **kwargs).create_variables()
+    config = json.loads(json.dumps(model.get_config()))  # what a run file would hold
+    for key, value in kwargs.items():
+        assert config[key] == value
+    assert config["num_configs"] == 8
+    tf.keras.utils.set_random_seed(6)  # other initial weights: the copy must matter
+    rebuilt = cls.from_config(config).create_variables()
+    assert rebuilt.get_config() == config
+    before = score(rebuilt, toy_graphs, [0, 1], [np.arange(6), np.arange(6)])
+    rebuilt.set_weights(model.get_weights())
+    expected = score(model, toy_graphs, [0, 1], [np.arange(6), np.arange(6)])
+    got = score(rebuilt, toy_graphs, [0, 1], [np.arange(6), np.arange(6)])
+    assert not np.allclose(before, expected)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("cls", MODEL_CLASSES)
+@pytest.mark.parametrize(
+    "kwargs", [{"hidden_dim": 0}, {"num_gnns": True}, {"reduction": 3}, {"directed": "yes"}]
+)
+def test_bad_kwargs_are_refused(cls, kwargs):
+    with pytest.raises(ValueError):
+        cls(8, **kwargs)
+
+
+def test_graph_without_configurable_nodes_scores_finite(toy_graphs):
+    graph = many_config_graph(3, "none")
+    bare = LayoutGraph(
+        graph_id="bare",
+        node_feat=graph.node_feat,
+        node_opcode=graph.node_opcode,
+        edge_index=graph.edge_index,
+        node_config_ids=np.zeros(0, np.int32),
+        node_config_feat=np.zeros((3, 0, 18), np.int8),
+        config_runtime=graph.config_runtime,
+        node_splits=graph.node_splits,
+    )
+    prepared = [*toy_graphs, *prepare_graphs([bare])]
+    for cls in MODEL_CLASSES:
+        model = cls(3).create_variables()
+        scores = score(model, prepared, [2, 0], [np.arange(3), np.arange(3)])
+        assert scores.shape == (2, 3) and np.all(np.isfinite(scores))
+        assert np.ptp(scores[0]) == 0  # nothing to configure: one score for all
