@@ -108,7 +108,7 @@ def _place_on_nodes(inputs: dict, cfg_values: tf.Tensor) -> tf.Tensor:
 
 
 class ResModel(LayoutModel):
-    """Upstream's layout baseline in spirit (SPEC §11): early join, residual GCN, sum pooling.
+    """Upstream's layout baseline (ResModel) in spirit: early join, residual GCN, sum pooling.
 
     state[v, k] = act(W_op [embed(opcode_v) ; feats_v] + W_cfg values[v, k]) with
     values[v, k] the 18 layout values (as numbers, -1..5) of configuration k when
