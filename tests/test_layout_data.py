@@ -566,3 +566,22 @@ def test_real_prune_matches_breadth_first_search(real_layout_files):
             )
             frontier = {w for node in frontier for w in neighbours.get(node, ())} - kept
             kept |= frontier
+
+
+def test_layout_code_never_imports_tile_code():
+    # What both collections need lives in baselines/core; an import of
+    # baselines.tiles from layout code would tie the layout pipeline to tile internals.
+    import ast
+
+    layout_root = Path(__file__).resolve().parents[1] / "baselines" / "layout"
+    offenders = []
+    for path in sorted(layout_root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            offenders += [f"{path.name}: {n}" for n in names if n.startswith("baselines.tiles")]
+    assert not offenders, offenders

@@ -1,7 +1,7 @@
 """Whole-program graphs of a few families: conv nets, transformer-like dot stacks, RNNs.
 
 A program is built layer by layer on the tile generator's graph helper
-(`baselines.tiles.synthetic.graphs._Graph`, which writes node_feat in the real
+(`baselines.core.synthetic.opgraph.OpGraph`, which writes node_feat in the real
 140-column featurization), so node features, opcodes and edges look like the tile
 toy set's. Every convolution (26), dot (34) and reshape (75) is configurable, as in
 the real files; each is followed by a run of elementwise "filler" ops (bias, scale,
@@ -22,8 +22,7 @@ import math
 
 import numpy as np
 
-from baselines.layout.synthetic.cost_model import CONFIGURABLE_OPCODES
-from baselines.tiles.synthetic.fileformat import (
+from baselines.core.synthetic.fileformat import (
     BF16,
     F32,
     OP_ADD,
@@ -46,7 +45,8 @@ from baselines.tiles.synthetic.fileformat import (
     OP_TRANSPOSE,
     ElementType,
 )
-from baselines.tiles.synthetic.graphs import _Graph, _Window
+from baselines.core.synthetic.opgraph import OpGraph, Window
+from baselines.layout.synthetic.cost_model import CONFIGURABLE_OPCODES
 
 MIN_NODES, MAX_NODES = 100, 400
 MIN_CONFIGURABLE_FRACTION, MAX_CONFIGURABLE_FRACTION = 0.02, 0.08
@@ -88,10 +88,10 @@ def _pick(rng: np.random.Generator, values):
 
 
 class _Builder:
-    """Adds HLO-like ops to a `_Graph`; every configurable op gets elementwise filler."""
+    """Adds HLO-like ops to a `OpGraph`; every configurable op gets elementwise filler."""
 
     def __init__(self, rng: np.random.Generator, etype: ElementType, filler: tuple[int, int]):
-        self.g = _Graph()
+        self.g = OpGraph()
         self.rng = rng
         self.etype = etype
         self.filler = filler
@@ -213,7 +213,7 @@ class _Builder:
         n, h, w, cin = self.shape(x)
         f = self.param((size, size, cin, cout))
         pad = (size - 1) // 2
-        window = _Window((size, size), (stride, stride), (pad, pad), (pad, pad))
+        window = Window((size, size), (stride, stride), (pad, pad), (pad, pad))
         out = (n, -(-h // stride), -(-w // stride), cout)
         y = self.g.add(OP_CONVOLUTION, out, self.etype, (x, f), window=window)
         return self.fill(y)

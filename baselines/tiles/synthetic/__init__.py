@@ -39,6 +39,8 @@ Modules: `fileformat` (keys, columns, opcodes, programs), `cost_model`
 `dataset` (parallel split writer).
 """
 
+from baselines.core.synthetic.fileformat import *  # noqa: F403 (columns, opcodes, programs)
+from baselines.core.synthetic.fileformat import __all__ as _fileformat_names
 from baselines.tiles.synthetic.cost_model import (
     ALTERNATE_HARDWARE,
     DEFAULT_HARDWARE,
@@ -60,8 +62,6 @@ from baselines.tiles.synthetic.cost_model import (
     tile_candidates,
 )
 from baselines.tiles.synthetic.dataset import KernelInfo, write_split
-from baselines.tiles.synthetic.fileformat import *  # noqa: F403 (columns, opcodes, programs)
-from baselines.tiles.synthetic.fileformat import __all__ as _fileformat_names
 from baselines.tiles.synthetic.kernels import (
     DEFAULT_OPTIONS,
     SyntheticKernel,

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from baselines.tiles.synthetic.fileformat import (
+from baselines.core.synthetic.fileformat import (
     CFG_INPUT_BOUNDS,
     CFG_KERNEL_BOUNDS,
     CFG_OUTPUT_BOUNDS,

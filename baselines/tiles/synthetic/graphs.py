@@ -8,32 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.tiles.synthetic.cost_model import (
-    REDUCED_AXIS,
-    Contraction,
-    CostSpec,
-    OperandSpec,
-)
-from baselines.tiles.synthetic.fileformat import (
+from baselines.core.synthetic.fileformat import (
     BF16,
-    COL_BASE_DILATION,
-    COL_DIMENSIONS,
-    COL_ELEMENT_BITS,
-    COL_IS_ROOT,
-    COL_LAYOUT,
-    COL_PARAMETER_NUMBER,
-    COL_SHAPE,
-    COL_SHAPE_PRODUCT,
-    COL_SHAPE_SUM,
-    COL_TUPLE_SIZE,
-    COL_WINDOW_DILATION,
-    COL_WINDOW_PAD_HIGH,
-    COL_WINDOW_PAD_LOW,
-    COL_WINDOW_SIZE,
-    COL_WINDOW_STRIDE,
-    EMPTY_PRODUCT_COLS,
     F32,
-    NODE_FEAT_DIM,
     OP_ADD,
     OP_BROADCAST,
     OP_COMPARE,
@@ -59,109 +36,16 @@ from baselines.tiles.synthetic.fileformat import (
     TUPLE,
     ElementType,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class _Window:
-    size: tuple[int, ...]
-    stride: tuple[int, ...]
-    pad_low: tuple[int, ...]
-    pad_high: tuple[int, ...]
-
-
-@dataclasses.dataclass
-class _Node:
-    opcode: int
-    shape: tuple[int, ...]
-    etype: ElementType
-    operands: tuple[int, ...]
-    layout: tuple[int, ...] | None
-    parameter: int = 0
-    dimensions: tuple[int, ...] = ()
-    window: _Window | None = None
-    tuple_size: int = 0
-    is_root: bool = False
-
-
-def _default_layout(rank: int) -> tuple[int, ...]:
-    return tuple(range(rank - 1, -1, -1))
-
-
-class _Graph:
-    """A kernel graph under construction; operands always precede their users."""
-
-    def __init__(self) -> None:
-        self.nodes: list[_Node] = []
-        self.num_parameters = 0
-
-    def __len__(self) -> int:
-        return len(self.nodes)
-
-    def add(
-        self,
-        opcode: int,
-        shape: Sequence[int],
-        etype: ElementType,
-        operands: Sequence[int] = (),
-        layout: Sequence[int] | None = None,
-        **extra,
-    ) -> int:
-        shape = tuple(int(s) for s in shape)
-        if layout is None and etype is not TUPLE and shape:
-            layout = _default_layout(len(shape))
-        node = _Node(opcode, shape, etype, tuple(operands), tuple(layout or ()), **extra)
-        self.nodes.append(node)
-        return len(self.nodes) - 1
-
-    def parameter(
-        self, shape: Sequence[int], etype: ElementType, layout: Sequence[int] | None = None
-    ) -> int:
-        number = self.num_parameters
-        self.num_parameters += 1
-        return self.add(OP_PARAMETER, shape, etype, layout=layout, parameter=number)
-
-    def node_features(self) -> np.ndarray:
-        feat = np.zeros((len(self.nodes), NODE_FEAT_DIM), dtype=np.float64)
-        for i, node in enumerate(self.nodes):
-            row = feat[i]
-            row[COL_IS_ROOT] = float(node.is_root)
-            row[COL_ELEMENT_BITS] = node.etype.bits
-            row[node.etype.column] = 1.0
-            rank = len(node.shape)
-            row[COL_SHAPE : COL_SHAPE + rank] = node.shape
-            row[COL_SHAPE_SUM] = sum(node.shape)
-            row[COL_SHAPE_PRODUCT] = math.prod(node.shape)
-            row[COL_TUPLE_SIZE] = node.tuple_size
-            row[COL_PARAMETER_NUMBER] = node.parameter
-            dims = node.dimensions[:6]
-            row[COL_DIMENSIONS : COL_DIMENSIONS + len(dims)] = dims
-            row[list(EMPTY_PRODUCT_COLS)] = 1.0
-            if node.window is not None:
-                w = node.window
-                ones = (1,) * len(w.size)
-                for start, values in (
-                    (COL_WINDOW_SIZE, w.size),
-                    (COL_WINDOW_STRIDE, w.stride),
-                    (COL_WINDOW_PAD_LOW, w.pad_low),
-                    (COL_WINDOW_PAD_HIGH, w.pad_high),
-                    (COL_WINDOW_DILATION, ones),
-                    (COL_BASE_DILATION, ones),
-                ):
-                    row[start : start + len(values)] = values
-                    row[start + 6] = sum(values)
-                    row[start + 7] = math.prod(values)
-            row[COL_LAYOUT : COL_LAYOUT + len(node.layout)] = node.layout
-        return feat.astype(np.float32)
-
-    def opcodes(self) -> np.ndarray:
-        return np.array([n.opcode for n in self.nodes], dtype=np.uint8)
-
-    def edges(self) -> np.ndarray:
-        rows = []
-        for u, node in enumerate(self.nodes):
-            for v in dict.fromkeys(node.operands):
-                rows.append((u, v))
-        return np.array(rows, dtype=np.int64).reshape(-1, 2)
+from baselines.core.synthetic.opgraph import OpGraph as _Graph
+from baselines.core.synthetic.opgraph import OpNode as _Node  # noqa: F401
+from baselines.core.synthetic.opgraph import Window as _Window
+from baselines.core.synthetic.opgraph import default_layout as _default_layout
+from baselines.tiles.synthetic.cost_model import (
+    REDUCED_AXIS,
+    Contraction,
+    CostSpec,
+    OperandSpec,
+)
 
 
 @dataclasses.dataclass

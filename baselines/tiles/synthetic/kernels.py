@@ -7,13 +7,7 @@ import math
 
 import numpy as np
 
-from baselines.tiles.synthetic.configs import ReleaseConfigSpace, sample_configs
-from baselines.tiles.synthetic.cost_model import (
-    CostSpec,
-    config_features,
-    default_tiles,
-)
-from baselines.tiles.synthetic.fileformat import (
+from baselines.core.synthetic.fileformat import (
     ARRAY_DTYPES,
     BF16,
     CONFIG_FEAT_DIM,
@@ -23,6 +17,12 @@ from baselines.tiles.synthetic.fileformat import (
     TRAIN_PROGRAMS,
     VALID_PROGRAMS,
     ElementType,
+)
+from baselines.tiles.synthetic.configs import ReleaseConfigSpace, sample_configs
+from baselines.tiles.synthetic.cost_model import (
+    CostSpec,
+    config_features,
+    default_tiles,
 )
 from baselines.tiles.synthetic.graphs import (
     _BUILDERS,

@@ -27,8 +27,8 @@ import statistics
 
 import numpy as np
 
+from baselines.core.synthetic.fileformat import SPLITS
 from baselines.tiles.synthetic.cost_model import DEFAULT_HARDWARE, Hardware
-from baselines.tiles.synthetic.fileformat import SPLITS
 
 
 @dataclasses.dataclass(frozen=True)

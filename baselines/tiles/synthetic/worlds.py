@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from baselines.core.synthetic.fileformat import TEST_PROGRAMS, TRAIN_PROGRAMS, VALID_PROGRAMS
 from baselines.tiles.synthetic.cost_model import (
     ALTERNATE_HARDWARE,
     DEFAULT_HARDWARE,
@@ -51,7 +52,6 @@ from baselines.tiles.synthetic.cost_model import (
     OperandSpec,
     estimate_runtime_ns,
 )
-from baselines.tiles.synthetic.fileformat import TEST_PROGRAMS, TRAIN_PROGRAMS, VALID_PROGRAMS
 
 RuntimeFn = Callable[[CostSpec, np.ndarray, np.ndarray | None, Hardware], np.ndarray]
 
