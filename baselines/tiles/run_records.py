@@ -56,6 +56,11 @@ def read_run_file(path: Path) -> dict[str, Any]:
             record = json.loads(f.read())
     except (OSError, EOFError, ValueError) as e:
         raise PipelineError(f"{path}: not a readable run file ({e}); retrain the model") from None
+    if isinstance(record, dict) and record.get("collection") == "layout":
+        raise PipelineError(
+            f"{path.parent if path.name == RUN_IN_MODEL else path} is a layout model; "
+            "use layout_gen_predictions_csv.py"
+        )
     missing = [k for k in ("model", "model_kwargs", "configs", "feature_stats") if k not in record]
     if missing:
         raise PipelineError(f"{path}: run file lacks {', '.join(missing)}; retrain the model")

@@ -1,0 +1,191 @@
+"""The immutable record of one layout training run; its hash names the run's files.
+
+    args = LayoutTrainArgs(source="xla", search="default", epochs=2)
+    args.run_hash()        # md5 of the sorted JSON of every field but out_dir
+    args.check_flags()     # PipelineError (one line) on a bad value, without TensorFlow
+
+Flags and defaults are upstream `layout_train.py`'s (`--source` ... `--losses`);
+`--seed`, `--data_root`, `--out_dir`, `--prune_hops` and `--drop_duplicates`
+are this project's. `--keep_nodes` (upstream's segment training) is accepted
+and recorded but not used yet: the whole (pruned) graph is always trained on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from baselines.core.errors import PipelineError
+from baselines.core.loss_spec import parse_losses
+from baselines.core.submission import LAYOUT_SEARCHES, LAYOUT_SOURCES
+
+# The bundled synthetic toy set (relative to the repository), every entry script's default.
+DEFAULT_DATA_ROOT = "data/layout_toy"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUNDLED_TOY_ROOT = REPO_ROOT / DEFAULT_DATA_ROOT
+# The model classes of baselines/layout/models.py (checked there too; listed here so
+# that a bad --model is refused before TensorFlow is imported).
+MODEL_NAMES = ("ResModel", "LayoutSAGE")
+# Fields that do not change what a run computes: not part of its hash.
+NOT_HASHED = frozenset({"out_dir"})
+
+
+def _flag(default: Any, help: str) -> Any:
+    """A field that is also a command-line flag; `help` is its one description."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def _optional_int(text: str | int | None) -> int | None:
+    if text is None or isinstance(text, int):
+        return text
+    if text.strip().lower() in ("", "none"):
+        return None
+    return int(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class LayoutTrainArgs:
+    """Every layout_train.py flag."""
+
+    source: str = _flag("xla", f"layout source: {', '.join(LAYOUT_SOURCES)}")
+    search: str = _flag("random", f"layout search: {', '.join(LAYOUT_SEARCHES)}")
+    epochs: int = _flag(50, "maximum training epochs")
+    early_stop: int = _flag(25, "stop after this many epochs without a validation OPA gain")
+    configs: int = _flag(16, "configurations sampled per graph per training step (at least 2)")
+    max_configs: int | None = _flag(
+        None, "keep at most this many configurations per train/valid graph (None = all)"
+    )
+    batch: int = _flag(8, "graphs per training batch")
+    lr: float = _flag(1e-3, "learning rate (Adam)")
+    clip_norm: float = _flag(1e-2, "gradient clip norm")
+    keep_nodes: int = _flag(
+        5000, "upstream's segment size for backprop; accepted and recorded, NOT USED YET"
+    )
+    model: str = _flag("ResModel", f"model class of baselines/layout/models.py: {MODEL_NAMES}")
+    model_kwargs_json: str = _flag("{}", "JSON object of model constructor kwargs")
+    losses: str = _flag(
+        "ListMLELoss:1",
+        "weighted losses, Name:weight,... (ListMLELoss, PListMLELoss, PairwiseHingeLoss, MSE)",
+    )
+    seed: int = _flag(0, "random seed: same seed and data give the same run (on CPU)")
+    data_root: str = _flag(
+        DEFAULT_DATA_ROOT,
+        "folder holding {xla,nlp}/{default,random}/{train,valid,test}, e.g. "
+        "~/data/tpugraphs/npz/layout (default: the bundled synthetic TOY set)",
+    )
+    out_dir: str = _flag(
+        "~/out/tpugraphs_layout", "where model_<hash>/ and run_<hash>.jsonz go (not hashed)"
+    )
+    prune_hops: int | None = _flag(
+        1, "keep configurable nodes and their k-hop neighbourhood (None or -1 = no pruning)"
+    )
+    drop_duplicates: bool = _flag(True, "drop repeated configurations of train/valid graphs")
+
+    def __post_init__(self) -> None:
+        # Flags arrive as text for the optional ints; -1 means no pruning.
+        for name in ("max_configs", "prune_hops"):
+            try:
+                value = _optional_int(getattr(self, name))
+            except ValueError:
+                raise PipelineError(
+                    f"--{name}: expected an integer or None, got {getattr(self, name)!r}"
+                ) from None
+            object.__setattr__(self, name, value)
+        if self.prune_hops == -1:
+            object.__setattr__(self, "prune_hops", None)
+
+    @classmethod
+    def flag_names(cls) -> frozenset[str]:
+        return frozenset(f.name for f in dataclasses.fields(cls))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LayoutTrainArgs:
+        names = cls.flag_names()
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def run_hash(self) -> str:
+        hashed = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED}
+        return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
+
+    def model_kwargs(self) -> dict[str, Any]:
+        try:
+            kwargs = json.loads(self.model_kwargs_json)
+        except json.JSONDecodeError as e:
+            raise PipelineError(
+                f"--model_kwargs_json: not valid JSON ({e.msg} at char {e.pos}): "
+                f"{self.model_kwargs_json!r}; pass an object such as '{{\"hidden_dim\": 16}}'"
+            ) from None
+        if not isinstance(kwargs, dict):
+            raise PipelineError(
+                f"--model_kwargs_json: expected a JSON object, got {self.model_kwargs_json!r}"
+            )
+        return kwargs
+
+    def collection_dir(self, root: Path) -> Path:
+        return root / self.source / self.search
+
+    def check_flags(self) -> None:
+        """Checks every value, one line per problem, without TensorFlow."""
+        from baselines.core.cli import did_you_mean
+
+        for flag, allowed in (("source", LAYOUT_SOURCES), ("search", LAYOUT_SEARCHES)):
+            value = getattr(self, flag)
+            if value not in allowed:
+                raise PipelineError(
+                    f"--{flag}: {value!r} is not one of {', '.join(allowed)}"
+                    f"{did_you_mean(value, list(allowed))}"
+                )
+        if self.model not in MODEL_NAMES:
+            raise PipelineError(
+                f"--model: unknown layout model {self.model!r}"
+                f"{did_you_mean(self.model, list(MODEL_NAMES))}; choices: {', '.join(MODEL_NAMES)}"
+            )
+        self.model_kwargs()
+        parse_losses(self.losses)
+        for flag in ("epochs", "early_stop", "batch", "keep_nodes"):
+            if getattr(self, flag) < 1:
+                raise PipelineError(f"--{flag}: must be at least 1, got {getattr(self, flag)}")
+        if self.configs < 2:
+            raise PipelineError(
+                f"--configs: {self.configs} gives no ranking signal; use at least 2"
+            )
+        if self.max_configs is not None and self.max_configs < 2:
+            raise PipelineError(
+                f"--max_configs: must be at least 2 (or None = all), got {self.max_configs}"
+            )
+        if self.prune_hops is not None and self.prune_hops < 0:
+            raise PipelineError(
+                f"--prune_hops: must be >= 0, or None/-1 for no pruning, got {self.prune_hops}"
+            )
+        if self.seed < 0:
+            raise PipelineError(f"--seed: must be >= 0, got {self.seed}")
+        if not self.lr > 0 or not self.clip_norm > 0:
+            raise PipelineError(
+                f"--lr and --clip_norm must be positive, got {self.lr} and {self.clip_norm}"
+            )
+
+
+def resolve_layout_root(data_root: str) -> tuple[Path, bool]:
+    """(the data root, whether it is the bundled toy set); a missing root is one line."""
+    if data_root == DEFAULT_DATA_ROOT:
+        return BUNDLED_TOY_ROOT, True
+    root = Path(data_root).expanduser()
+    if not root.is_dir():
+        raise PipelineError(
+            f"--data_root: {root} does not exist; pass the folder holding "
+            "{xla,nlp}/{default,random}/{train,valid,test} (e.g. ~/data/tpugraphs/npz/layout)"
+        )
+    return root, root.resolve() == BUNDLED_TOY_ROOT.resolve()
+
+
+def toy_banner(root: Path) -> str:
+    return (
+        f"!!! TOY DATA: --data_root is the bundled synthetic layout toy set {root}; "
+        "its results say nothing about real TPU programs !!!"
+    )

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Ranks every configuration of every test graph of a layout run and writes `ID,TopConfigs`.
+
+    python layout_gen_predictions_csv.py --dir ~/out/tpugraphs_layout/model_<hash>
+
+Rebuilds the model class named in the run record (`model_<hash>/run.jsonz`),
+copies the saved weights in, reads `<data_root>/<source>/<search>/test` of that
+run (pruned as in training, every configuration kept), scores all
+configurations in chunks and writes one row per test file,
+`layout:<source>:<search>:<file stem>`, listing every configuration index,
+fastest (lowest score) first. `--dir a,b` ranks with an ensemble: the mean of
+each model's per-graph standardized scores (all of one source and search).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from baselines.tiles.startup import prepare_tensorflow_import
+
+prepare_tensorflow_import()
+
+from baselines.core.cli import entry_parser
+from baselines.core.errors import PipelineError, run_cli
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = entry_parser(__doc__)
+    parser.add_argument(
+        "--dir",
+        required=True,
+        help="<out_dir>/model_<hash> from layout_train.py, or several separated by commas "
+        "(an ensemble)",
+    )
+    parser.add_argument(
+        "--data_root", default=None, help="layout data root (default: the first run's)"
+    )
+    parser.add_argument(
+        "--split",
+        default="test",
+        choices=("test", "valid"),
+        help="split to rank; valid (labelled) also prints Kendall tau",
+    )
+    parser.add_argument(
+        "--output",
+        default=None,
+        help="CSV to write (default: <first dir's parent>/"
+        "layout_<source>_<search>_predictions.csv)",
+    )
+    return parser
+
+
+def read_models(text: str) -> list[tuple[Path, dict]]:
+    from baselines.layout.run_files import read_layout_run
+
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise PipelineError(
+            f"--dir: empty item in {text!r}; give model folders separated by commas"
+        )
+    dirs = [Path(item).expanduser() for item in items]
+    if len(set(dirs)) != len(dirs):
+        raise PipelineError(f"--dir: a model is listed twice in {text!r}")
+    models = [(d, read_layout_run(d)) for d in dirs]
+    kinds = {(r["source"], r["search"]) for _, r in models}
+    if len(kinds) > 1:
+        raise PipelineError(
+            f"--dir: the models are of different collections {sorted(kinds)}; "
+            "an ensemble ranks one source and search"
+        )
+    return models
+
+
+def standardized(scores):
+    import numpy as np
+
+    std = float(np.std(scores))
+    return (scores - np.mean(scores)) / (std if std > 0 else 1.0)
+
+
+def main() -> int:
+    args = build_parser().parse_args()
+    models = read_models(args.dir)
+    first_dir, first = models[0]
+    source, search = first["source"], first["search"]
+    from baselines.core.io_utils import check_output_file, ensure_parent
+    from baselines.layout.train_args import LayoutTrainArgs, resolve_layout_root, toy_banner
+
+    output = Path(
+        args.output or first_dir.parent / f"layout_{source}_{search}_predictions.csv"
+    ).expanduser()
+    output = check_output_file(output, "--output")
+    root, toy = resolve_layout_root(args.data_root or first["args"]["data_root"])
+    if toy:
+        print(toy_banner(root), flush=True)
+    folder = root / source / search / args.split
+    print(f"ranking {folder} with {', '.join(r['model'] for _, r in models)}", flush=True)
+
+    import numpy as np
+
+    from baselines.core.submission import HEADER, write_csv_atomic
+    from baselines.layout.batching import prepare_graphs
+    from baselines.layout.metrics import kendall_tau
+    from baselines.layout.run_data import load_run_split
+    from baselines.layout.run_files import restore_layout_model
+    from baselines.layout.train_lib import GraphScorer
+
+    by_hops: dict = {}
+    members = []
+    for model_dir, record in models:
+        hops = LayoutTrainArgs.from_dict(record["args"]).prune_hops
+        if hops not in by_hops:
+            graphs = load_run_split(folder, training=False, prune_hops=hops, log=print)
+            by_hops[hops] = (graphs, prepare_graphs(graphs))
+        graphs, prepared = by_hops[hops]
+        scorer = GraphScorer(restore_layout_model(model_dir, record))
+        members.append([scorer.score(g) for g in prepared])
+    graphs = next(iter(by_hops.values()))[0]
+    if len(members) == 1:
+        scores = members[0]
+    else:
+        scores = [
+            np.mean([standardized(m[i]) for m in members], axis=0) for i in range(len(graphs))
+        ]
+    rows = []
+    for graph, graph_scores in zip(graphs, scores, strict=True):
+        if not np.all(np.isfinite(graph_scores)):
+            raise PipelineError(f"{graph.graph_id}: the model gave non-finite scores")
+        order = np.argsort(graph_scores, kind="stable")
+        rows.append((f"layout:{source}:{search}:{graph.graph_id}", ";".join(map(str, order))))
+    write_csv_atomic(ensure_parent(output), HEADER, rows)
+    configs = sum(len(s) for s in scores)
+    print(f"wrote {output}: {len(rows)} graphs, {configs} configurations of {folder}")
+    if args.split == "valid":
+        taus = [kendall_tau(s, g.config_runtime) for g, s in zip(graphs, scores, strict=True)]
+        print(f"valid Kendall tau (mean over {len(taus)} graphs): {np.nanmean(taus):.4f}")
+    if toy:
+        print(toy_banner(root))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main, fast_exit=True)

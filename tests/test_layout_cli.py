@@ -1,0 +1,174 @@
+"""layout_train.py and layout_gen_predictions_csv.py end to end on the toy set, run identity,
+rebuilding a saved model, and misuse refused in one line."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from baselines.core.errors import PipelineError
+from baselines.layout.train_args import LayoutTrainArgs
+
+REPO = Path(__file__).resolve().parents[1]
+TOY = REPO / "data" / "layout_toy"
+TILE_MODEL = next((REPO / "tests" / "fixtures" / "old_run").glob("model_*"))
+TINY = ["--epochs=2", '--model_kwargs_json={"hidden_dim": 8, "op_embed_dim": 8}']
+
+
+def run(script: str, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / script), *flags],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+
+
+def read_run(path: Path) -> dict:
+    with gzip.open(path, "rb") as f:
+        return json.loads(f.read())
+
+
+def saved_paths(stdout: str) -> tuple[Path, Path]:
+    model = next(line for line in stdout.splitlines() if line.startswith("saved model: "))
+    run_file = next(line for line in stdout.splitlines() if line.startswith("saved run file: "))
+    return Path(model.split(": ", 1)[1]), Path(run_file.split(": ", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    out = tmp_path_factory.mktemp("layout_out")
+    done = run("layout_train.py", "--source=xla", "--search=default", *TINY, f"--out_dir={out}")
+    assert done.returncode == 0, done.stderr
+    return out, done
+
+
+def test_train_then_predict_lists_every_config(trained):
+    out, done = trained
+    assert "TOY DATA" in done.stdout
+    model_dir, run_path = saved_paths(done.stdout)
+    h = LayoutTrainArgs(
+        source="xla", search="default", epochs=2, model_kwargs_json=TINY[1].split("=", 1)[1]
+    ).run_hash()
+    assert model_dir == out / f"model_{h}" and run_path == out / f"run_{h}.jsonz"
+    assert (model_dir / "weights.npz").is_file() and run_path.is_file()
+    assert any((out / f"tb_{h}").iterdir())
+    record = read_run(run_path)
+    assert record["collection"] == "layout" and record["model"] == "ResModel"
+    assert record["args"]["epochs"] == 2 and len(record["train_curve"]["epoch"]) == 2
+    assert -1 <= record["val"]["kendall_tau"] <= 1
+
+    pred = run("layout_gen_predictions_csv.py", f"--dir={model_dir}")
+    assert pred.returncode == 0, pred.stderr
+    csv_path = out / "layout_xla_default_predictions.csv"
+    with open(csv_path, newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["ID", "TopConfigs"]
+    test_files = sorted((TOY / "xla" / "default" / "test").glob("*.npz"))
+    assert [r[0] for r in rows[1:]] == [f"layout:xla:default:{p.stem}" for p in test_files]
+    for (_, cell), path in zip(rows[1:], test_files, strict=True):
+        with np.load(path) as npz:
+            count = npz["config_runtime"].shape[0]
+        ranking = [int(t) for t in cell.split(";")]
+        assert sorted(ranking) == list(range(count))
+
+    # The rows join in create_kaggle_csv.py's reader (ID,TopConfigs).
+    from baselines.core.submission import read_rankings_csv
+
+    assert len(read_rankings_csv(csv_path)) == len(test_files)
+
+
+def test_rebuilt_model_scores_like_the_trained_one(trained):
+    """Per-graph validation tau of the rebuilt model equals the one train_layout measured."""
+    _, done = trained
+    model_dir, _ = saved_paths(done.stdout)
+    from baselines.layout.batching import prepare_graphs
+    from baselines.layout.metrics import kendall_tau
+    from baselines.layout.run_data import load_run_split
+    from baselines.layout.run_files import read_layout_run, restore_layout_model
+    from baselines.layout.train_lib import GraphScorer
+
+    record = read_layout_run(model_dir)
+    args = LayoutTrainArgs.from_dict(record["args"])
+    valid = load_run_split(
+        TOY / "xla" / "default" / "valid",
+        training=True,
+        prune_hops=args.prune_hops,
+        drop_duplicates=args.drop_duplicates,
+        max_configs=args.max_configs,
+        seed=args.seed,
+        log=None,
+    )
+    scorer = GraphScorer(restore_layout_model(model_dir, record))
+    for graph in prepare_graphs(valid):
+        tau = kendall_tau(scorer.score(graph), graph.raw_runtimes)
+        assert tau == pytest.approx(record["val"]["tau_per_graph"][graph.graph_id], abs=1e-9)
+
+
+def test_same_seed_same_run_and_hash_follows_result_flags(trained, tmp_path):
+    out, done = trained
+    again = run(
+        "layout_train.py", "--source=xla", "--search=default", *TINY, f"--out_dir={tmp_path}"
+    )
+    assert again.returncode == 0, again.stderr
+    (m1, r1), (m2, r2) = saved_paths(done.stdout), saved_paths(again.stdout)
+    assert m1.name == m2.name  # --out_dir is not part of the hash
+    a, b = read_run(r1), read_run(r2)
+    assert a["val"] == b["val"] and a["train_curve"] == b["train_curve"]
+
+    base = LayoutTrainArgs()
+    assert LayoutTrainArgs(out_dir="/elsewhere").run_hash() == base.run_hash()
+    for change in (
+        {"seed": 1},
+        {"lr": 2e-3},
+        {"search": "default"},
+        {"prune_hops": None},
+        {"max_configs": 100},
+        {"drop_duplicates": False},
+        {"model": "LayoutSAGE"},
+    ):
+        assert LayoutTrainArgs(**change).run_hash() != base.run_hash(), change
+    assert LayoutTrainArgs(prune_hops="-1").prune_hops is None
+
+
+def test_flag_values_are_checked_in_one_line():
+    for bad in (
+        {"source": "xl"},
+        {"configs": 1},
+        {"lr": 0.0},
+        {"model_kwargs_json": "[1]"},
+        {"prune_hops": -2},
+        {"losses": "Nope:1"},
+    ):
+        with pytest.raises(PipelineError):
+            LayoutTrainArgs(**bad).check_flags()
+
+
+def one_line_error(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_misuse_is_refused_in_one_line(trained):
+    _, done = trained
+    layout_model, _ = saved_paths(done.stdout)
+    line = one_line_error(run("layout_train.py", "--source=tpu"))
+    assert "--source" in line and "xla" in line
+    line = one_line_error(run("layout_train.py", "--model=ResModle"))
+    assert "did you mean ResModel" in line and "LayoutSAGE" in line
+    line = one_line_error(run("layout_train.py", "--epoch=3"))
+    assert "did you mean --epochs" in line
+    line = one_line_error(run("layout_gen_predictions_csv.py", f"--dir={TILE_MODEL}"))
+    assert "is a tile model; use tiles_gen_predictions_csv.py" in line
+    line = one_line_error(run("tiles_gen_predictions_csv.py", f"--dir={layout_model}"))
+    assert "is a layout model; use layout_gen_predictions_csv.py" in line
