@@ -25,9 +25,6 @@ Train and valid files get 100-300 configurations, test files 200, with runtimes 
 from __future__ import annotations
 
 import io
-import os
-import shutil
-import tempfile
 import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from baselines.core.errors import PipelineError
+from baselines.core.io_utils import atomic_directory
 from baselines.layout.synthetic.cost_model import (
     GROUP_IN,
     GROUP_KERNEL,
@@ -228,9 +226,8 @@ def write_layout_dataset(
             f"{out}: exists and is not a synthetic layout set; choose another --out or remove it"
         )
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.tmp-", dir=out.parent))
     written: dict[str, list[Path]] = {}
-    try:
+    with atomic_directory(out) as tmp:
         for source in SOURCES:
             for search in SEARCHES:
                 files = written.setdefault(f"{source}:{search}", [])
@@ -245,15 +242,4 @@ def write_layout_dataset(
                         files.append(out / source / search / split / f"{graph_id}.npz")
                 if log is not None:
                     log(f"{source}:{search}: {len(files)} files")
-        os.chmod(tmp, 0o755)
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f"{out.name}.tmp-old-", dir=out.parent))
-            os.replace(out, old / out.name)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return written
