@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from baselines.core.args_record import ArgsRecord, parse_json_object
 from baselines.core.errors import PipelineError
 from baselines.core.loss_spec import parse_losses
 from baselines.core.submission import LAYOUT_SEARCHES, LAYOUT_SOURCES
@@ -47,7 +48,7 @@ def _optional_int(text: str | int | None) -> int | None:
 
 
 @dataclasses.dataclass(frozen=True)
-class LayoutTrainArgs:
+class LayoutTrainArgs(ArgsRecord):
     """Every layout_train.py flag."""
 
     source: str = _flag("xla", f"layout source: {', '.join(LAYOUT_SOURCES)}")
@@ -97,35 +98,12 @@ class LayoutTrainArgs:
         if self.prune_hops == -1:
             object.__setattr__(self, "prune_hops", None)
 
-    @classmethod
-    def flag_names(cls) -> frozenset[str]:
-        return frozenset(f.name for f in dataclasses.fields(cls))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LayoutTrainArgs:
-        names = cls.flag_names()
-        return cls(**{k: v for k, v in d.items() if k in names})
-
     def run_hash(self) -> str:
         hashed = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED}
         return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
 
     def model_kwargs(self) -> dict[str, Any]:
-        try:
-            kwargs = json.loads(self.model_kwargs_json)
-        except json.JSONDecodeError as e:
-            raise PipelineError(
-                f"--model_kwargs_json: not valid JSON ({e.msg} at char {e.pos}): "
-                f"{self.model_kwargs_json!r}; pass an object such as '{{\"hidden_dim\": 16}}'"
-            ) from None
-        if not isinstance(kwargs, dict):
-            raise PipelineError(
-                f"--model_kwargs_json: expected a JSON object, got {self.model_kwargs_json!r}"
-            )
-        return kwargs
+        return parse_json_object("model_kwargs_json", self.model_kwargs_json, '{"hidden_dim": 16}')
 
     def collection_dir(self, root: Path) -> Path:
         return root / self.source / self.search

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from baselines.core.args_record import ArgsRecord, parse_json_object
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_writable_dir
 from baselines.core.loss_spec import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
@@ -38,7 +39,7 @@ def _flag(default: Any, help: str) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainArgs:
+class TrainArgs(ArgsRecord):
     """Every tiles_train.py flag; `docs/usage.md`'s flag table is generated from these helps."""
 
     model: str = _flag("EarlyJoinSAGE", "model class: a class of baselines/tiles/models.py")
@@ -98,35 +99,11 @@ class TrainArgs:
         "--early_stop still counts epochs",
     )
 
-    @classmethod
-    def flag_names(cls) -> frozenset[str]:
-        """One command-line flag per field, named like it."""
-        return frozenset(f.name for f in dataclasses.fields(cls))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TrainArgs:
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
     def run_hash(self) -> str:
         return hashlib.md5(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
 
     def model_kwargs(self) -> dict[str, Any]:
-        try:
-            kwargs = json.loads(self.model_kwargs_json)
-        except json.JSONDecodeError as e:
-            raise PipelineError(
-                f"--model_kwargs_json: not valid JSON ({e.msg} at char {e.pos}): "
-                f"{self.model_kwargs_json!r}; pass an object such as '{{\"hidden_dim\": 128}}'"
-            ) from None
-        if not isinstance(kwargs, dict):
-            raise PipelineError(
-                f"--model_kwargs_json: expected a JSON object, got {self.model_kwargs_json!r}"
-            )
-        return kwargs
+        return parse_json_object("model_kwargs_json", self.model_kwargs_json, '{"hidden_dim": 128}')
 
     def validation_epochs(self) -> list[int]:
         """1-based epochs after which validation runs: every `eval_every`-th and the last."""
