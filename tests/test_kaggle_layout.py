@@ -8,15 +8,14 @@ out by hand or computed here from the inputs, never by the code under test.
 from __future__ import annotations
 
 import csv
-import os
 import pathlib
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from conftest import REAL_SAMPLES, ROOT
+from test_submission import assert_refused as refusal
+from test_submission import run_script
 
 from baselines.core.errors import PipelineError
 from baselines.layout.data import read_config_count
@@ -45,32 +44,6 @@ def write_test_file(layout_root: pathlib.Path, row_id: str, configs: int) -> pat
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, config_runtime=np.zeros(configs, dtype=np.int64))
     return path
-
-
-def run_script(cwd: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, HOME=str(cwd))  # Keep ~/data out of the tests.
-    env.pop("PYTHONPATH", None)
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
-        check=False,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def refusal(proc: subprocess.CompletedProcess, output: pathlib.Path, *words: str) -> str:
-    """Exit 2, one `error:` line, no traceback, no output file; returns the line."""
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert not output.exists()
-    for word in words:
-        assert word in lines[0], (word, lines[0])
-    return lines[0]
 
 
 def shuffled(n: int, rng: random.Random) -> list[int]:
