@@ -13,7 +13,7 @@ import random
 
 import numpy as np
 import pytest
-from conftest import REAL_SAMPLES, ROOT
+from conftest import REAL_SAMPLES
 from test_submission import assert_refused as refusal
 from test_submission import run_script
 
@@ -21,7 +21,6 @@ from baselines.core.errors import PipelineError
 from baselines.layout.data import read_config_count
 from baselines.layout.submission import check_layout_rankings, permutation_problem
 
-SCRIPT = ROOT / "create_kaggle_csv.py"
 LAYOUT_COLLECTIONS = [f"layout:{so}:{se}" for so in ("xla", "nlp") for se in ("default", "random")]
 
 
