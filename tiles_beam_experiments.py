@@ -191,7 +191,7 @@ def sweep_pipeline(pipeline, runs, out_dir: Path, ensemble_top: int, tf_threads:
         def setup(self):
             if str(ROOT) not in sys.path:
                 sys.path.insert(0, str(ROOT))
-            from baselines.tiles.startup import prepare_tensorflow_import
+            from baselines.core.startup import prepare_tensorflow_import
 
             prepare_tensorflow_import()
             import tensorflow as tf

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines.tiles.startup import prepare_tensorflow_import
+from baselines.core.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines.tiles.startup import prepare_tensorflow_import
+from baselines.core.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 

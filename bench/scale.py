@@ -175,7 +175,7 @@ def train_args_from_flags(flags: list[str], **overrides):
 
 def _train_child(spec_json: str) -> int:
     """One training run through the library; prints its timings as JSON."""
-    from baselines.tiles.startup import prepare_tensorflow_import
+    from baselines.core.startup import prepare_tensorflow_import
 
     prepare_tensorflow_import()
     spec = json.loads(spec_json)
@@ -199,7 +199,7 @@ def _train_child(spec_json: str) -> int:
 
 def _matmul_child(threads: str) -> int:
     """float32 matmul throughput (GFLOP/s) on `threads` threads, two shapes."""
-    from baselines.tiles.startup import prepare_tensorflow_import
+    from baselines.core.startup import prepare_tensorflow_import
 
     prepare_tensorflow_import()
     import tensorflow as tf

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from baselines.tiles.startup import prepare_tensorflow_import
+from baselines.core.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 

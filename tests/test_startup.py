@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = (
     "import sys; sys.path.insert(0, {root!r})\n"
-    "from baselines.tiles.startup import prepare_tensorflow_import\n"
+    "from baselines.core.startup import prepare_tensorflow_import\n"
     "{call}\n"
     "import tensorflow\n"
     "print(sorted(m for m in ('setuptools', 'pkg_resources') if m in sys.modules))\n"

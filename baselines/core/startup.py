@@ -1,6 +1,6 @@
 """Process set-up that entry scripts run before TensorFlow is imported.
 
-from baselines.tiles.startup import prepare_tensorflow_import
+from baselines.core.startup import prepare_tensorflow_import
 prepare_tensorflow_import()
 import tensorflow as tf
 """
