@@ -172,3 +172,68 @@ def test_misuse_is_refused_in_one_line(trained):
     assert "is a tile model; use tiles_gen_predictions_csv.py" in line
     line = one_line_error(run("tiles_gen_predictions_csv.py", f"--dir={layout_model}"))
     assert "is a layout model; use layout_gen_predictions_csv.py" in line
+
+
+# ---------------------------------------------------------------------------
+# The real layout samples: a toy-trained model ranks them, and training runs on them.
+
+
+def real_layout_root() -> Path:
+    from conftest import REAL_SAMPLES
+
+    root = REAL_SAMPLES / "layout"
+    if not root.is_dir():
+        pytest.skip(f"real layout samples not found at {root}")
+    return root
+
+
+@pytest.mark.slow
+def test_toy_trained_model_ranks_every_real_test_file(trained):
+    """Every configuration of each of the 4 collections' real test files, ranked once."""
+    root = real_layout_root()
+    _, done = trained
+    model_dir, _ = saved_paths(done.stdout)
+    from baselines.layout.batching import prepare_graphs
+    from baselines.layout.run_data import load_run_split
+    from baselines.layout.run_files import read_layout_run, restore_layout_model
+    from baselines.layout.train_lib import GraphScorer
+
+    record = read_layout_run(model_dir)
+    hops = LayoutTrainArgs.from_dict(record["args"]).prune_hops
+    scorer = GraphScorer(restore_layout_model(model_dir, record))
+    ranked = {}
+    for folder in sorted(root.glob("*/*/test")):
+        graphs = load_run_split(folder, training=False, prune_hops=hops, log=None)
+        for path, graph in zip(sorted(folder.glob("*.npz")), prepare_graphs(graphs), strict=True):
+            with np.load(path) as npz:
+                count = npz["config_runtime"].shape[0]  # every configuration, duplicates too
+            scores = scorer.score(graph)
+            assert scores.shape == (count,) and np.all(np.isfinite(scores)), path
+            assert np.unique(scores).size > 1, path  # the configurations are told apart
+            ranked[f"{folder.parts[-3]}:{folder.parts[-2]}"] = count
+    assert set(ranked) == {"xla:default", "xla:random", "nlp:default", "nlp:random"}
+
+    # And through the script, for the model's own collection: every index once.
+    out = model_dir.parent / "real.csv"
+    pred = run("layout_gen_predictions_csv.py", f"--dir={model_dir}", f"--data_root={root}",
+               f"--output={out}")  # fmt: skip
+    assert pred.returncode == 0, pred.stderr
+    with open(out, newline="") as f:
+        rows = list(csv.reader(f))[1:]
+    test_file = next((root / "xla" / "default" / "test").glob("*.npz"))
+    assert [r[0] for r in rows] == [f"layout:xla:default:{test_file.stem}"]
+    assert sorted(int(t) for t in rows[0][1].split(";")) == list(range(ranked["xla:default"]))
+
+
+@pytest.mark.slow
+def test_training_on_the_real_xla_default_files(tmp_path):
+    """One epoch on the real train file; the run file's tau is that of the real valid file."""
+    root = real_layout_root()
+    done = run("layout_train.py", "--source=xla", "--search=default", f"--data_root={root}",
+               "--epochs=1", *TINY[1:], f"--out_dir={tmp_path}")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "TOY DATA" not in done.stdout
+    record = read_run(saved_paths(done.stdout)[1])
+    valid_file = next((root / "xla" / "default" / "valid").glob("*.npz"))
+    assert list(record["val"]["tau_per_graph"]) == [valid_file.stem]
+    assert np.isfinite(record["val"]["kendall_tau"]) and -1 <= record["val"]["kendall_tau"] <= 1
