@@ -54,41 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def read_models(text: str) -> list[tuple[Path, dict]]:
-    from baselines.layout.run_files import read_layout_run
-
-    items = [item.strip() for item in text.split(",")]
-    if not text.strip() or any(not item for item in items):
-        raise PipelineError(
-            f"--dir: empty item in {text!r}; give model folders separated by commas"
-        )
-    dirs = [Path(item).expanduser() for item in items]
-    if len(set(dirs)) != len(dirs):
-        raise PipelineError(f"--dir: a model is listed twice in {text!r}")
-    models = [(d, read_layout_run(d)) for d in dirs]
-    kinds = {(r["source"], r["search"]) for _, r in models}
-    if len(kinds) > 1:
-        raise PipelineError(
-            f"--dir: the models are of different collections {sorted(kinds)}; "
-            "an ensemble ranks one source and search"
-        )
-    return models
-
-
-def standardized(scores):
-    import numpy as np
-
-    std = float(np.std(scores))
-    return (scores - np.mean(scores)) / (std if std > 0 else 1.0)
-
-
 def main() -> int:
     args = build_parser().parse_args()
-    models = read_models(args.dir)
+    from baselines.layout.predict import read_layout_models
+
+    models = read_layout_models(args.dir, "--dir")
     first_dir, first = models[0]
     source, search = first["source"], first["search"]
     from baselines.core.io_utils import check_output_file, ensure_parent
-    from baselines.layout.train_args import LayoutTrainArgs, resolve_layout_root, toy_banner
+    from baselines.layout.train_args import resolve_layout_root, toy_banner
 
     output = Path(
         args.output or first_dir.parent / f"layout_{source}_{search}_predictions.csv"
@@ -103,29 +77,11 @@ def main() -> int:
     import numpy as np
 
     from baselines.core.submission import HEADER, write_csv_atomic
-    from baselines.layout.batching import prepare_graphs
     from baselines.layout.metrics import kendall_tau
-    from baselines.layout.run_data import load_run_split
-    from baselines.layout.run_files import restore_layout_model
-    from baselines.layout.train_lib import GraphScorer
+    from baselines.layout.predict import ensemble_scores, score_runs
 
-    by_hops: dict = {}
-    members = []
-    for model_dir, record in models:
-        hops = LayoutTrainArgs.from_dict(record["args"]).prune_hops
-        if hops not in by_hops:
-            graphs = load_run_split(folder, training=False, prune_hops=hops, log=print)
-            by_hops[hops] = (graphs, prepare_graphs(graphs))
-        graphs, prepared = by_hops[hops]
-        scorer = GraphScorer(restore_layout_model(model_dir, record))
-        members.append([scorer.score(g) for g in prepared])
-    graphs = next(iter(by_hops.values()))[0]
-    if len(members) == 1:
-        scores = members[0]
-    else:
-        scores = [
-            np.mean([standardized(m[i]) for m in members], axis=0) for i in range(len(graphs))
-        ]
+    graphs, members = score_runs(models, folder, log=print)
+    scores = ensemble_scores(members)
     rows = []
     for graph, graph_scores in zip(graphs, scores, strict=True):
         if not np.all(np.isfinite(graph_scores)):

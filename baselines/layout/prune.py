@@ -44,7 +44,7 @@ def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
     return graph.select_configs(first), c - int(first.size)
 
 
-def _graph_key(graph_id: str) -> int:
+def graph_key(graph_id: str) -> int:
     """A stable 64-bit number for a graph id (Python's hash() changes between runs)."""
     return int.from_bytes(hashlib.sha256(graph_id.encode("utf-8")).digest()[:8], "little")
 
@@ -65,7 +65,7 @@ def sample_configs(graph: LayoutGraph, max_configs: int, seed: int) -> LayoutGra
     c = graph.num_configs
     if c <= max_configs:
         return graph
-    rng = np.random.default_rng([int(seed), _graph_key(graph.graph_id)])
+    rng = np.random.default_rng([int(seed), graph_key(graph.graph_id)])
     keep = np.sort(rng.choice(c, size=int(max_configs), replace=False))
     return graph.select_configs(keep)
 

@@ -7,89 +7,40 @@ Each figure function takes plain data (the rows, lists, dicts and numpy arrays
 the scripts already hold) and returns a `matplotlib.figure.Figure` drawn on its
 own Agg canvas: pyplot is never imported and no global backend is set, so any
 process (headless, threaded, one that also runs TensorFlow) can make figures.
-Nothing here imports TensorFlow. `save_png` writes a figure atomically, as a
-small PNG (DPI dots per inch, a few inches a side).
+Nothing here imports TensorFlow. The helpers both collections share
+(`predicted_vs_true`, `save_png`, the canvas and bars) live in
+`baselines.core.plots` and are importable from here too.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from baselines.core.io_utils import atomic_output
+from baselines.core.plots import (
+    DPI,
+    bars_width,
+    grouped_bars,
+    legend_above,
+    new_figure,
+    predicted_vs_true,
+    save_png,
+    series_color,
+)
 
-DPI = 100
+__all__ = [
+    "DPI",
+    "growth_figure",
+    "lowo_figure",
+    "per_program_errors",
+    "predicted_vs_true",
+    "quality_figures",
+    "save_png",
+]
 ALL = "ALL"  # the program of error_table's rows over every kernel
-
-
-def _figure(width: float, height: float) -> Figure:
-    """An empty figure of `width` x `height` inches on its own Agg canvas."""
-    figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure
-
-
-def _color(i: int) -> str:
-    return f"C{i % 10}"
-
-
-def _grouped_bars(
-    ax: Axes,
-    groups: Sequence[str],
-    series: Mapping[str, Sequence[float]],
-    errors: Mapping[str, Sequence[float]] | None = None,
-) -> None:
-    """One bar per series in each group, side by side; `errors` are ± error bars."""
-    x = np.arange(len(groups), dtype=np.float64)
-    width = 0.8 / max(len(series), 1)
-    for i, (name, heights) in enumerate(series.items()):
-        offset = (i - (len(series) - 1) / 2) * width
-        yerr = None if errors is None else np.asarray(errors[name], dtype=np.float64)
-        ax.bar(
-            x + offset,
-            np.asarray(heights, dtype=np.float64),
-            width,
-            yerr=yerr,
-            capsize=2 if yerr is not None else 0,
-            error_kw={"elinewidth": 0.8},
-            label=name,
-            color=_color(i),
-        )
-    ax.set_xticks(x, groups, rotation=30, ha="right", fontsize=7)
-    ax.tick_params(axis="y", labelsize=7)
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_axisbelow(True)
-
-
-def _legend_above(figure: Figure, ax: Axes, columns: int, title: str) -> None:
-    """The legend of `ax`'s series above every panel, under the figure's `title`."""
-    handles, labels = ax.get_legend_handles_labels()
-    # Fewer columns where long labels (model names with hashes) would not fit.
-    inches_per_column = 0.6 + 0.06 * max((len(label) for label in labels), default=0)
-    fit = int(figure.get_figwidth() // inches_per_column)
-    ncols = max(1, min(len(labels), columns, fit))
-    figure.legend(
-        handles,
-        labels,
-        loc="outside upper center",
-        ncols=ncols,
-        fontsize=7,
-        title=title,
-        title_fontsize=9,
-        frameon=False,
-    )
-
-
-def _bars_width(groups: int, bars: int) -> float:
-    """Figure width (inches) for `groups` groups of `bars` bars: compact, readable."""
-    return float(np.clip(1.5 + 0.12 * groups * max(bars, 2), 5.0, 14.0))
 
 
 def per_program_errors(rows: Sequence[Mapping], ks: Sequence[int] = (1, 5, 10)) -> Figure:
@@ -110,7 +61,7 @@ def per_program_errors(rows: Sequence[Mapping], ks: Sequence[int] = (1, 5, 10)) 
     if ALL in programs:
         programs = [ALL] + [p for p in programs if p != ALL]
     by_key = {(str(r["model"]), str(r["program"])): r for r in rows}
-    figure = _figure(_bars_width(len(programs), len(models)), 0.6 + 2.0 * len(ks))
+    figure = new_figure(bars_width(len(programs), len(models)), 0.6 + 2.0 * len(ks))
     axes = figure.subplots(len(ks), 1, sharex=True, squeeze=False)[:, 0]
     for ax, k in zip(axes, ks):
         column = f"top{k}_err"
@@ -120,73 +71,10 @@ def per_program_errors(rows: Sequence[Mapping], ks: Sequence[int] = (1, 5, 10)) 
             m: [float(by_key[m, p][column]) if (m, p) in by_key else float("nan") for p in programs]
             for m in models
         }
-        _grouped_bars(ax, programs, series)
+        grouped_bars(ax, programs, series)
         ax.set_ylabel(f"top-{k} error", fontsize=8)
-    _legend_above(figure, axes[0], 4, "Top-k error per program (lower is better)")
+    legend_above(figure, axes[0], 4, "Top-k error per program (lower is better)")
     axes[-1].set_xlabel("program (ALL = every kernel)", fontsize=8)
-    return figure
-
-
-def _zscores(scores: np.ndarray) -> np.ndarray:
-    """A kernel's scores as z-scores, zeros when all are equal (as predict.standardized)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    std = scores.std()
-    return (scores - scores.mean()) / std if std > 0 else np.zeros_like(scores)
-
-
-def predicted_vs_true(
-    scores: Sequence[np.ndarray],
-    runtimes: Sequence[np.ndarray],
-    label: str,
-    max_points: int = 20000,
-    seed: int = 0,
-) -> Figure:
-    """Each config's score against its runtime relative to its kernel's fastest config.
-
-        scores = SavedRanker.load(model_dir).score(split)
-        save_png(predicted_vs_true(scores, split.normalized_runtimes(), "GAT"), "pvt.png")
-
-    x: runtime / the kernel's fastest runtime (log scale, 1 = fastest); y: the
-    score standardized within its kernel (z-score, as ensembles and
-    `predict.standardized` do). A good model puts the configs at x = 1 at low
-    scores. Beyond `max_points` configs, `max_points` of them drawn at random
-    (the same ones for the same `seed`) are shown, and the title says so.
-    """
-    if len(scores) != len(runtimes):
-        raise ValueError(f"{len(scores)} kernels of scores but {len(runtimes)} of runtimes")
-    if max_points < 1:
-        raise ValueError(f"max_points must be at least 1, got {max_points}")
-    ratios, zs = [np.zeros(0)], [np.zeros(0)]
-    for i, (s, r) in enumerate(zip(scores, runtimes)):
-        s = np.asarray(s, dtype=np.float64).ravel()
-        r = np.asarray(r, dtype=np.float64).ravel()
-        if s.shape != r.shape:
-            raise ValueError(f"kernel {i}: {s.size} scores but {r.size} runtimes")
-        if not r.size:
-            continue
-        fastest = r.min()
-        if not (np.isfinite(fastest) and fastest > 0):
-            raise ValueError(f"kernel {i}: runtimes must be positive, the fastest is {fastest}")
-        ratios.append(r / fastest)
-        zs.append(_zscores(s))
-    x, y = np.concatenate(ratios), np.concatenate(zs)
-    total = x.size
-    shown = f"{total:,} configs"
-    if total > max_points:
-        keep = np.sort(np.random.default_rng(seed).choice(total, size=max_points, replace=False))
-        x, y = x[keep], y[keep]
-        shown = f"{max_points:,} of {total:,} configs"
-    figure = _figure(5.5, 4.0)
-    ax = figure.subplots()
-    dense = x.size > 5000
-    size, alpha = (2, 0.25) if dense else (6, 0.6)
-    ax.scatter(x, y, s=size, alpha=alpha, linewidths=0, color=_color(0), rasterized=True)
-    ax.set_xscale("log")
-    ax.set_xlabel("runtime / kernel's fastest runtime (log)", fontsize=8)
-    ax.set_ylabel("score, z-score within kernel (low = predicted fast)", fontsize=8)
-    ax.set_title(f"{label}: {shown}", fontsize=9)
-    ax.tick_params(labelsize=7)
-    ax.grid(alpha=0.3)
     return figure
 
 
@@ -226,8 +114,8 @@ def quality_figures(result: Mapping, split: str = "test") -> tuple[Figure, Figur
         for h in sets
     }
     widest = max(len(p) for p in programs.values())
-    width = _bars_width(widest, len(recipes)) * len(sets)
-    per_program = _figure(min(width, 16.0), 3.6)
+    width = bars_width(widest, len(recipes)) * len(sets)
+    per_program = new_figure(min(width, 16.0), 3.6)
     axes = per_program.subplots(1, len(sets), squeeze=False, sharey=True)[0]
     for ax, h in zip(axes, sets):
         means, stds = {}, {}
@@ -235,12 +123,12 @@ def quality_figures(result: Mapping, split: str = "test") -> tuple[Figure, Figur
             table = split_of(h, r, split).get("programs", {})
             means[r] = [table[p]["top5_err"] if p in table else np.nan for p in programs[h]]
             stds[r] = [table.get(p, {}).get("top5_err_std", np.nan) for p in programs[h]]
-        _grouped_bars(ax, programs[h], means, stds)
+        grouped_bars(ax, programs[h], means, stds)
         ax.set_title(f"world {h}", fontsize=9)
     axes[0].set_ylabel("top-5 error, mean ± std over seeds", fontsize=8)
-    _legend_above(per_program, axes[0], 4, f"{split} top-5 error per program and recipe")
+    legend_above(per_program, axes[0], 4, f"{split} top-5 error per program and recipe")
 
-    ablation = _figure(float(np.clip(1.5 + 0.6 * len(recipes), 4.0, 8.0)) * len(sets), 3.6)
+    ablation = new_figure(float(np.clip(1.5 + 0.6 * len(recipes), 4.0, 8.0)) * len(sets), 3.6)
     axes = ablation.subplots(1, len(sets), squeeze=False, sharey=True)[0]
     for ax, h in zip(axes, sets):
         means, stds = {}, {}
@@ -253,10 +141,10 @@ def quality_figures(result: Mapping, split: str = "test") -> tuple[Figure, Figur
             pairs = [split_of(h, r, name).get("top5_err") for r in recipes]
             means[label] = [pair[0] if pair else np.nan for pair in pairs]
             stds[label] = [pair[1] if pair else np.nan for pair in pairs]
-        _grouped_bars(ax, recipes, means, stds)
+        grouped_bars(ax, recipes, means, stds)
         ax.set_title(f"world {h}", fontsize=9)
     axes[0].set_ylabel("top-5 error, mean ± std over seeds", fontsize=8)
-    _legend_above(ablation, axes[0], 2, "top-5 error per recipe, in the order given")
+    legend_above(ablation, axes[0], 2, "top-5 error per recipe, in the order given")
     return per_program, ablation
 
 
@@ -271,7 +159,7 @@ def lowo_figure(rows: Sequence[Mapping]) -> Figure:
     if not rows:
         raise ValueError("no held-out worlds to draw")
     groups = [f"{r['world']}\n({r['chosen']})" for r in rows]
-    figure = _figure(float(np.clip(2.0 + 1.2 * len(rows), 5.0, 12.0)), 3.4)
+    figure = new_figure(float(np.clip(2.0 + 1.2 * len(rows), 5.0, 12.0)), 3.4)
     axes = figure.subplots(1, 2, squeeze=False)[0]
     for ax, metric, title in zip(axes, ("top5_err", "top1_err"), ("top-5", "top-1")):
         means = {
@@ -282,9 +170,9 @@ def lowo_figure(rows: Sequence[Mapping]) -> Figure:
             "chosen on the other worlds": [r[metric][1] for r in rows],
             "baseline": [r[f"baseline_{metric}"][1] for r in rows],
         }
-        _grouped_bars(ax, groups, means, stds)
+        grouped_bars(ax, groups, means, stds)
         ax.set_ylabel(f"test {title} error, mean ± std", fontsize=8)
-    _legend_above(figure, axes[0], 2, "held-out worlds: test error of the recipe chosen elsewhere")
+    legend_above(figure, axes[0], 2, "held-out worlds: test error of the recipe chosen elsewhere")
     return figure
 
 
@@ -319,7 +207,7 @@ def growth_figure(
     names = list(dict.fromkeys(panels.get(label, "") for label in figures)) or [""]
     rows_of = {n: sum(panels.get(label, "") == n for label in figures) for n in names}
     height = 2.6 + 0.13 * max(rows_of.values())
-    figure = _figure(4.2 * len(names), height)
+    figure = new_figure(4.2 * len(names), height)
     axes = figure.subplots(1, len(names), squeeze=False)[0]
     for ax, name in zip(axes, names):
         i = 0
@@ -338,7 +226,7 @@ def growth_figure(
                 marker="o",
                 markersize=3,
                 linewidth=1,
-                color=_color(i),
+                color=series_color(i),
                 linestyle=("-", "--", ":")[i // 10 % 3],  # the colours repeat after 10
                 label=f"{label} ({k})",
             )
@@ -354,13 +242,3 @@ def growth_figure(
         ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     figure.suptitle("Growth with the data: figure ∝ configs^k", fontsize=9)
     return figure
-
-
-def save_png(figure: Figure, path: str | os.PathLike[str]) -> Path:
-    """Writes `figure` as a PNG at `path`, atomically (complete or unchanged); returns it."""
-    path = Path(path)
-    if not isinstance(figure.canvas, FigureCanvasAgg):
-        FigureCanvasAgg(figure)
-    with atomic_output(path) as tmp:
-        figure.savefig(tmp, format="png", dpi=figure.dpi)
-    return path

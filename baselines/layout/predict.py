@@ -1,0 +1,115 @@
+"""Scores of saved layout models on a split folder, alone or as an ensemble.
+
+    models = read_layout_models("out/model_a,out/model_b", "--dir")
+    graphs, members = score_runs(models, root / "xla" / "default" / "valid")
+    scores = ensemble_scores(members)  # one array per graph, lower = predicted faster
+
+`score_runs` reads the folder as each run was trained (pruned to its
+`prune_hops`; every configuration kept, none dropped as a duplicate) once per
+distinct pruning, and scores every configuration with each model. The
+ensemble of several models is, per graph, the mean of each model's
+standardized scores (z-scores within the graph), so models whose scores have
+different offsets and scales count the same. numpy only at import: TensorFlow
+is imported when `score_runs` restores the models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from baselines.core.errors import PipelineError
+from baselines.layout.graph import LayoutGraph
+
+
+def read_layout_models(text: str, flag: str) -> list[tuple[Path, dict[str, Any]]]:
+    """(folder, run record) of each comma-separated model folder, all of one collection.
+
+        models = read_layout_models("out/model_a,out/model_b", "--dirs")
+
+    An empty item, a folder listed twice, a tile model and models of different
+    sources or searches are refused in one line naming `flag`.
+    """
+    from baselines.layout.run_files import read_layout_run
+
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise PipelineError(
+            f"{flag}: empty item in {text!r}; give model folders separated by commas"
+        )
+    dirs = [Path(item).expanduser() for item in items]
+    if len(set(dirs)) != len(dirs):
+        raise PipelineError(f"{flag}: a model is listed twice in {text!r}")
+    models = [(d, read_layout_run(d)) for d in dirs]
+    kinds = {(r["source"], r["search"]) for _, r in models}
+    if len(kinds) > 1:
+        raise PipelineError(
+            f"{flag}: the models are of different collections {sorted(kinds)}; "
+            "an ensemble ranks one source and search"
+        )
+    return models
+
+
+def standardized(scores: np.ndarray) -> np.ndarray:
+    """(scores - mean) / std within one graph; std 1 when all scores are equal.
+
+    standardized(np.array([1.0, 3.0])) -> array([-1., 1.])
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    std = float(np.std(scores))
+    return (scores - np.mean(scores)) / (std if std > 0 else 1.0)
+
+
+def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
+    """Per graph, the mean of the members' standardized scores; one member: its own scores.
+
+        ensemble_scores([[a0, a1], [b0, b1]])  # [mean(z(a0), z(b0)), mean(z(a1), z(b1))]
+
+    `members[m][g]` is model m's scores of graph g's configurations.
+    """
+    if not members:
+        raise PipelineError("no models to combine; give at least one model folder")
+    if len(members) == 1:
+        return list(members[0])
+    counts = {len(m) for m in members}
+    if len(counts) > 1:
+        raise PipelineError(f"the models scored different numbers of graphs {sorted(counts)}")
+    return [
+        np.mean([standardized(member[i]) for member in members], axis=0)
+        for i in range(len(members[0]))
+    ]
+
+
+def score_runs(
+    models: Sequence[tuple[Path, dict[str, Any]]],
+    folder: Path,
+    log: Callable[[str], None] | None = print,
+) -> tuple[list[LayoutGraph], list[list[np.ndarray]]]:
+    """(the folder's graphs, each model's scores of every configuration of every graph).
+
+        graphs, members = score_runs(read_layout_models(text, "--dir"), folder)
+
+    Graphs come in file-name order, pruned as the first model's run says (every
+    configuration kept), so their config indices are the files' own.
+    """
+    from baselines.layout.batching import prepare_graphs
+    from baselines.layout.run_data import load_run_split
+    from baselines.layout.run_files import restore_layout_model
+    from baselines.layout.train_args import LayoutTrainArgs
+    from baselines.layout.train_lib import GraphScorer
+
+    by_hops: dict[int | None, tuple[list[LayoutGraph], list]] = {}
+    members = []
+    for model_dir, record in models:
+        hops = LayoutTrainArgs.from_dict(record["args"]).prune_hops
+        if hops not in by_hops:
+            graphs = load_run_split(folder, training=False, prune_hops=hops, log=log)
+            by_hops[hops] = (graphs, prepare_graphs(graphs))
+        _, prepared = by_hops[hops]
+        scorer = GraphScorer(restore_layout_model(model_dir, record))
+        members.append([scorer.score(g) for g in prepared])
+    graphs = next(iter(by_hops.values()))[0]
+    return graphs, members
