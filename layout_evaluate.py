@@ -48,6 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--split", default="valid", choices=("valid", "train"), help="labelled split to evaluate"
     )
     parser.add_argument(
+        "--cache_dir",
+        default=None,
+        help="folder for memory-mapped caches of the read split (the one layout_train.py "
+        "used can be shared); none by default",
+    )
+    parser.add_argument(
         "--subset_size",
         type=int,
         default=1000,
@@ -72,10 +78,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = build_parser().parse_args()
-    from baselines.core.io_utils import check_output_file, read_user_text
+    from baselines.core.io_utils import (
+        check_output_file,
+        check_writable_dir,
+        read_user_text,
+        remove_stale_temporaries,
+    )
 
     # Refused now, not after scoring every model; a missing folder is made when writing.
     output = check_output_file(Path(args.output), "--output")
+    if args.cache_dir is not None:
+        check_writable_dir(Path(args.cache_dir).expanduser(), "--cache_dir")
+        remove_stale_temporaries(Path(args.cache_dir).expanduser())
     if args.subset_size < 1 or args.subset_seed < 0:
         raise PipelineError(
             f"--subset_size must be >= 1 and --subset_seed >= 0, got {args.subset_size} "
@@ -105,7 +119,7 @@ def main() -> int:
         subsets = evaluate.choose_subsets(counts, size, seed)
     print(f"evaluating {folder} with {', '.join(r['model'] for _, r in models)}", flush=True)
 
-    graphs, members = score_runs(models, folder, log=print)
+    graphs, members = score_runs(models, folder, log=print, cache_dir=args.cache_dir)
     scores = {f"{r['model']} {d.name}": m for (d, r), m in zip(models, members, strict=True)}
     if len(members) > 1:
         scores["ensemble"] = ensemble_scores(members)

@@ -5,7 +5,8 @@
 
 Rebuilds the model class named in the run record (`model_<hash>/run.jsonz`),
 copies the saved weights in, reads `<data_root>/<source>/<search>/test` of that
-run (pruned as in training, every configuration kept), scores all
+run (pruned as in training, every configuration kept; through a memory-mapped
+cache in `--cache_dir` when given), scores all
 configurations in chunks and writes one row per test file,
 `layout:<source>:<search>:<file stem>`, listing every configuration index,
 fastest (lowest score) first. `--dir a,b` ranks with an ensemble: the mean of
@@ -46,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="split to rank; valid (labelled) also prints Kendall tau",
     )
     parser.add_argument(
+        "--cache_dir",
+        default=None,
+        help="folder for memory-mapped caches of the read split (the one layout_train.py "
+        "used can be shared); none by default",
+    )
+    parser.add_argument(
         "--output",
         default=None,
         help="CSV to write (default: <first dir's parent>/"
@@ -61,13 +68,22 @@ def main() -> int:
     models = read_layout_models(args.dir, "--dir")
     first_dir, first = models[0]
     source, search = first["source"], first["search"]
-    from baselines.core.io_utils import check_output_file, ensure_parent
+    from baselines.core.io_utils import (
+        check_output_file,
+        check_writable_dir,
+        ensure_parent,
+        remove_stale_temporaries,
+    )
     from baselines.layout.train_args import resolve_layout_root, toy_banner
 
     output = Path(
         args.output or first_dir.parent / f"layout_{source}_{search}_predictions.csv"
     ).expanduser()
     output = check_output_file(output, "--output")
+    if args.cache_dir is not None:
+        cache = Path(args.cache_dir).expanduser()
+        check_writable_dir(cache, "--cache_dir")
+        remove_stale_temporaries(cache)
     root, toy = resolve_layout_root(args.data_root or first["args"]["data_root"])
     if toy:
         print(toy_banner(root), flush=True)
@@ -80,7 +96,7 @@ def main() -> int:
     from baselines.layout.metrics import kendall_tau
     from baselines.layout.predict import ensemble_scores, score_runs
 
-    graphs, members = score_runs(models, folder, log=print)
+    graphs, members = score_runs(models, folder, log=print, cache_dir=args.cache_dir)
     scores = ensemble_scores(members)
     rows = []
     for graph, graph_scores in zip(graphs, scores, strict=True):

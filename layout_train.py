@@ -6,7 +6,8 @@
 
 Reads `<data_root>/<source>/<search>/{train,valid}` (duplicates dropped, at most
 `--max_configs` per graph, pruned to `--prune_hops` hops around the configurable
-nodes), trains with `baselines.layout.train_lib.train_layout` and writes
+nodes; through a memory-mapped cache in `--cache_dir` when given), trains with
+`baselines.layout.train_lib.train_layout` and writes
 `model_<hash>/` (weights.npz and a copy of the run record), `run_<hash>.jsonz`
 and `tb_<hash>/` (TensorBoard: the learning curve) into `--out_dir`. The
 default data root is the bundled synthetic TOY set.
@@ -28,7 +29,7 @@ prepare_tensorflow_import()
 from baselines.core.cli import add_field_flags, entry_parser
 from baselines.core.errors import run_cli
 from baselines.core.flagfile import expand_flagfiles
-from baselines.core.io_utils import check_writable_dir
+from baselines.core.io_utils import check_writable_dir, remove_stale_temporaries
 from baselines.layout.train_args import LayoutTrainArgs, resolve_layout_root, toy_banner
 
 
@@ -68,6 +69,10 @@ def main() -> int:
     out = Path(args.out_dir).expanduser()
     check_writable_dir(out, "--out_dir")
     log = lambda line: print(line, flush=True)  # noqa: E731
+    if args.cache_dir is not None:
+        cache = Path(args.cache_dir).expanduser()
+        check_writable_dir(cache, "--cache_dir")
+        remove_stale_temporaries(cache, log)
     if toy:
         log(toy_banner(root))
     run_hash = args.run_hash()
@@ -85,6 +90,7 @@ def main() -> int:
         max_configs=args.max_configs,
         seed=args.seed,
         log=log,
+        cache_dir=args.cache_dir,
     )
     train = load_run_split(folder / "train", training=True, **reduce)
     valid = load_run_split(folder / "valid", training=True, **reduce)

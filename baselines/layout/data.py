@@ -15,7 +15,7 @@ The config and pruning helpers of `baselines.layout.prune` are re-exported here.
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
@@ -23,6 +23,7 @@ import numpy as np
 
 from baselines.core.errors import PipelineError
 from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE
+from baselines.layout.cache import load_cached_graphs
 from baselines.layout.graph import (
     CONFIG_VALUE_MAX,
     CONFIG_VALUE_MIN,
@@ -385,17 +386,24 @@ def load_layout_split(
     seed: int = 0,
     drop_duplicates: bool = False,
     log: Callable[[str], None] | None = print,
+    cache_dir: Path | str | None = None,
 ) -> list[LayoutGraph]:
     """Every graph of a split folder, in file-name order.
 
     `drop_duplicates` removes repeated configurations first (`dedup_configs`),
     then `max_configs` samples each graph's configurations (`sample_configs`,
     deterministic by `seed`). What was dropped is reported in one `log` line.
+    With `cache_dir`, the files are read through the split's cache
+    (`baselines.layout.cache`): every configuration as read, memory-mapped,
+    reduced as above on top of it, so a warm load gives the same graphs.
     """
     files = list_layout_files(folder, max_files)
+    if cache_dir is None:
+        raw: Iterable[LayoutGraph] = (read_layout_file(path) for path in files)
+    else:
+        raw = load_cached_graphs(folder, files, cache_dir, read_layout_file, log)
     graphs, dropped, graphs_with_dups, sampled = [], 0, 0, 0
-    for path in files:
-        graph = read_layout_file(path)
+    for graph in raw:
         if drop_duplicates:
             graph, n_dropped = dedup_configs(graph)
             dropped += n_dropped

@@ -87,13 +87,15 @@ def score_runs(
     models: Sequence[tuple[Path, dict[str, Any]]],
     folder: Path,
     log: Callable[[str], None] | None = print,
+    cache_dir: Path | str | None = None,
 ) -> tuple[list[LayoutGraph], list[list[np.ndarray]]]:
     """(the folder's graphs, each model's scores of every configuration of every graph).
 
         graphs, members = score_runs(read_layout_models(text, "--dir"), folder)
 
     Graphs come in file-name order, pruned as the first model's run says (every
-    configuration kept), so their config indices are the files' own.
+    configuration kept), so their config indices are the files' own. With
+    `cache_dir`, the folder is read through the memory-mapped split cache.
     """
     from baselines.layout.batching import prepare_graphs
     from baselines.layout.run_data import load_run_split
@@ -106,7 +108,9 @@ def score_runs(
     for model_dir, record in models:
         hops = LayoutTrainArgs.from_dict(record["args"]).prune_hops
         if hops not in by_hops:
-            graphs = load_run_split(folder, training=False, prune_hops=hops, log=log)
+            graphs = load_run_split(
+                folder, training=False, prune_hops=hops, log=log, cache_dir=cache_dir
+            )
             by_hops[hops] = (graphs, prepare_graphs(graphs))
         _, prepared = by_hops[hops]
         scorer = GraphScorer(restore_layout_model(model_dir, record))

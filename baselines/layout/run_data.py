@@ -47,13 +47,19 @@ def load_run_split(
     max_configs: int | None = None,
     seed: int = 0,
     log: Callable[[str], None] | None = print,
+    cache_dir: Path | str | None = None,
 ) -> list[LayoutGraph]:
+    """The graphs of `folder`, reduced for training or for ranking (module docstring).
+
+    With `cache_dir`, read through the split's memory-mapped cache (`baselines.layout.cache`).
+    """
     graphs = load_layout_split(
         folder,
         max_configs=max_configs if training else None,
         seed=seed,
         drop_duplicates=drop_duplicates and training,
         log=log,
+        cache_dir=cache_dir,
     )
     if log:
         configs = sum(g.num_configs for g in graphs)

@@ -1,12 +1,12 @@
 """The immutable record of one layout training run; its hash names the run's files.
 
     args = LayoutTrainArgs(source="xla", search="default", epochs=2)
-    args.run_hash()        # md5 of the sorted JSON of every field but out_dir
+    args.run_hash()        # md5 of the sorted JSON of every field but out_dir and cache_dir
     args.check_flags()     # PipelineError (one line) on a bad value, without TensorFlow
 
 Flags and defaults are upstream `layout_train.py`'s (`--source` ... `--losses`);
-`--seed`, `--data_root`, `--out_dir`, `--prune_hops` and `--drop_duplicates`
-are this project's. `--keep_nodes` (upstream's segment training) is accepted
+`--seed`, `--data_root`, `--out_dir`, `--cache_dir`, `--prune_hops` and
+`--drop_duplicates` are this project's. `--keep_nodes` (upstream's segment training) is accepted
 and recorded but not used yet: the whole (pruned) graph is always trained on.
 """
 
@@ -31,7 +31,7 @@ BUNDLED_TOY_ROOT = REPO_ROOT / DEFAULT_DATA_ROOT
 # that a bad --model is refused before TensorFlow is imported).
 MODEL_NAMES = ("ResModel", "LayoutSAGE")
 # Fields that do not change what a run computes: not part of its hash.
-NOT_HASHED = frozenset({"out_dir"})
+NOT_HASHED = frozenset({"out_dir", "cache_dir"})
 
 
 def _flag(default: Any, help: str) -> Any:
@@ -80,6 +80,11 @@ class LayoutTrainArgs(ArgsRecord):
     out_dir: str = _flag(
         "~/out/tpugraphs_layout", "where model_<hash>/ and run_<hash>.jsonz go (not hashed)"
     )
+    cache_dir: str | None = _flag(
+        None,
+        "folder for memory-mapped caches of the read splits, reused by later runs "
+        "(None = no cache; not hashed)",
+    )
     prune_hops: int | None = _flag(
         1, "keep configurable nodes and their k-hop neighbourhood (None or -1 = no pruning)"
     )
@@ -97,6 +102,8 @@ class LayoutTrainArgs(ArgsRecord):
             object.__setattr__(self, name, value)
         if self.prune_hops == -1:
             object.__setattr__(self, "prune_hops", None)
+        if isinstance(self.cache_dir, str) and self.cache_dir.strip().lower() in ("", "none"):
+            object.__setattr__(self, "cache_dir", None)
 
     def run_hash(self) -> str:
         hashed = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED}

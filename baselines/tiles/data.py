@@ -23,9 +23,7 @@ import io
 import json
 import multiprocessing
 import os
-import shutil
 import threading
-import time
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -34,9 +32,10 @@ from pathlib import Path
 import numpy as np
 import tqdm
 
+from baselines.core import array_cache
+from baselines.core.array_cache import discard_directory  # noqa: F401 (re-exported)
 from baselines.core.errors import PipelineError
 from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE  # noqa: F401 (re-exported)
-from baselines.core.io_utils import atomic_write_text, publish_once, temp_prefix
 
 CONFIG_FEAT_DIM = 24
 SPLITS = ("train", "valid", "test")
@@ -405,28 +404,9 @@ def read_files(
     return concat_splits(name, parts)
 
 
-# An npz file is a zip archive; its last bytes hold the central directory,
-# which records the CRC-32 of every member. Hashing them detects a changed
-# array even when the file keeps its size and mtime (tar restores mtimes), for
-# one small read per file instead of reading every byte.
-FINGERPRINT_TAIL_BYTES = 4096
-
-
-def _file_tail(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - FINGERPRINT_TAIL_BYTES))
-        return f.read()
-
-
 def files_fingerprint(files: Sequence[Path]) -> str:
     """Hash of every file's path, size, mtime and zip directory: any change gives a new key."""
-    h = hashlib.sha256(f"v{CACHE_FORMAT_VERSION}".encode())
-    for f in files:
-        st = f.stat()
-        h.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-        h.update(hashlib.sha256(_file_tail(f)).digest())
-    return h.hexdigest()[:24]
+    return array_cache.files_fingerprint(files, salt=f"v{CACHE_FORMAT_VERSION}")
 
 
 _ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "name"]
@@ -451,20 +431,10 @@ _OFFSETS_OF = {
     "edge_offsets": ("edge_index",),
     "config_offsets": ("config_feat", "config_runtime", "config_runtime_normalizers"),
 }
-# Records that every array of a cache folder matched its checksum, keyed by
-# each file's inode, size, mtime and ctime. Any write to a file changes its
-# ctime (which no user call can set back), so a matching stamp proves the
-# bytes are the ones verified, and a warm load skips re-hashing 1.5 GB.
-VERIFIED_STAMP = "verified.json"
-# Files changed less than this long ago are verified but not stamped: on a
-# filesystem with coarse timestamps a later write in the same tick could keep
-# the ctime the stamp recorded.
-_STAMP_SETTLE_S = 2.0
-
-
-def _array_digest(array: np.ndarray) -> str:
-    """BLAKE2b of an array's bytes in C order (hashlib drops the GIL on large buffers)."""
-    return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).hexdigest()
+# The shared machinery's names, looked up here at each call (tests replace them).
+VERIFIED_STAMP = array_cache.VERIFIED_STAMP
+_STAMP_SETTLE_S = array_cache.STAMP_SETTLE_S
+_array_digest = array_cache.array_digest
 
 
 def save_split_cache(split: TileSplit, cache_path: Path) -> None:
@@ -480,71 +450,17 @@ def save_split_cache(split: TileSplit, cache_path: Path) -> None:
     cache_path.parent.mkdir(parents=True, exist_ok=True)
     if cache_path.exists() and check_split_cache(cache_path)[1] is not None:
         discard_directory(cache_path)
-    arrays = {}
-    with publish_once(cache_path) as tmp:
-        for field in _ARRAY_FIELDS:
-            value = getattr(split, field)
-            np.save(tmp / f"{field}.npy", value, allow_pickle=False)
-            arrays[field] = {
-                "shape": list(value.shape),
-                "dtype": value.dtype.str,
-                "blake2b": _array_digest(value),
-            }
-        meta = {"name": split.name, "format": CACHE_FORMAT_VERSION, "arrays": arrays}
-        (tmp / "meta.json").write_text(json.dumps(meta))
+    array_cache.save_array_folder(
+        cache_path,
+        {field: getattr(split, field) for field in _ARRAY_FIELDS},
+        name=split.name,
+        version=CACHE_FORMAT_VERSION,
+        digest=_array_digest,
+    )
 
 
-def discard_directory(path: Path) -> None:
-    """Removes a folder by renaming it aside first, so no reader sees it half deleted."""
-    aside = path.with_name(f"{temp_prefix(path.name)}discard")
-    try:
-        os.rename(path, aside)
-    except FileNotFoundError:
-        return  # another process removed it first
-    except OSError:
-        aside = path
-    shutil.rmtree(aside, ignore_errors=True)
-
-
-def _stamp_key(cache_path: Path) -> dict[str, list[int]]:
-    key = {}
-    for f in ["meta.json", *(f"{field}.npy" for field in _ARRAY_FIELDS)]:
-        st = (cache_path / f).stat()
-        key[f] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-    return key
-
-
-def _stamp_matches(cache_path: Path) -> bool:
-    try:
-        stamp = json.loads((cache_path / VERIFIED_STAMP).read_text())
-        return stamp == _stamp_key(cache_path)
-    except (OSError, ValueError):
-        return False
-
-
-def _write_stamp(cache_path: Path) -> None:
-    key = _stamp_key(cache_path)
-    newest = max(v[3] for v in key.values()) / 1e9
-    if time.time() - newest < _STAMP_SETTLE_S:
-        return
-    try:
-        atomic_write_text(cache_path / VERIFIED_STAMP, json.dumps(key))
-    except (PipelineError, OSError):
-        pass  # a read-only cache is verified on every load instead
-
-
-def _structure_problem(arrays: dict[str, np.ndarray], meta: dict) -> str | None:
-    """What is wrong with a cached split's shapes, dtypes and offsets (cheap: O(kernels))."""
-    for field in _ARRAY_FIELDS:
-        recorded = meta["arrays"].get(field)
-        value = arrays[field]
-        if not isinstance(recorded, dict):
-            return f"meta.json has no entry for {field}"
-        if list(value.shape) != recorded.get("shape") or value.dtype.str != recorded.get("dtype"):
-            return (
-                f"{field}.npy holds {value.dtype.str} {tuple(value.shape)}, meta.json records "
-                f"{recorded.get('dtype')} {recorded.get('shape')}"
-            )
+def _structure_problem(arrays: dict[str, np.ndarray]) -> str | None:
+    """What is wrong with a cached split's widths, dtypes and offsets (cheap: O(kernels))."""
     for field, (shape, dtype) in _CACHE_LAYOUT.items():
         value = arrays[field]
         if value.dtype != np.dtype(dtype) or value.ndim != len(shape):
@@ -555,12 +471,9 @@ def _structure_problem(arrays: dict[str, np.ndarray], meta: dict) -> str | None:
     if arrays["tile_ids"].dtype.kind != "U" or len(kernels) != 1:
         return "tile_ids.npy is not a list of names"
     for field, owners in _OFFSETS_OF.items():
-        offsets = np.asarray(arrays[field])
-        if offsets.shape != (kernels[0] + 1,):
-            return f"{field}.npy has {offsets.shape[0]} entries for {kernels[0]} kernels"
-        rows = {arrays[o].shape[0] for o in owners}
-        if offsets[0] != 0 or np.any(np.diff(offsets) < 0) or rows != {int(offsets[-1])}:
-            return f"{field}.npy does not cut the rows of {', '.join(owners)} ({sorted(rows)})"
+        problem = array_cache.offsets_problem(arrays, field, owners, kernels[0], "kernels")
+        if problem:
+            return problem
     return None
 
 
@@ -573,37 +486,20 @@ def check_split_cache(cache_path: Path, verify: bool = True) -> tuple[TileSplit 
     by an earlier verification shows that no file changed since (see
     `VERIFIED_STAMP`). Never raises on a damaged folder.
     """
-    if not cache_path.exists():
-        return None, None
-    try:
-        meta = json.loads((cache_path / "meta.json").read_text())
-    except (OSError, ValueError) as e:
-        return None, f"meta.json unreadable ({type(e).__name__})"
-    if (
-        not isinstance(meta, dict)
-        or meta.get("format") != CACHE_FORMAT_VERSION
-        or not isinstance(meta.get("name"), str)
-        or not isinstance(meta.get("arrays"), dict)
-    ):
-        return None, "meta.json lacks the format, name or array records"
-    arrays = {}
-    for field in _ARRAY_FIELDS:
-        try:
-            # mmap checks the header's shape against the file size before mapping.
-            arrays[field] = np.load(cache_path / f"{field}.npy", mmap_mode="r", allow_pickle=False)
-        except Exception as e:  # any damage in a file of ours means: rebuild it
-            reason = " ".join(str(e).split())[:120] or type(e).__name__
-            return None, f"{field}.npy unreadable ({type(e).__name__}: {reason})"
-    problem = _structure_problem(arrays, meta)
-    if problem:
+    loaded, problem = array_cache.check_array_folder(
+        cache_path,
+        _ARRAY_FIELDS,
+        version=CACHE_FORMAT_VERSION,
+        structure_problem=_structure_problem,
+        verify=verify,
+        digest=_array_digest,
+        settle_s=_STAMP_SETTLE_S,
+    )
+    if loaded is None:
         return None, problem
-    if verify and not _stamp_matches(cache_path):
-        for field in _ARRAY_FIELDS:
-            if _array_digest(arrays[field]) != meta["arrays"][field].get("blake2b"):
-                return None, f"{field}.npy does not match its checksum"
-        _write_stamp(cache_path)
+    arrays = dict(loaded.arrays)
     arrays["tile_ids"] = np.asarray(arrays["tile_ids"])
-    return TileSplit(name=meta["name"], **arrays), None
+    return TileSplit(name=loaded.meta["name"], **arrays), None
 
 
 def load_split_cache(cache_path: Path) -> TileSplit | None:

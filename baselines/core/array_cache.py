@@ -1,0 +1,373 @@
+"""Content-keyed, verified cache folders of .npy arrays, shared by the tile and layout caches.
+
+A cache folder holds one `.npy` file per array and `meta.json`, which records
+the folder's format version, a name, and every array's shape, dtype and
+BLAKE2b checksum. Folders are named by a fingerprint of the source files, are
+published atomically (the first writer wins), memory-map on load, and prove
+themselves before they are used:
+
+    key = files_fingerprint(files, salt="v2")
+    save_array_folder(cache_dir / f"train-{key}", {"x": x, "y": y}, name="train", version=2)
+    loaded, problem = check_array_folder(cache_dir / f"train-{key}", ("x", "y"), version=2)
+    x = loaded.arrays["x"]   # np.memmap
+
+A folder too large to hold in memory at once is written in chunks with
+`write_array_folder` (an `ArrayFolderWriter`). Functions here hold no state;
+what a collection's arrays must look like beyond their meta.json records
+(widths, offsets) is the `structure_problem` callback of `check_array_folder`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import struct
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import atomic_write_text, publish_once, temp_prefix
+
+# Records that every array of a cache folder matched its checksum, keyed by
+# each file's inode, size, mtime and ctime. Any write to a file changes its
+# ctime (which no user call can set back), so a matching stamp proves the
+# bytes are the ones verified, and a warm load skips re-hashing gigabytes.
+VERIFIED_STAMP = "verified.json"
+# Files changed less than this long ago are verified but not stamped: on a
+# filesystem with coarse timestamps a later write in the same tick could keep
+# the ctime the stamp recorded.
+STAMP_SETTLE_S = 2.0
+
+# An npz file is a zip archive; its last bytes hold the central directory,
+# which records the CRC-32 of every member. Hashing them detects a changed
+# array even when the file keeps its size and mtime (tar restores mtimes), for
+# one small read per file instead of reading every byte.
+FINGERPRINT_TAIL_BYTES = 4096
+
+# Bytes reserved for the .npy header of an array written in chunks (its
+# final shape is known only at the end); 64-byte aligned, as numpy aligns.
+_CHUNKED_HEADER_BYTES = 128
+
+
+def _file_tail(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - FINGERPRINT_TAIL_BYTES))
+        return f.read()
+
+
+def files_fingerprint(files: Sequence[Path], salt: str) -> str:
+    """Hash of every file's path, size, mtime and zip directory: any change gives a new key.
+
+        files_fingerprint(sorted(folder.glob("*.npz")), salt="v2")  # '3f9c...' (24 hex)
+
+    `salt` names the cache format, so a new format never reuses an old folder.
+    """
+    h = hashlib.sha256(salt.encode())
+    for f in files:
+        st = f.stat()
+        h.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        h.update(hashlib.sha256(_file_tail(f)).digest())
+    return h.hexdigest()[:24]
+
+
+def array_digest(array: np.ndarray) -> str:
+    """BLAKE2b of an array's bytes in C order (hashlib drops the GIL on large buffers).
+
+    array_digest(np.arange(3))  # 32 hex digits, the value meta.json records
+    """
+    return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).hexdigest()
+
+
+def discard_directory(path: Path) -> None:
+    """Removes a folder by renaming it aside first, so no reader sees it half deleted.
+
+    discard_directory(cache_dir / "train-3f9c")   # gone, or already gone
+    """
+    aside = path.with_name(f"{temp_prefix(path.name)}discard")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return  # another process removed it first
+    except OSError:
+        aside = path
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _array_record(value: np.ndarray, digest: str) -> dict[str, Any]:
+    return {"shape": list(value.shape), "dtype": value.dtype.str, "blake2b": digest}
+
+
+def save_array_folder(
+    path: Path,
+    arrays: Mapping[str, np.ndarray],
+    *,
+    name: str,
+    version: int,
+    digest: Callable[[np.ndarray], str] = array_digest,
+) -> None:
+    """Writes arrays as a folder of .npy files and meta.json, atomically (first writer wins).
+
+        save_array_folder(cache_dir / "train-3f9c", {"x": x}, name="train", version=2)
+
+    The folder's name is a fingerprint of the source files, so processes that
+    build the same folder at once write the same content: the first rename
+    wins and the others drop their copy. A caller that finds a damaged folder
+    at `path` discards it first (`discard_directory`), or the rename keeps it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records = {}
+    with publish_once(path) as tmp:
+        for field, value in arrays.items():
+            np.save(tmp / f"{field}.npy", value, allow_pickle=False)
+            records[field] = _array_record(value, digest(value))
+        meta = {"name": name, "format": version, "arrays": records}
+        (tmp / "meta.json").write_text(json.dumps(meta))
+
+
+def _npy_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
+    """A version 1.0 .npy header of exactly `_CHUNKED_HEADER_BYTES` bytes."""
+    described = {
+        "descr": np.lib.format.dtype_to_descr(dtype),
+        "fortran_order": False,
+        "shape": tuple(int(d) for d in shape),
+    }
+    text = repr(described).encode("latin1")
+    pad = _CHUNKED_HEADER_BYTES - 10 - len(text) - 1
+    if pad < 0:
+        raise ValueError(f"a .npy header for shape {shape} does not fit the reserved bytes")
+    length = struct.pack("<H", _CHUNKED_HEADER_BYTES - 10)
+    return b"\x93NUMPY\x01\x00" + length + text + b" " * pad + b"\n"
+
+
+@dataclasses.dataclass
+class _ChunkedArray:
+    file: BinaryIO
+    trailing: tuple[int, ...]
+    dtype: np.dtype | None
+    hasher: Any
+    rows: int = 0
+
+
+class ArrayFolderWriter:
+    """Appends chunks of rows to the arrays of a folder being written (see `write_array_folder`).
+
+        writer.append("node_feat", graph.node_feat)   # rows after those appended before
+
+    Every array is declared with the shape of one row and its dtype (None:
+    the first chunk's, and every later chunk must match it). Memory use is
+    one chunk: the bytes go to the file and into the array's checksum.
+    """
+
+    def __init__(
+        self, folder: Path, layout: Mapping[str, tuple[tuple[int, ...], str | None]]
+    ) -> None:
+        self.folder = folder
+        self._arrays: dict[str, _ChunkedArray] = {}
+        for field, (trailing, dtype) in layout.items():
+            f = open(folder / f"{field}.npy", "w+b")
+            f.write(b"\0" * _CHUNKED_HEADER_BYTES)
+            self._arrays[field] = _ChunkedArray(
+                file=f,
+                trailing=tuple(trailing),
+                dtype=None if dtype is None else np.dtype(dtype),
+                hasher=hashlib.blake2b(digest_size=16),
+            )
+
+    def append(self, field: str, chunk: np.ndarray) -> None:
+        """Writes `chunk`'s rows after the array's earlier rows (shape (rows, *row shape))."""
+        target = self._arrays[field]
+        chunk = np.asarray(chunk)
+        if target.dtype is None:
+            target.dtype = chunk.dtype
+        if chunk.dtype.hasobject or tuple(chunk.shape[1:]) != target.trailing:
+            raise ValueError(
+                f"{field}: chunk of {chunk.dtype} {chunk.shape} does not fit rows of "
+                f"{target.trailing}"
+            )
+        data = np.ascontiguousarray(chunk, dtype=target.dtype)
+        buffer = memoryview(data.reshape(-1).view(np.uint8))
+        target.file.write(buffer)
+        target.hasher.update(buffer)
+        target.rows += int(chunk.shape[0])
+
+    def finish(self, name: str, version: int) -> None:
+        """Writes every array's header and meta.json; the folder is then complete."""
+        records = {}
+        for field, target in self._arrays.items():
+            dtype = target.dtype if target.dtype is not None else np.dtype("float64")
+            shape = (target.rows, *target.trailing)
+            target.file.seek(0)
+            target.file.write(_npy_header(shape, dtype))
+            target.file.close()
+            records[field] = {
+                "shape": list(shape),
+                "dtype": dtype.str,
+                "blake2b": target.hasher.hexdigest(),
+            }
+        meta = {"name": name, "format": version, "arrays": records}
+        (self.folder / "meta.json").write_text(json.dumps(meta))
+
+    def close(self) -> None:
+        for target in self._arrays.values():
+            target.file.close()
+
+
+@contextlib.contextmanager
+def write_array_folder(
+    path: Path,
+    layout: Mapping[str, tuple[tuple[int, ...], str | None]],
+    *,
+    name: str,
+    version: int,
+) -> Iterator[ArrayFolderWriter]:
+    """A writer of a cache folder in chunks, published atomically when the block ends.
+
+        with write_array_folder(path, {"x": ((140,), "float32")}, name="t", version=1) as w:
+            for part in parts:
+                w.append("x", part)
+
+    Like `save_array_folder`: first writer wins, nothing is left behind when
+    the block raises, and a damaged folder at `path` is the caller's to discard.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with publish_once(path) as tmp:
+        writer = ArrayFolderWriter(tmp, layout)
+        try:
+            yield writer
+            writer.finish(name, version)
+        finally:
+            writer.close()
+
+
+def _stamp_key(path: Path, fields: Sequence[str]) -> dict[str, list[int]]:
+    key = {}
+    for f in ["meta.json", *(f"{field}.npy" for field in fields)]:
+        st = (path / f).stat()
+        key[f] = [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    return key
+
+
+def _stamp_matches(path: Path, fields: Sequence[str]) -> bool:
+    try:
+        stamp = json.loads((path / VERIFIED_STAMP).read_text())
+        return stamp == _stamp_key(path, fields)
+    except (OSError, ValueError):
+        return False
+
+
+def _write_stamp(path: Path, fields: Sequence[str], settle_s: float) -> None:
+    key = _stamp_key(path, fields)
+    newest = max(v[3] for v in key.values()) / 1e9
+    if time.time() - newest < settle_s:
+        return
+    try:
+        atomic_write_text(path / VERIFIED_STAMP, json.dumps(key))
+    except (PipelineError, OSError):
+        pass  # a read-only cache is verified on every load instead
+
+
+def _meta_problem(arrays: dict[str, np.ndarray], meta: dict, fields: Sequence[str]) -> str | None:
+    """Which array's shape or dtype differs from what meta.json records, or None."""
+    for field in fields:
+        recorded = meta["arrays"].get(field)
+        value = arrays[field]
+        if not isinstance(recorded, dict):
+            return f"meta.json has no entry for {field}"
+        if list(value.shape) != recorded.get("shape") or value.dtype.str != recorded.get("dtype"):
+            return (
+                f"{field}.npy holds {value.dtype.str} {tuple(value.shape)}, meta.json records "
+                f"{recorded.get('dtype')} {recorded.get('shape')}"
+            )
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class CachedArrays:
+    """A checked cache folder: its meta.json and its arrays (memory-mapped, read-only)."""
+
+    meta: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+
+
+def check_array_folder(
+    path: Path,
+    fields: Sequence[str],
+    *,
+    version: int,
+    structure_problem: Callable[[dict[str, np.ndarray]], str | None] | None = None,
+    verify: bool = True,
+    digest: Callable[[np.ndarray], str] = array_digest,
+    settle_s: float = STAMP_SETTLE_S,
+) -> tuple[CachedArrays | None, str | None]:
+    """A cache folder's arrays and None, or None and what is wrong with it (None, None: absent).
+
+        loaded, problem = check_array_folder(path, ("x", "offsets"), version=2)
+
+    Always checked: meta.json (format `version`, a name, array records), every
+    array's header against its file size (numpy's memory map refuses a file
+    shorter than its header declares), shapes and dtypes against meta.json,
+    then `structure_problem(arrays)` (widths, offsets). With `verify`, every
+    array's checksum too, unless a stamp written by an earlier verification
+    shows that no file changed since (`VERIFIED_STAMP`); a verification stamps
+    the folder once its files are `settle_s` old. Never raises on a damaged folder.
+    """
+    if not path.exists():
+        return None, None
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError) as e:
+        return None, f"meta.json unreadable ({type(e).__name__})"
+    if (
+        not isinstance(meta, dict)
+        or meta.get("format") != version
+        or not isinstance(meta.get("name"), str)
+        or not isinstance(meta.get("arrays"), dict)
+    ):
+        return None, "meta.json lacks the format, name or array records"
+    arrays = {}
+    for field in fields:
+        try:
+            # mmap checks the header's shape against the file size before mapping.
+            arrays[field] = np.load(path / f"{field}.npy", mmap_mode="r", allow_pickle=False)
+        except Exception as e:  # any damage in a file of ours means: rebuild it
+            reason = " ".join(str(e).split())[:120] or type(e).__name__
+            return None, f"{field}.npy unreadable ({type(e).__name__}: {reason})"
+    problem = _meta_problem(arrays, meta, fields)
+    if problem is None and structure_problem is not None:
+        problem = structure_problem(arrays)
+    if problem:
+        return None, problem
+    if verify and not _stamp_matches(path, fields):
+        for field in fields:
+            if digest(arrays[field]) != meta["arrays"][field].get("blake2b"):
+                return None, f"{field}.npy does not match its checksum"
+        _write_stamp(path, fields, settle_s)
+    return CachedArrays(meta=meta, arrays=arrays), None
+
+
+def offsets_problem(
+    arrays: Mapping[str, np.ndarray], offsets: str, owners: Sequence[str], items: int, what: str
+) -> str | None:
+    """What is wrong with `arrays[offsets]` as the cut of `owners`' rows into `items` parts.
+
+        offsets_problem(arrays, "node_offsets", ("node_feat",), 3, "kernels")  # None if fine
+
+    The offsets must have `items + 1` entries, start at 0, never decrease and
+    end at the row count of every owner.
+    """
+    cut = np.asarray(arrays[offsets])
+    if cut.shape != (items + 1,):
+        return f"{offsets}.npy has {cut.shape[0]} entries for {items} {what}"
+    rows = {arrays[o].shape[0] for o in owners}
+    if cut[0] != 0 or np.any(np.diff(cut) < 0) or rows != {int(cut[-1])}:
+        return f"{offsets}.npy does not cut the rows of {', '.join(owners)} ({sorted(rows)})"
+    return None

@@ -1,0 +1,215 @@
+"""A memory-mapped, content-keyed, verified cache of a layout split's validated graphs.
+
+The cache holds a split exactly as the reader returns it (every configuration:
+dropping duplicates, sampling and pruning run on top of it, cheaply and the
+same way every time), as one folder of `.npy` arrays: each array of every
+graph concatenated in file order, plus offsets per graph. `node_config_feat`,
+the bulk of the data, is stored as int8 and comes back memory-mapped, so a
+warm load reads only what is used and never holds a split's configurations
+in memory, let alone as float32:
+
+    graphs = load_cached_graphs(folder, files, "~/cache", read_layout_file, log=print)
+    graphs[0].node_config_feat          # np.memmap, int8 (c, nc, 18)
+
+The folder's name is a fingerprint of the source files (path, size, mtime,
+zip directory), so editing, adding or removing a file builds a new cache.
+Every load checks the folder (`baselines.core.array_cache.check_array_folder`:
+sizes, shapes, offsets, checksums); a damaged folder is rebuilt, said in one
+line. The cache is written one graph at a time: building it holds one graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from baselines.core.array_cache import (
+    check_array_folder,
+    discard_directory,
+    files_fingerprint,
+    offsets_problem,
+    write_array_folder,
+)
+from baselines.core.errors import PipelineError
+from baselines.core.format import NODE_FEAT_DIM
+from baselines.core.io_utils import describe_write_error
+from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
+
+# Bump when the folder's layout or the reader's validation rules change.
+LAYOUT_CACHE_VERSION = 1
+
+# Every cached array: the shape of one row and its dtype (None: text, the graph ids).
+# node_config_feat holds each graph's (c, nc, 18) configurations as c * nc rows.
+_ROWS = {
+    "node_feat": ((NODE_FEAT_DIM,), "float32"),
+    "node_opcode": ((), "int32"),
+    "edge_index": ((2,), "int32"),
+    "node_config_ids": ((), "int32"),
+    "node_config_feat": ((NODE_CONFIG_FEAT_DIM,), "int8"),
+    "config_runtime": ((), "int64"),
+    "node_splits": ((), "int64"),
+}
+# Which offsets cut which arrays' rows into graphs.
+_OFFSETS_OF = {
+    "node_offsets": ("node_feat", "node_opcode"),
+    "edge_offsets": ("edge_index",),
+    "configurable_offsets": ("node_config_ids",),
+    "config_offsets": ("config_runtime",),
+    "split_offsets": ("node_splits",),
+}
+_LAYOUT = {
+    **_ROWS,
+    **{name: ((), "int64") for name in _OFFSETS_OF},
+    "graph_ids": ((), None),
+}
+FIELDS = tuple(_LAYOUT)
+
+
+def layout_cache_path(cache_dir: Path | str, folder: Path | str, files: Sequence[Path]) -> Path:
+    """`<cache_dir>/layout-<split>-<fingerprint of the files>`, the folder a split caches to.
+
+    layout_cache_path("~/cache", root / "xla/default/train", files)  # .../layout-train-3f9c...
+    """
+    key = files_fingerprint(files, salt=f"layout v{LAYOUT_CACHE_VERSION}")
+    return Path(cache_dir).expanduser() / f"layout-{Path(folder).name}-{key}"
+
+
+def save_layout_cache(graphs: Iterable[LayoutGraph], cache_path: Path, name: str) -> None:
+    """Writes graphs (read one at a time from the iterable) as a cache folder, atomically.
+
+        save_layout_cache((read_layout_file(f) for f in files), path, "train")
+
+    Nothing is published when the iterable raises (a file that fails
+    validation): a cache only ever holds a whole, valid split.
+    """
+    with write_array_folder(cache_path, _LAYOUT, name=name, version=LAYOUT_CACHE_VERSION) as writer:
+        ids: list[str] = []
+        sizes: dict[str, list[int]] = {offsets: [0] for offsets in _OFFSETS_OF}
+        for graph in graphs:
+            ids.append(graph.graph_id)
+            for field in _ROWS:
+                value = getattr(graph, field)
+                if field == "node_config_feat":
+                    value = value.reshape(-1, NODE_CONFIG_FEAT_DIM)
+                writer.append(field, value)
+            for offsets, (owner, *_) in _OFFSETS_OF.items():
+                sizes[offsets].append(sizes[offsets][-1] + getattr(graph, owner).shape[0])
+        for offsets, values in sizes.items():
+            writer.append(offsets, np.asarray(values, dtype=np.int64))
+        writer.append("graph_ids", np.array(ids, dtype=str).reshape(-1))
+
+
+def _structure_problem(arrays: dict[str, np.ndarray]) -> str | None:
+    """What is wrong with a cached split's widths, dtypes and offsets (cheap: O(graphs))."""
+    for field, (row, dtype) in _LAYOUT.items():
+        value = arrays[field]
+        if dtype is None:
+            continue
+        if value.dtype != np.dtype(dtype) or tuple(value.shape[1:]) != row:
+            return f"{field}.npy is {value.dtype} {value.shape}, expected {dtype} rows of {row}"
+    ids = arrays["graph_ids"]
+    if ids.dtype.kind != "U" or ids.ndim != 1:
+        return "graph_ids.npy is not a list of names"
+    for offsets, owners in _OFFSETS_OF.items():
+        problem = offsets_problem(arrays, offsets, owners, ids.shape[0], "graphs")
+        if problem:
+            return problem
+    configs = np.diff(arrays["config_offsets"])
+    configurable = np.diff(arrays["configurable_offsets"])
+    rows = int(np.sum(configs * configurable))
+    if arrays["node_config_feat"].shape[0] != rows:
+        return (
+            f"node_config_feat.npy has {arrays['node_config_feat'].shape[0]} rows, "
+            f"the offsets give {rows} (configurations x configurable nodes)"
+        )
+    return None
+
+
+def _graphs(arrays: dict[str, np.ndarray]) -> list[LayoutGraph]:
+    """The graphs of checked cache arrays, as views into them (no array is copied)."""
+    cut = {name: np.asarray(arrays[name]) for name in _OFFSETS_OF}
+    graphs, feat_row = [], 0
+    for i, graph_id in enumerate(np.asarray(arrays["graph_ids"])):
+
+        def part(field: str, offsets: str, i: int = i) -> np.ndarray:
+            return arrays[field][cut[offsets][i] : cut[offsets][i + 1]]
+
+        c = int(cut["config_offsets"][i + 1] - cut["config_offsets"][i])
+        nc = int(cut["configurable_offsets"][i + 1] - cut["configurable_offsets"][i])
+        feat = arrays["node_config_feat"][feat_row : feat_row + c * nc]
+        feat_row += c * nc
+        graphs.append(
+            LayoutGraph(
+                graph_id=str(graph_id),
+                node_feat=part("node_feat", "node_offsets"),
+                node_opcode=part("node_opcode", "node_offsets"),
+                edge_index=part("edge_index", "edge_offsets"),
+                node_config_ids=part("node_config_ids", "configurable_offsets"),
+                node_config_feat=feat.reshape(c, nc, NODE_CONFIG_FEAT_DIM),
+                config_runtime=part("config_runtime", "config_offsets"),
+                node_splits=part("node_splits", "split_offsets"),
+            )
+        )
+    return graphs
+
+
+def check_layout_cache(
+    cache_path: Path, verify: bool = True
+) -> tuple[list[LayoutGraph] | None, str | None]:
+    """A cached split's graphs and None, or None and what is wrong (None, None: absent).
+
+        graphs, problem = check_layout_cache(layout_cache_path(cache_dir, folder, files))
+
+    The graphs' arrays are read-only memory-mapped views of the folder's
+    files. Never raises on a damaged folder.
+    """
+    loaded, problem = check_array_folder(
+        cache_path,
+        FIELDS,
+        version=LAYOUT_CACHE_VERSION,
+        structure_problem=_structure_problem,
+        verify=verify,
+    )
+    if loaded is None:
+        return None, problem
+    return _graphs(loaded.arrays), None
+
+
+def load_cached_graphs(
+    folder: Path | str,
+    files: Sequence[Path],
+    cache_dir: Path | str,
+    read: Callable[[Path], LayoutGraph],
+    log: Callable[[str], None] | None = print,
+) -> list[LayoutGraph]:
+    """Every graph of `files` (a split folder's), from the cache, built with `read` if needed.
+
+        graphs = load_cached_graphs(folder, files, "~/cache", read_layout_file)
+
+    A damaged cache is said in one `log` line (print when None) and rebuilt;
+    a cache that cannot be written is one PipelineError line naming --cache_dir.
+    """
+    folder = Path(folder).expanduser()
+    cache_path = layout_cache_path(cache_dir, folder, files)
+    graphs, problem = check_layout_cache(cache_path)
+    if graphs is not None:
+        return graphs
+    if problem is not None:
+        (log or print)(f"cache: {cache_path} is damaged ({problem}); rebuilding it from {folder}")
+        discard_directory(cache_path)
+    try:
+        save_layout_cache((read(f) for f in files), cache_path, folder.name)
+    except OSError as e:
+        raise PipelineError(
+            f"{cache_path}: cannot write the cache ({describe_write_error(e)}); check --cache_dir"
+        ) from None
+    # Just written (or just published by a concurrent writer of the same
+    # files): its checksums are verified, and stamped, on the next load.
+    graphs, problem = check_layout_cache(cache_path, verify=False)
+    if graphs is None:
+        raise PipelineError(
+            f"{cache_path}: the cache just written does not load ({problem}); check --cache_dir"
+        )
+    return graphs

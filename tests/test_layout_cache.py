@@ -1,0 +1,276 @@
+"""The layout split cache: the same graphs as the files, memory-mapped int8, keyed by the
+files' content, verified on load, rebuilt when damaged, invisible to a run's identity.
+
+Expectations come from reading the npz files without any cache (the reader the
+rest of the layout tests check against the files' bytes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_layout_data import graph_arrays, write
+
+from baselines.core.errors import PipelineError
+from baselines.layout import cache as layout_cache
+from baselines.layout import data
+from baselines.layout.batching import prepare_graph
+from baselines.layout.graph import LayoutGraph
+from baselines.layout.run_data import load_run_split
+from baselines.layout.train_args import LayoutTrainArgs
+
+REPO = Path(__file__).resolve().parents[1]
+TOY = REPO / "data" / "layout_toy"
+ARRAYS = [f.name for f in dataclasses.fields(LayoutGraph) if f.name != "graph_id"]
+
+
+def make_split(tmp_path: Path) -> Path:
+    """The toy xla:default train files, plus a graph with repeated configurations and
+    one with no configurable node (its configurations hold no rows)."""
+    folder = tmp_path / "layout" / "xla" / "default" / "train"
+    shutil.copytree(TOY / "xla" / "default" / "train", folder)
+    repeats = graph_arrays(c=12, seed=5)
+    repeats["node_config_feat"][[4, 7, 9]] = repeats["node_config_feat"][1]
+    write(folder, repeats, "hand_repeats.npz")
+    none = graph_arrays(c=3, seed=6)
+    none["node_config_ids"] = np.zeros(0, np.int64)
+    none["node_config_feat"] = np.zeros((3, 0, 18), np.float32)
+    write(folder, none, "hand_unconfigurable.npz")
+    return folder
+
+
+def assert_same_graphs(got: list[LayoutGraph], want: list[LayoutGraph]) -> None:
+    assert [g.graph_id for g in got] == [g.graph_id for g in want]
+    for a, b in zip(got, want, strict=True):
+        for field in ARRAYS:
+            x, y = getattr(a, field), getattr(b, field)
+            assert (x.dtype, x.shape) == (y.dtype, y.shape), (a.graph_id, field)
+            np.testing.assert_array_equal(x, y, f"{a.graph_id}: {field}")
+
+
+def only_folder(cache: Path) -> Path:
+    (folder,) = [p for p in cache.iterdir() if ".tmp-" not in p.name]
+    return folder
+
+
+def test_cached_split_equals_a_fresh_read_with_int8_memory_mapped(tmp_path):
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    fresh = data.load_layout_split(folder, log=None)
+    assert fresh[0].node_config_feat.dtype == np.int8
+    cold = data.load_layout_split(folder, log=None, cache_dir=cache)
+    warm = data.load_layout_split(folder, log=None, cache_dir=cache)
+    assert_same_graphs(cold, fresh)
+    assert_same_graphs(warm, fresh)
+    for graph in warm:
+        assert graph.node_config_feat.dtype == np.int8
+        if graph.node_config_feat.size:  # numpy gives an empty slice as a plain array
+            assert isinstance(graph.node_config_feat, np.memmap), graph.graph_id
+    # On disk: one byte per value (float32 would be four), plus a small header.
+    values = sum(g.node_config_feat.size for g in fresh)
+    size = (only_folder(cache) / "node_config_feat.npy").stat().st_size
+    assert values <= size < values + 4096
+
+
+def test_second_load_does_not_read_the_files(tmp_path, monkeypatch):
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    fresh = data.load_layout_split(folder, log=None)
+    reads = []
+    real = data.read_layout_file
+    monkeypatch.setattr(data, "read_layout_file", lambda p: reads.append(p) or real(p))
+    data.load_layout_split(folder, log=None, cache_dir=cache)
+    assert len(reads) == len(fresh)  # the cold load reads each file once
+
+    def refuse(path):
+        raise AssertionError(f"{path} read although the cache holds it")
+
+    monkeypatch.setattr(data, "read_layout_file", refuse)
+    assert_same_graphs(data.load_layout_split(folder, log=None, cache_dir=cache), fresh)
+
+
+def _flip_last_byte(path: Path) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 0x01  # inside the data (the header comes first)
+    path.write_bytes(bytes(raw))
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-1])
+
+
+@pytest.mark.parametrize(
+    "field, damage, says",
+    [
+        ("node_config_feat", _flip_last_byte, "node_config_feat.npy does not match its checksum"),
+        ("config_runtime", _flip_last_byte, "config_runtime.npy does not match its checksum"),
+        ("edge_index", _flip_last_byte, "edge_index.npy does not match its checksum"),
+        ("node_config_feat", _truncate, "node_config_feat.npy unreadable"),
+    ],
+)
+def test_damaged_cache_is_detected_and_rebuilt(tmp_path, field, damage, says):
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    fresh = data.load_layout_split(folder, log=None)
+    data.load_layout_split(folder, log=None, cache_dir=cache)
+    damage(only_folder(cache) / f"{field}.npy")
+
+    lines: list[str] = []
+    rebuilt = data.load_layout_split(folder, log=lines.append, cache_dir=cache)
+    assert len(lines) == 1 and "damaged" in lines[0] and "rebuilding" in lines[0], lines
+    assert says in lines[0], lines
+    assert_same_graphs(rebuilt, fresh)
+    # Whole again: the next load is silent, from the cache, and equal to the files.
+    again = data.load_layout_split(folder, log=lines.append, cache_dir=cache)
+    assert len(lines) == 1
+    assert isinstance(again[0].node_config_feat, np.memmap)
+    assert_same_graphs(again, fresh)
+    assert not [p for p in cache.iterdir() if ".tmp-" in p.name]
+
+
+def test_offsets_that_do_not_cut_the_rows_are_refused(tmp_path):
+    """Offsets are checked on every load, not only through the checksums."""
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    data.load_layout_split(folder, log=None, cache_dir=cache)
+    cached = only_folder(cache)
+    offsets = np.array(np.load(cached / "config_offsets.npy"))
+    offsets[-1] += 1
+    np.save(cached / "config_offsets.npy", offsets)
+    graphs, problem = layout_cache.check_layout_cache(cached, verify=False)
+    assert graphs is None and "config_offsets.npy does not cut the rows" in problem
+
+
+def _edit_runtime_keeping_size_and_mtime(path: Path) -> np.ndarray:
+    before = path.stat()
+    arrays = dict(np.load(path))
+    arrays["config_runtime"] = arrays["config_runtime"] + 7
+    np.savez(path, **arrays)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    return arrays["config_runtime"]
+
+
+def test_changed_added_or_removed_file_gives_a_new_cache(tmp_path):
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    first = data.load_layout_split(folder, log=None, cache_dir=cache)
+    target = folder / "hand_repeats.npz"  # written uncompressed: an edit keeps its size
+    at = sorted(folder.glob("*.npz")).index(target)
+    key = layout_cache.layout_cache_path(cache, folder, sorted(folder.glob("*.npz")))
+
+    edited = _edit_runtime_keeping_size_and_mtime(target)
+    files = sorted(folder.glob("*.npz"))
+    assert layout_cache.layout_cache_path(cache, folder, files) != key
+    graphs = data.load_layout_split(folder, log=None, cache_dir=cache)
+    np.testing.assert_array_equal(graphs[at].config_runtime, edited)
+    np.testing.assert_array_equal(graphs[at].config_runtime, first[at].config_runtime + 7)
+    assert len(list(cache.iterdir())) == 2
+
+    shutil.copy(target, folder / "zz_added.npz")
+    assert len(data.load_layout_split(folder, log=None, cache_dir=cache)) == len(first) + 1
+    target.unlink()
+    (folder / "zz_added.npz").unlink()
+    assert len(data.load_layout_split(folder, log=None, cache_dir=cache)) == len(first) - 1
+    assert len(list(cache.iterdir())) == 4
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_reductions_on_the_cached_split_match_a_fresh_read(tmp_path, training):
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    reduce = dict(training=training, prune_hops=1, drop_duplicates=True, max_configs=6, seed=3)
+    fresh_lines: list[str] = []
+    fresh = load_run_split(folder, log=fresh_lines.append, **reduce)
+    data.load_layout_split(folder, log=None, cache_dir=cache)  # cold: builds the cache
+    lines: list[str] = []
+    cached = load_run_split(folder, log=lines.append, cache_dir=cache, **reduce)
+    assert_same_graphs(cached, fresh)
+    assert lines == fresh_lines
+    raw = data.load_layout_split(folder, log=None)
+    if training:  # the reductions did something: repeats dropped, configurations sampled
+        assert "dropped" in lines[0] and "dropped 0 " not in lines[0]
+        assert max(g.num_configs for g in cached) == 6 < max(g.num_configs for g in raw)
+    assert sum(g.num_nodes for g in cached) < sum(g.num_nodes for g in raw)  # pruned
+
+
+def test_prepared_graphs_read_the_configurations_in_place(tmp_path):
+    """Batching reads the int8 configurations from the memory map (no copy, no float32)."""
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    data.load_layout_split(folder, log=None, cache_dir=cache)
+    graph = data.load_layout_split(folder, log=None, cache_dir=cache)[0]
+    prepared = prepare_graph(graph)
+    assert prepared.config_values.dtype == np.int8
+    assert np.shares_memory(prepared.config_values, graph.node_config_feat)
+
+
+def test_unwritable_cache_is_one_line(tmp_path, monkeypatch):
+    folder = make_split(tmp_path)
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(PipelineError, match="cache"):
+        data.load_layout_split(folder, log=None, cache_dir=blocker)
+
+
+def test_cache_dir_is_not_part_of_the_run_hash():
+    base = LayoutTrainArgs()
+    assert LayoutTrainArgs(cache_dir="/somewhere").run_hash() == base.run_hash()
+    assert LayoutTrainArgs(cache_dir="None").cache_dir is None
+    assert LayoutTrainArgs(seed=1).run_hash() != base.run_hash()
+
+
+def _run(script: str, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / script), *flags],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+
+
+def _read_run(path: Path) -> dict:
+    with gzip.open(path, "rb") as f:
+        return json.loads(f.read())
+
+
+def _saved(stdout: str, prefix: str) -> Path:
+    line = next(line for line in stdout.splitlines() if line.startswith(prefix))
+    return Path(line.split(": ", 1)[1])
+
+
+@pytest.mark.slow
+def test_training_and_ranking_with_a_cache_match_without(tmp_path):
+    common = [
+        "--source=xla",
+        "--search=default",
+        "--epochs=2",
+        '--model_kwargs_json={"hidden_dim": 8, "op_embed_dim": 8}',
+    ]
+    cache = tmp_path / "cache"
+    plain = _run("layout_train.py", *common, f"--out_dir={tmp_path / 'a'}")
+    cached = _run("layout_train.py", *common, f"--out_dir={tmp_path / 'b'}", f"--cache_dir={cache}")
+    assert plain.returncode == 0, plain.stderr
+    assert cached.returncode == 0, cached.stderr
+    model_a, model_b = _saved(plain.stdout, "saved model: "), _saved(cached.stdout, "saved model: ")
+    assert model_a.name == model_b.name  # same run hash
+    assert sorted(p.name.split("-")[1] for p in cache.iterdir()) == ["train", "valid"]
+    run_a = _read_run(_saved(plain.stdout, "saved run file: "))
+    run_b = _read_run(_saved(cached.stdout, "saved run file: "))
+    assert run_a["val"] == run_b["val"] and run_a["train_curve"] == run_b["train_curve"]
+
+    csv_a, csv_b = tmp_path / "a.csv", tmp_path / "b.csv"
+    done_a = _run("layout_gen_predictions_csv.py", f"--dir={model_a}", f"--output={csv_a}")
+    done_b = _run(
+        "layout_gen_predictions_csv.py",
+        f"--dir={model_b}",
+        f"--output={csv_b}",
+        f"--cache_dir={cache}",
+    )
+    assert done_a.returncode == 0, done_a.stderr
+    assert done_b.returncode == 0, done_b.stderr
+    assert csv_a.read_text() == csv_b.read_text()
+    assert sorted(p.name.split("-")[1] for p in cache.iterdir()) == ["test", "train", "valid"]
