@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEMO_OUT := out/demo
 DEMO_DATA := data/tile_xla_toy
+DEMO_LAYOUT_DATA := data/layout_toy
+DEMO_LAYOUT_CSV := $(DEMO_OUT)/layout/layout_xla_default_predictions.csv
 
 .PHONY: install demo test test-fast check-model mutation lint bench clean
 
@@ -18,14 +20,21 @@ $(VENV)/.installed: requirements.txt constraints.txt
 	@$(PY) -c 'import numpy, sys; sys.exit(0 if numpy.__version__.startswith("1.") else "numpy 2 got in")'
 	touch $@
 
-# Toy training, then predictions, then a submission, on the bundled toy data.
+# Toy training, then predictions, on the bundled toy data: tile:xla and one layout
+# collection (layout:xla:default); then one submission of both (the other three
+# layout collections get dummy rankings).
 demo: install
 	$(PY) tiles_train.py --model=MLP --toy_data=True --epochs=20 --early_stop=10 \
 		--data_root=$(DEMO_DATA) --out_dir=$(DEMO_OUT) --cache_dir=$(DEMO_OUT)/cache
 	$(PY) tiles_gen_predictions_csv.py --dir "$$(ls -td $(DEMO_OUT)/model_* | head -1)" \
 		--data_root=$(DEMO_DATA) --output=$(DEMO_OUT)/predictions_output_model.csv
-	$(PY) create_kaggle_csv.py --data_root=$(DEMO_DATA) --allow_missing \
-		--inputcsv=$(DEMO_OUT)/predictions_output_model.csv --output=$(DEMO_OUT)/predictions_kaggle.csv
+	$(PY) layout_train.py --source=xla --search=default --epochs=2 \
+		--data_root=$(DEMO_LAYOUT_DATA) --out_dir=$(DEMO_OUT)/layout
+	$(PY) layout_gen_predictions_csv.py --dir "$$(ls -td $(DEMO_OUT)/layout/model_* | head -1)" \
+		--output=$(DEMO_LAYOUT_CSV)
+	$(PY) create_kaggle_csv.py --data_root=$(DEMO_DATA) --layout_root=$(DEMO_LAYOUT_DATA) \
+		--allow_missing --inputcsv=$(DEMO_OUT)/predictions_output_model.csv,$(DEMO_LAYOUT_CSV) \
+		--output=$(DEMO_OUT)/predictions_kaggle.csv
 
 # Everything (what CI runs).
 test: install

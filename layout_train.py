@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -63,12 +65,27 @@ def write_tensorboard(folder: Path, curve: dict[str, list]) -> None:
 
 
 def main() -> int:
-    args = parse_args()
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    train_run(parse_args(), progress=sys.stderr.isatty(), log=log)
+    return 0
+
+
+def train_run(
+    args: LayoutTrainArgs, *, progress: bool = False, log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Trains and saves one layout run as this script does; returns its run record.
+
+        record = train_run(LayoutTrainArgs(epochs=2, out_dir="out/layout"))
+        record["run_hash"], record["val"]["kendall_tau"]
+
+    Writes `model_<hash>/`, `run_<hash>.jsonz` and `tb_<hash>/` into
+    `args.out_dir`; a bad flag is a PipelineError (one line) before TensorFlow
+    works. `layout_beam_experiments.py` trains each run of a sweep with it.
+    """
     args.check_flags()  # before the slow TensorFlow import
     root, toy = resolve_layout_root(args.data_root)
     out = Path(args.out_dir).expanduser()
     check_writable_dir(out, "--out_dir")
-    log = lambda line: print(line, flush=True)  # noqa: E731
     if args.cache_dir is not None:
         cache = Path(args.cache_dir).expanduser()
         check_writable_dir(cache, "--cache_dir")
@@ -108,7 +125,7 @@ def main() -> int:
         seed=args.seed,
         losses=args.losses,
         early_stop=args.early_stop,
-        progress=sys.stderr.isatty(),
+        progress=progress,
     )
     val = record["val"]
     log(
@@ -139,7 +156,7 @@ def main() -> int:
     log(f"TensorBoard (learning curve): {tb_dir}")
     if toy:
         log(toy_banner(root))
-    return 0
+    return run
 
 
 if __name__ == "__main__":

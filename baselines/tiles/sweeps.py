@@ -1,8 +1,8 @@
-"""Sweeps of training runs: what to train, and the table of what came out.
+"""Sweeps of tile training runs: the paper's grid, and what a tile run's summary shows.
 
-A sweep is a list of flag dicts (keys = `tiles_train.py` flag names) on top of
-base flags; every run is `TrainArgs(**{**base, **entry, **overrides})`, where
-`overrides` are the flags given on the command line (they win in every run).
+The machinery (grid expansion, the Beam pipeline, failure capture, the summary
+files, the ensemble command) is `baselines/core/sweeps.py`; this module gives
+it the tile parts as `TILE_SWEEPS` and keeps the tile-level names:
 
     sweep = load_sweep("paper")                 # or "seeds" (num_seeds=N), or "FILE.json"
     runs = expand_runs(sweep, {"epochs": 3})    # [TrainArgs, ...], duplicates dropped
@@ -16,28 +16,23 @@ training function as an argument.
 
 from __future__ import annotations
 
-import csv
-import dataclasses
-import difflib
-import io
 import itertools
 import json
 import math
-import os
-import shlex
-import time
+import time  # noqa: F401  (sweeps.time: the clock of run_one's wall time, patched in tests)
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.core.errors import PipelineError
-from baselines.core.io_utils import atomic_write_text, read_user_text
+from baselines.core import sweeps as core
+from baselines.core.sweeps import DEBUG_RUNS as DEBUG_RUNS
+from baselines.core.sweeps import SUMMARY_CSV as SUMMARY_CSV
+from baselines.core.sweeps import SUMMARY_MD as SUMMARY_MD
+from baselines.core.sweeps import Sweep
+from baselines.core.sweeps import seeds_sweep as seeds_sweep
 from baselines.tiles.train_args import TrainArgs
 
-SUMMARY_CSV = "sweep_summary.csv"
-SUMMARY_MD = "sweep_summary.md"
 TOP_KS = ("1", "5", "10")  # keys of a run record's final_error["val"]
-DEBUG_RUNS = 2  # --debug trains the first two runs, as upstream's script does
 
 # The paper's hyperparameter grid (TpuGraphs paper, Table 5), as the
 # upstream sweep `tiles_beam_experiments.py` spells it: every (model, kwargs)
@@ -85,15 +80,6 @@ PAPER_TRAINING_AXES: tuple[tuple[str, tuple[Any, ...]], ...] = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class Sweep:
-    """Named runs: each entry's flags on top of `base`."""
-
-    name: str
-    base: dict[str, Any]
-    entries: tuple[dict[str, Any], ...]
-
-
 def paper_sweep() -> Sweep:
     """The paper's grid: PAPER_MODEL_GRID x PAPER_TRAINING_AXES on PAPER_BASE_FLAGS."""
     names = [name for name, _ in PAPER_TRAINING_AXES]
@@ -105,115 +91,81 @@ def paper_sweep() -> Sweep:
     return Sweep("paper", dict(PAPER_BASE_FLAGS), tuple(entries))
 
 
-def seeds_sweep(num_seeds: int) -> Sweep:
-    """Seeds 0..num_seeds-1 of one recipe (the recipe is the command line's flags)."""
-    if num_seeds < 1:
-        raise PipelineError(f"--num_seeds: must be at least 1, got {num_seeds}")
-    return Sweep("seeds", {}, tuple({"seed": seed} for seed in range(num_seeds)))
+def summarize(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A tile run record's summary fields: validation top-K errors, best validated OPA, epochs.
+
+    summarize(record)["val_error"] == {"1": 0.31, "5": 0.12, "10": 0.05}
+    """
+    # None marks epochs without validation (--eval_every > 1).
+    val_opa = [v for v in record.get("train_curve", {}).get("val_opa", []) if v is not None]
+    val_opa = val_opa or [math.nan]
+    return dict(
+        val_error={k: float(record["final_error"]["val"][k]) for k in TOP_KS},
+        val_opa=float(max(val_opa)),
+        best_epoch=int(record.get("best_epoch", -1)),
+        epochs_run=len(record.get("train_curve", {}).get("epoch", [])),
+    )
 
 
-def _field_types() -> dict[str, str]:
-    return {f.name: str(f.type) for f in dataclasses.fields(TrainArgs)}
+def metric_cells(result: Mapping[str, Any]) -> list[float]:
+    """The summary's metric cells: top-1/5/10 validation error, then val OPA."""
+    return [*(result["val_error"][k] for k in TOP_KS), result["val_opa"]]
+
+
+def sort_key(result: Mapping[str, Any]) -> tuple:
+    """Best first: validation top-5 error, then top-1, top-10 (NaN last), then the hash."""
+    errors = [result["val_error"][k] for k in ("5", "1", "10")]
+    return (*((math.isnan(e), e) for e in errors), result["run_hash"])
+
+
+def done_line(result: Mapping[str, Any]) -> str:
+    """The log line's end for a trained run: "val top-1/5/10 error 0.5000 / 0.2500 / 0.1250"."""
+    return "val top-1/5/10 error " + " / ".join(f"{result['val_error'][k]:.4f}" for k in TOP_KS)
+
+
+TILE_SWEEPS = core.SweepKind(
+    name="tile",
+    args_type=TrainArgs,
+    train_script="tiles_train.py",
+    train_function="baselines.tiles.train_lib:train",
+    predict_script="tiles_gen_predictions_csv.py",
+    metric_columns=("val_top1_err", "val_top5_err", "val_top10_err", "val_opa"),
+    metric_cells=metric_cells,
+    summarize=summarize,
+    sort_key=sort_key,
+    ranking="validation top-5 error",
+    done_line=done_line,
+    named_sweeps={"paper": paper_sweep},
+    named_help="paper (the paper's grid), ",
+    default_sweep="paper",
+    sweep_example='[{"model": "MLP"}, {"model": "EarlyJoinSAGE", "lr": 0.01}]',
+)
+
+
+# --- the core functions for tile runs --------------------------------------------------------
 
 
 def check_flag_value(name: str, value: Any, where: str) -> Any:
-    """`value` for flag `name` if its JSON type fits the flag's type, else PipelineError.
-
-    A dict is taken for `model_kwargs_json` (stored as its JSON text).
-    """
-    kind = _field_types()[name]
-    if name == "model_kwargs_json" and isinstance(value, dict):
-        return json.dumps(value)
-    ok = {
-        "bool": isinstance(value, bool),
-        "int": isinstance(value, int) and not isinstance(value, bool),
-        "float": isinstance(value, int | float) and not isinstance(value, bool),
-        "str": isinstance(value, str),
-    }[kind]
-    if not ok:
-        wanted = {"bool": "true or false", "int": "an integer", "float": "a number"}
-        raise PipelineError(
-            f"{where}: --{name} must be {wanted.get(kind, 'a string')}, got {json.dumps(value)}"
-        )
-    return float(value) if kind == "float" else value
+    """`value` for tiles_train.py flag `name` if its type fits: check_flag_value("lr", 1, "x")."""
+    return core.check_flag_value(TILE_SWEEPS, name, value, where)
 
 
 def read_sweep_file(path: Path | str) -> Sweep:
     """A JSON list of flag dicts (keys = tiles_train.py flag names), checked."""
-    path = Path(path).expanduser()
-    text = read_user_text(path, "--sweep", "sweep file ")
-    try:
-        entries = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise PipelineError(
-            f"--sweep: {path} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})"
-        ) from None
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise PipelineError(
-            f"--sweep: {path} must hold a JSON list of objects of flags, "
-            'e.g. [{"model": "MLP"}, {"model": "EarlyJoinSAGE", "lr": 0.01}]'
-        )
-    if not entries:
-        raise PipelineError(f"--sweep: {path} lists no runs")
-    known = TrainArgs.flag_names()
-    checked = []
-    for number, entry in enumerate(entries, 1):
-        where = f"--sweep: {path} run {number}"
-        unknown = sorted(set(entry) - known)
-        if unknown:
-            near = difflib.get_close_matches(unknown[0], sorted(known), n=1)
-            hint = f" (did you mean {near[0]}?)" if near else ""
-            raise PipelineError(
-                f"{where}: unknown flag {', '.join(unknown)}{hint}; known flags: "
-                f"{', '.join(sorted(known))}"
-            )
-        checked.append({k: check_flag_value(k, v, where) for k, v in entry.items()})
-    return Sweep(str(path), {}, tuple(checked))
+    return core.read_sweep_file(TILE_SWEEPS, path)
 
 
 def load_sweep(name: str, num_seeds: int | None = None) -> Sweep:
     """`paper`, `seeds` (with `num_seeds`), or the path of a JSON sweep file."""
-    if num_seeds is not None and name != "seeds":
-        raise PipelineError("--num_seeds: only for --sweep=seeds")
-    if name == "paper":
-        return paper_sweep()
-    if name == "seeds":
-        if num_seeds is None:
-            raise PipelineError("--sweep=seeds needs --num_seeds N (seeds 0..N-1)")
-        return seeds_sweep(num_seeds)
-    if name.endswith(".json") or Path(name).expanduser().is_file():
-        return read_sweep_file(name)
-    raise PipelineError(f"--sweep: unknown sweep '{name}'; use paper, seeds or a FILE.json")
+    return core.load_sweep(TILE_SWEEPS, name, num_seeds)
 
 
 def expand_runs(sweep: Sweep, overrides: Mapping[str, Any]) -> tuple[list[TrainArgs], int]:
-    """One TrainArgs per entry (base < entry < overrides) and how many repeats were dropped.
-
-    Two entries that end up with the same flags (the same run hash) would
-    train the same run into the same files; the later one is dropped.
-    """
-    if sweep.name == "seeds" and "seed" in overrides:
-        raise PipelineError("--seed: not with --sweep=seeds, which sets the seed of every run")
-    runs: dict[str, TrainArgs] = {}
-    for entry in sweep.entries:
-        args = TrainArgs(**{**sweep.base, **entry, **overrides})
-        runs.setdefault(args.run_hash(), args)
-    return list(runs.values()), len(sweep.entries) - len(runs)
+    """One TrainArgs per entry (base < entry < overrides) and how many repeats were dropped."""
+    return core.expand_runs(TILE_SWEEPS, sweep, overrides)
 
 
-def summary_dir(runs: Sequence[TrainArgs]) -> Path:
-    """The one `--out_dir` of every run: where the summary goes."""
-    dirs = sorted({str(Path(args.out_dir).expanduser()) for args in runs})
-    if len(dirs) != 1:
-        raise PipelineError(
-            f"--out_dir: the sweep's runs write to {len(dirs)} folders ({', '.join(dirs)}); "
-            "pass --out_dir to put every run and the summary in one"
-        )
-    return Path(dirs[0])
-
-
-def one_line(text: str) -> str:
-    return " ".join(str(text).split())
+summary_dir = core.summary_dir
 
 
 def run_one(
@@ -223,176 +175,32 @@ def run_one(
     train: Callable[..., dict[str, Any]],
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Trains one run with `train(args, progress=False, log=...)`; a result either way.
+    """Trains one tile run with `train(args, progress=False, log=...)`; a result either way.
 
-    The result is `status` "ok" with the run's validation errors, best
-    validation OPA, epochs and wall time, or `status` "error" with the
-    failure in one line (PipelineError's message; other exceptions with their
-    type). Only KeyboardInterrupt and SystemExit pass through.
+    run_one(0, 3, args, train_lib.train, print)["val_error"]["5"]
     """
-    run_hash = args.run_hash()
-    label = f"[run {index + 1}/{total} {run_hash[:8]}]"
-    result: dict[str, Any] = {
-        "index": index,
-        "run_hash": run_hash,
-        "flags": args.to_dict(),
-        "model_dir": str(Path(args.out_dir).expanduser() / f"model_{run_hash}"),
-    }
-    log(f"{label} start in process {os.getpid()}: {args.model} {args.model_kwargs_json}")
-    started = time.perf_counter()
-    try:
-        record = train(args, progress=False, log=lambda line: log(f"{label} {line}"))
-    except Exception as e:  # one failed run must not stop the sweep
-        message = (
-            one_line(e) if isinstance(e, PipelineError) else f"{type(e).__name__}: {one_line(e)}"
-        )
-        log(f"{label} failed: {message}")
-        return {**result, "status": "error", "error": message or type(e).__name__}
-    if record.get("run_hash", run_hash) != run_hash:  # named with its data identity
-        result["run_hash"] = record["run_hash"]
-        result["model_dir"] = str(Path(args.out_dir).expanduser() / f"model_{record['run_hash']}")
-    # None marks epochs without validation (--eval_every > 1).
-    val_opa = [v for v in record.get("train_curve", {}).get("val_opa", []) if v is not None]
-    val_opa = val_opa or [math.nan]
-    result.update(
-        status="ok",
-        val_error={k: float(record["final_error"]["val"][k]) for k in TOP_KS},
-        val_opa=float(max(val_opa)),
-        best_epoch=int(record.get("best_epoch", -1)),
-        epochs_run=len(record.get("train_curve", {}).get("epoch", [])),
-        wall_s=time.perf_counter() - started,
-    )
-    log(
-        f"{label} done in {result['wall_s']:.0f} s: val top-1/5/10 error "
-        + " / ".join(f"{result['val_error'][k]:.4f}" for k in TOP_KS)
-    )
-    return result
-
-
-def _sort_key(result: Mapping[str, Any]) -> tuple:
-    errors = [result["val_error"][k] for k in ("5", "1", "10")]
-    return (*((math.isnan(e), e) for e in errors), result["run_hash"])
+    return core.run_one(TILE_SWEEPS, index, total, args, train, log)
 
 
 def split_results(
     results: Iterable[Mapping[str, Any]],
 ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
     """Trained runs by validation top-5 error (then top-1, top-10; NaN last), failed runs."""
-    results = list(results)
-    ok = sorted((r for r in results if r["status"] == "ok"), key=_sort_key)
-    failed = sorted((r for r in results if r["status"] != "ok"), key=lambda r: r["index"])
-    return ok, failed
+    return core.split_results(TILE_SWEEPS, results)
 
 
 def differing_flags(results: Iterable[Mapping[str, Any]]) -> list[str]:
     """Flags whose value is not the same in every run, in TrainArgs field order."""
-    results = list(results)
-    names = [f.name for f in dataclasses.fields(TrainArgs)]
-    return [
-        n
-        for n in names
-        if len({json.dumps(r["flags"].get(n), sort_keys=True) for r in results}) > 1
-    ]
+    return core.differing_flags(TILE_SWEEPS, results)
 
 
 def ensemble_command(ranked: Sequence[Mapping[str, Any]], top: int) -> str | None:
     """The command that ensembles the best `top` trained runs (None without any)."""
-    dirs = [r["model_dir"] for r in ranked[:top]]
-    if not dirs:
-        return None
-    return "python tiles_gen_predictions_csv.py --dir " + shlex.quote(",".join(dirs))
-
-
-def _number(value: float, digits: int = 4) -> str:
-    return "nan" if math.isnan(value) else f"{value:.{digits}f}"
-
-
-def summary_rows(results: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows: trained runs best first, then failed runs in sweep order."""
-    results = list(results)
-    ok, failed = split_results(results)
-    flags = differing_flags(results)
-    header = ["rank", "status", "run_hash", *flags]
-    header += ["val_top1_err", "val_top5_err", "val_top10_err", "val_opa", "best_epoch"]
-    header += ["wall_s", "model_dir", "error"]
-    rows = []
-    for rank, r in enumerate(ok, 1):
-        rows.append(
-            [str(rank), "ok", r["run_hash"], *(str(r["flags"][f]) for f in flags)]
-            + [_number(r["val_error"][k]) for k in TOP_KS]
-            + [_number(r["val_opa"]), str(r["best_epoch"]), f"{r['wall_s']:.1f}"]
-            + [r["model_dir"], ""]
-        )
-    for r in failed:
-        rows.append(
-            ["", "error", r["run_hash"], *(str(r["flags"][f]) for f in flags)]
-            + [""] * 6
-            + ["", r["error"]]
-        )
-    return header, rows
-
-
-def summary_csv(results: Iterable[Mapping[str, Any]]) -> str:
-    header, rows = summary_rows(results)
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return out.getvalue()
-
-
-def _cell(text: str) -> str:
-    return one_line(text).replace("|", "\\|") or " "
-
-
-def summary_markdown(results: Iterable[Mapping[str, Any]], ensemble_top: int) -> str:
-    results = list(results)
-    ok, failed = split_results(results)
-    header, rows = summary_rows(results)
-    keep = [i for i, name in enumerate(header) if name not in ("status", "model_dir", "error")]
-    lines = [
-        "# Sweep summary",
-        "",
-        f"{len(results)} runs: {len(ok)} trained, {len(failed)} failed. Trained runs sorted "
-        "by validation top-5 error (val OPA: the best epoch's; wall s: the whole run).",
-        "",
-    ]
-    if ok:
-        lines.append("| " + " | ".join(header[i] for i in keep) + " |")
-        lines.append("|" + "---|" * len(keep))
-        lines += ["| " + " | ".join(_cell(row[i]) for i in keep) + " |" for row in rows[: len(ok)]]
-        lines.append("")
-    if failed:
-        flags = differing_flags(results)
-        lines += ["## Failed runs", ""]
-        lines.append("| run_hash | " + " | ".join([*flags, "error"]) + " |")
-        lines.append("|" + "---|" * (len(flags) + 2))
-        for r in failed:
-            cells = [r["run_hash"], *(str(r["flags"][f]) for f in flags), r["error"]]
-            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-        lines.append("")
-    command = ensemble_command(ok, ensemble_top)
-    if command:
-        count = min(ensemble_top, len(ok))
-        lines += [
-            f"## Ensemble of the best {count}",
-            "",
-            "```bash",
-            command,
-            "```",
-            "",
-        ]
-    return "\n".join(lines)
+    return core.ensemble_command(TILE_SWEEPS, ranked, top)
 
 
 def write_summary(
     out_dir: Path | str, results: Iterable[Mapping[str, Any]], ensemble_top: int
 ) -> tuple[Path, Path]:
     """Writes sweep_summary.csv and sweep_summary.md into `out_dir`, each atomically."""
-    results = list(results)
-    out_dir = Path(out_dir).expanduser()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path = out_dir / SUMMARY_CSV, out_dir / SUMMARY_MD
-    atomic_write_text(csv_path, summary_csv(results))
-    atomic_write_text(md_path, summary_markdown(results, ensemble_top))
-    return csv_path, md_path
+    return core.write_summary(TILE_SWEEPS, out_dir, results, ensemble_top)

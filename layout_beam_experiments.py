@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Trains a sweep of layout models as an Apache Beam pipeline, one run per element.
+
+    python layout_beam_experiments.py --sweep=seeds --num_seeds=3 \
+        --flagfile=configs/layout/baseline.flags --out_dir=out/layout_seeds
+    python layout_beam_experiments.py --sweep=my_sweep.json --epochs=3 --out_dir=out/layout_sweep
+
+The twin of `tiles_beam_experiments.py` (the same machinery, flags and
+summary) for `layout_train.py`: every `layout_train.py` flag given here
+(`--flagfile` included) overrides that flag in every run; other flags go to
+Apache Beam (`--runner` and its options; locally two worker processes). Each
+run trains as `layout_train.py` would (same files, same hash); a failed run is
+reported and the sweep goes on. At the end `sweep_summary.csv` and
+`sweep_summary.md` are written to `--out_dir`: the runs by validation Kendall's
+tau (higher first), the failures, and the `layout_gen_predictions_csv.py`
+command that ensembles the best `--ensemble_top` runs of the best run's
+collection. Exit status 1 if a run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from baselines.core import sweeps as core
+from baselines.core.errors import run_cli
+from baselines.layout.sweeps import LAYOUT_SWEEPS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """layout_train.py's flags (one per LayoutTrainArgs field; given ones override), the sweep's."""
+    return core.build_parser(LAYOUT_SWEEPS, __doc__)
+
+
+def plan(argv: list[str]) -> core.Plan:
+    """Parses and checks the command line (no Beam, no TensorFlow yet).
+
+    plan(["--sweep=seeds", "--num_seeds=3", "--epochs=1"]).runs   # three LayoutTrainArgs
+    """
+    return core.plan(LAYOUT_SWEEPS, argv, __doc__)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the sweep on Beam and prints its summary; 1 if a run failed."""
+    return core.main(LAYOUT_SWEEPS, sys.argv[1:] if argv is None else argv, __doc__)
+
+
+if __name__ == "__main__":
+    run_cli(main)
