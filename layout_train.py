@@ -9,13 +9,18 @@ Reads `<data_root>/<source>/<search>/{train,valid}` (duplicates dropped, at most
 nodes; through a memory-mapped cache in `--cache_dir` when given), trains with
 `baselines.layout.train_lib.train_layout` and writes
 `model_<hash>/` (weights.npz and a copy of the run record), `run_<hash>.jsonz`
-and `tb_<hash>/` (TensorBoard: the learning curve) into `--out_dir`. The
-default data root is the bundled synthetic TOY set.
+and `tb_<hash>/` (TensorBoard, written after every epoch: learning rate,
+losses, OPA, validation Kendall tau) into `--out_dir`. While training,
+`backup_<hash>/` holds the last finished epoch: the same command started again
+after a crash resumes there. `--strategy` as for tiles_train.py. The default
+data root is the bundled synthetic TOY set.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -29,6 +34,7 @@ from baselines.core.startup import prepare_tensorflow_import
 prepare_tensorflow_import()
 
 from baselines.core.cli import add_field_flags, entry_parser
+from baselines.core.distribution import add_strategy_flag, check_strategy_environment
 from baselines.core.errors import run_cli
 from baselines.core.flagfile import expand_flagfiles
 from baselines.core.io_utils import check_writable_dir, remove_stale_temporaries
@@ -36,42 +42,45 @@ from baselines.layout.train_args import LayoutTrainArgs, resolve_layout_root, to
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """One flag per LayoutTrainArgs field, with the field's default, and --strategy."""
     parser = entry_parser(
         __doc__,
         epilog="--flagfile=FILE reads one --flag=value per line (absl's convention); "
         "flags after it override it.",
     )
     add_field_flags(parser, LayoutTrainArgs, default=lambda field: field.default)
+    # Not a LayoutTrainArgs field: the same recipe on 1 or N devices is the same run (hash).
+    add_strategy_flag(parser)
     return parser
 
 
-def parse_args(argv: list[str] | None = None) -> LayoutTrainArgs:
+def parse_command(argv: list[str] | None = None) -> tuple[LayoutTrainArgs, str]:
+    """Flags (with `--flagfile=FILE` expanded in place; later flags win): args, strategy."""
     argv = sys.argv[1:] if argv is None else argv
-    argv = expand_flagfiles(argv, LayoutTrainArgs.flag_names())
-    return LayoutTrainArgs(**vars(build_parser().parse_args(argv)))
+    argv = expand_flagfiles(argv, LayoutTrainArgs.flag_names() | {"strategy"})
+    flags = vars(build_parser().parse_args(argv))
+    strategy = flags.pop("strategy")
+    return LayoutTrainArgs(**flags), strategy
 
 
-def write_tensorboard(folder: Path, curve: dict[str, list]) -> None:
-    """The learning curve as TensorBoard scalars (written after training, one step per epoch)."""
-    import tensorflow as tf
-
-    writer = tf.summary.create_file_writer(str(folder))
-    with writer.as_default():
-        for i, epoch in enumerate(curve.get("epoch", [])):
-            for key, values in curve.items():
-                if key != "epoch" and i < len(values) and values[i] is not None:
-                    tf.summary.scalar(key, values[i], step=int(epoch))
-    writer.close()
+def parse_args(argv: list[str] | None = None) -> LayoutTrainArgs:
+    """The LayoutTrainArgs of a command line (see `parse_command`)."""
+    return parse_command(argv)[0]
 
 
 def main() -> int:
+    args, strategy_name = parse_command()
     log = lambda line: print(line, flush=True)  # noqa: E731
-    train_run(parse_args(), progress=sys.stderr.isatty(), log=log)
+    train_run(args, strategy_name=strategy_name, progress=sys.stderr.isatty(), log=log)
     return 0
 
 
 def train_run(
-    args: LayoutTrainArgs, *, progress: bool = False, log: Callable[[str], None] = print
+    args: LayoutTrainArgs,
+    *,
+    strategy_name: str = "default",
+    progress: bool = False,
+    log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Trains and saves one layout run as this script does; returns its run record.
 
@@ -80,9 +89,12 @@ def train_run(
 
     Writes `model_<hash>/`, `run_<hash>.jsonz` and `tb_<hash>/` into
     `args.out_dir`; a bad flag is a PipelineError (one line) before TensorFlow
-    works. `layout_beam_experiments.py` trains each run of a sweep with it.
+    works. `layout_beam_experiments.py` trains each run of a sweep with it. A
+    worker that is not the chief of a `multi_worker` cluster saves nothing and
+    returns an empty record.
     """
     args.check_flags()  # before the slow TensorFlow import
+    check_strategy_environment(strategy_name, os.environ.get("TF_CONFIG"))
     root, toy = resolve_layout_root(args.data_root)
     out = Path(args.out_dir).expanduser()
     check_writable_dir(out, "--out_dir")
@@ -97,10 +109,15 @@ def train_run(
     log(f"layout:{args.source}:{args.search} from {folder}; run {run_hash}")
     log(f"note: --keep_nodes={args.keep_nodes} is recorded but not used yet (whole graphs)")
 
+    from baselines.core.distribution import is_chief, make_strategy
     from baselines.layout.run_data import load_run_split
     from baselines.layout.run_files import build_model, save_layout_run
     from baselines.layout.train_lib import train_layout
 
+    strategy = make_strategy(strategy_name)  # before any other TensorFlow op
+    chief = is_chief(strategy)
+    if chief:
+        remove_stale_temporaries(out, log)
     reduce = dict(
         prune_hops=args.prune_hops,
         drop_duplicates=args.drop_duplicates,
@@ -112,6 +129,7 @@ def train_run(
     train = load_run_split(folder / "train", training=True, **reduce)
     valid = load_run_split(folder / "valid", training=True, **reduce)
     model = build_model(args.model, args.model_kwargs())
+    backup_dir, tb_dir = out / f"backup_{run_hash}", out / f"tb_{run_hash}"
     started = time.perf_counter()
     record = train_layout(
         train,
@@ -126,7 +144,14 @@ def train_run(
         losses=args.losses,
         early_stop=args.early_stop,
         progress=progress,
+        strategy=strategy,
+        backup_dir=backup_dir,
+        tb_dir=tb_dir,
+        log=log,
     )
+    if not chief:
+        log(f"trained {record['model']} as a worker; the chief evaluates and saves the run")
+        return {}
     val = record["val"]
     log(
         f"trained {record['model']} in {time.perf_counter() - started:.1f} s, best epoch "
@@ -149,11 +174,10 @@ def train_run(
     model_dir, run_path = out / f"model_{run_hash}", out / f"run_{run_hash}.jsonz"
     out.mkdir(parents=True, exist_ok=True)
     save_layout_run(model, run, model_dir, run_path)
-    tb_dir = out / f"tb_{run_hash}"
-    write_tensorboard(tb_dir, record["train_curve"])
+    shutil.rmtree(backup_dir, ignore_errors=True)  # finished: a rerun starts afresh
     log(f"saved model: {model_dir}")
     log(f"saved run file: {run_path}")
-    log(f"TensorBoard (learning curve): {tb_dir}")
+    log(f"TensorBoard: {tb_dir}")
     if toy:
         log(toy_banner(root))
     return run

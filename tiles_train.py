@@ -24,7 +24,7 @@ from baselines.core.startup import prepare_tensorflow_import
 prepare_tensorflow_import()
 
 from baselines.core.cli import add_field_flags, entry_parser, field_help
-from baselines.core.distribution import STRATEGIES, check_tf_config
+from baselines.core.distribution import add_strategy_flag, check_strategy_environment
 from baselines.core.errors import run_cli
 from baselines.core.flagfile import expand_flagfiles
 from baselines.tiles.data_roots import resolve_data_root
@@ -47,14 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_field_flags(parser, TrainArgs, default=lambda field: field.default, help=help_text)
     # Not a TrainArgs field: the same recipe on 1 or N devices is the same run (hash).
-    parser.add_argument(
-        "--strategy",
-        choices=STRATEGIES,
-        default="default",
-        help="tf.distribute strategy: default (one device), mirrored (all local GPUs, "
-        "else all logical CPUs), multi_worker (MultiWorkerMirroredStrategy, needs TF_CONFIG); "
-        "not part of the run hash",
-    )
+    add_strategy_flag(parser)
     return parser
 
 
@@ -78,8 +71,7 @@ def main() -> int:
     args.check_flags()
     # A mistyped --data_root too (the toy-set banner is printed by train()).
     resolve_data_root(args.data_root, DEFAULT_DATA_ROOT, log=lambda _: None)
-    if strategy_name == "multi_worker":
-        check_tf_config(os.environ.get("TF_CONFIG"))
+    check_strategy_environment(strategy_name, os.environ.get("TF_CONFIG"))
     from baselines.core.distribution import make_strategy
     from baselines.tiles.train_lib import train  # validates args before loading data
 

@@ -11,12 +11,45 @@ flag before paying for the import.
 
 from __future__ import annotations
 
+import argparse
 import json
 from typing import Any
 
 from baselines.core.errors import PipelineError
 
 STRATEGIES = ("default", "mirrored", "multi_worker")
+
+
+def add_strategy_flag(parser: argparse.ArgumentParser) -> None:
+    """Adds `--strategy` (one of STRATEGIES, default "default") to an entry script's parser.
+
+        parser = entry_parser(__doc__)
+        add_strategy_flag(parser)
+        parser.parse_args(["--strategy=mirrored"]).strategy   # "mirrored"
+
+    Not a field of the run's args: the same recipe on 1 or N devices is the same
+    run (hash).
+    """
+    parser.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="default",
+        help="tf.distribute strategy: default (one device), mirrored (all local GPUs, "
+        "else all logical CPUs), multi_worker (MultiWorkerMirroredStrategy, needs TF_CONFIG); "
+        "not part of the run hash",
+    )
+
+
+def check_strategy_environment(name: str, tf_config: str | None) -> None:
+    """Refuses, in one line, a strategy its environment cannot serve; cheap (no TensorFlow).
+
+        check_strategy_environment("mirrored", None)      # fine
+        check_strategy_environment("multi_worker", None)  # PipelineError: TF_CONFIG is not set
+
+    Only multi_worker needs anything: a TF_CONFIG naming this process's task.
+    """
+    if name == "multi_worker":
+        check_tf_config(tf_config)
 
 
 def make_strategy(name: str) -> Any:

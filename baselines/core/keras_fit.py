@@ -15,6 +15,9 @@ or whole layout programs):
 - `ResumableEarlyStopping`: Keras' `EarlyStopping` on val OPA that always ends
   on the best weights, and keeps its state beside `BackupAndRestore`'s backup,
   so that a resumed run stops and restores exactly as an uninterrupted one.
+- `resumable_fit`: `fit` with those, live TensorBoard scalars (learning rate
+  included) and `BackupAndRestore`, so that a killed run resumes at its last
+  finished epoch; a failed log write is one line.
 
     trainer = RankingTrainer(tile_model, loss_fn, num_configs=10, to_graph=graph_from_batch)
     trainer.compile(optimizer=tf.keras.optimizers.Adam())
@@ -27,15 +30,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
-from baselines.core import metrics
+from baselines.core import distribution, metrics
 from baselines.core.errors import PipelineError
-from baselines.core.io_utils import atomic_output
+from baselines.core.io_utils import atomic_output, describe_write_error, write_failure_kind
 
 
 def sample_config_slots(rng: np.random.Generator, num_available: int, k: int) -> np.ndarray:
@@ -277,20 +281,30 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
     own backup is).
     """
 
-    def __init__(self, patience: int, state_dir: Path, *, writes_state: bool = True):
+    def __init__(
+        self,
+        patience: int,
+        state_dir: Path,
+        *,
+        writes_state: bool = True,
+        extra_curve: Sequence[str] = (),
+    ):
         super().__init__(
             monitor="val_opa", mode="max", patience=patience, restore_best_weights=True
         )
         self.state_dir = Path(state_dir)
         self.writes_state = writes_state
-        self.curve: dict[str, list] = {k: [] for k in CURVE_KEYS}
+        # Further log keys the curve records under their own names (None when absent),
+        # e.g. "val_kendall_tau" that a callback listed before this one adds.
+        self.extra_curve = tuple(extra_curve)
+        self.curve: dict[str, list] = self._empty_curve()
         self._first_epoch: int | None = None
         self._already_stopped = False
         self.last_validated = -1
 
     def on_train_begin(self, logs=None) -> None:
         super().on_train_begin(logs)
-        self.curve = {k: [] for k in CURVE_KEYS}
+        self.curve = self._empty_curve()
         self._first_epoch = None
         self._already_stopped = False
         self.last_validated = -1
@@ -312,7 +326,8 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
         logs = logs or {}
         validated = "val_opa" in logs  # not every epoch with --eval_every > 1
         self.curve["epoch"].append(epoch)
-        for key, name in zip(CURVE_KEYS[1:], ("loss", "opa", "val_loss", "val_opa")):
+        names = ("loss", "opa", "val_loss", "val_opa") + self.extra_curve
+        for key, name in zip(CURVE_KEYS[1:] + self.extra_curve, names):
             value = logs.get(name)
             self.curve[key].append(None if value is None else float(value))
         if validated:
@@ -332,6 +347,9 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
         super().on_train_end(logs)
         if self.best_weights is not None:
             self.model.set_weights(self.best_weights)
+
+    def _empty_curve(self) -> dict[str, list]:
+        return {k: [] for k in CURVE_KEYS + self.extra_curve}
 
     def _path(self, epoch: int) -> Path:
         return self.state_dir / f"early_stopping_{epoch}.npz"
@@ -375,3 +393,75 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
 
 def _epoch_of(path: Path) -> int:
     return int(path.stem.rpartition("_")[2])
+
+
+def resumable_fit(
+    trainer: tf.keras.Model,
+    train_batches: EpochBatches,
+    val_batches: EpochBatches,
+    *,
+    strategy: tf.distribute.Strategy,
+    epochs: int,
+    early_stopping: ResumableEarlyStopping,
+    tb_dir: Path | None,
+    backup_dir: Path | None,
+    validation_freq: int | Sequence[int] = 1,
+    first: Sequence[tf.keras.callbacks.Callback] = (),
+    last: Sequence[tf.keras.callbacks.Callback] = (),
+    log: Callable[[str], None] = print,
+) -> float:
+    """Runs Keras `fit` with live TensorBoard and a per-epoch backup; returns the seconds it took.
+
+        seconds = resumable_fit(trainer, train_batches, val_batches, strategy=strategy,
+                                epochs=5, early_stopping=stopping,
+                                tb_dir=out / "tb_abc", backup_dir=out / "backup_abc")
+
+    Callbacks, in this order: `first` (which may add to the logs: early stopping
+    and TensorBoard see what they add), `early_stopping` (its state reaches the
+    disk before the backup), `LearningRateLogger`, Keras' `TensorBoard` into
+    `tb_dir` (scalars after every epoch: train/ and validation/ runs), Keras'
+    `BackupAndRestore` into `backup_dir/keras`, then `last`. A `backup_dir`
+    that exists is resumed from (said in a line): Keras restores weights,
+    optimizer and epoch, `early_stopping` its own state, and `train_batches`
+    must start at the restored epoch (its `first_epoch`). None leaves out
+    TensorBoard or the backup. Keras writes both from the chief only. A write
+    that fails (full disk) is one line, a PipelineError.
+    """
+    callbacks: list[tf.keras.callbacks.Callback] = [
+        *first,
+        early_stopping,
+        LearningRateLogger(),  # before TensorBoard, which writes the logs
+    ]
+    if tb_dir is not None:
+        callbacks.append(
+            tf.keras.callbacks.TensorBoard(str(tb_dir), write_graph=False, profile_batch=0)
+        )
+    if backup_dir is not None:
+        callbacks.append(tf.keras.callbacks.BackupAndRestore(str(backup_dir / "keras")))
+        if backup_dir.exists():
+            log(f"resuming from {backup_dir} (remove it to train from the start)")
+    callbacks.extend(last)
+    started = time.perf_counter()
+    try:
+        trainer.fit(
+            distribution.distributed(strategy, train_batches),
+            epochs=epochs,
+            steps_per_epoch=train_batches.steps,
+            validation_data=distribution.distributed(strategy, val_batches),
+            validation_steps=val_batches.steps,
+            validation_freq=validation_freq,
+            callbacks=callbacks,
+            verbose=0,
+        )
+    except (OSError, tf.errors.OpError) as e:
+        # TensorBoard's writer and the backup report a full disk as
+        # ResourceExhaustedError; running out of (GPU) memory is not a write.
+        folders = [d for d in (tb_dir, backup_dir) if d is not None]
+        if write_failure_kind(e) is None or not folders:
+            raise
+        names = ", ".join(f"{d.name}/" for d in folders)
+        raise PipelineError(
+            f"cannot write the training logs in {folders[0].parent} ({names}): "
+            f"{describe_write_error(e)}; free space or choose another --out_dir"
+        ) from None
+    return time.perf_counter() - started

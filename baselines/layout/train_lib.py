@@ -8,7 +8,10 @@ Keras `fit` runs the epochs through the core loop (`baselines.core.keras_fit`):
 each epoch draws `configs` configurations per train graph (fewer: padded and
 masked), and validation measures the pooled OPA on one fixed sample of
 configurations per graph, which early stopping follows (ending on the best
-epoch's weights). Then every validation graph is ranked with all its
+epoch's weights), and Kendall's tau on the same sample (`ValidationKendallTau`).
+TensorBoard scalars are written after every epoch, and a run with a backup
+folder resumes at its last finished epoch (`keras_fit.resumable_fit`, shared
+with the tile pipeline). Then every validation graph is ranked with all its
 configurations (in chunks; no model here attends across configurations, so
 chunking does not change a score) and Kendall's tau, OPA and slowdown@k are
 reported. On CPU a seed gives the same run: pass an unbuilt model, its weights
@@ -20,17 +23,22 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from baselines.core import metrics
+from baselines.core import distribution, metrics
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_output
-from baselines.core.keras_fit import EpochBatches, RankingTrainer, ResumableEarlyStopping
+from baselines.core.keras_fit import (
+    EpochBatches,
+    RankingTrainer,
+    ResumableEarlyStopping,
+    resumable_fit,
+)
 from baselines.layout.batching import (
     BATCH_SIGNATURE,
     PreparedGraph,
@@ -68,12 +76,16 @@ class GraphScorer:
             input_signature=[BATCH_SIGNATURE],
         )
 
+    def score_batch(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        """[graphs, configs] scores of an assembled batch (padding slots scored too)."""
+        return self._score(to_tensors(batch)).numpy()
+
     def score(self, graph: PreparedGraph) -> np.ndarray:
         parts = []
         for start in range(0, graph.num_configs, self.chunk):
             slots = np.arange(start, min(start + self.chunk, graph.num_configs))
             batch = assemble_batch([graph], [0], [slots], len(slots))
-            parts.append(self._score(to_tensors(batch)).numpy()[0])
+            parts.append(self.score_batch(batch)[0])
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
 
 
@@ -98,6 +110,36 @@ def evaluate_graphs(model: LayoutModel, graphs: Sequence[PreparedGraph]) -> dict
     }
 
 
+class ValidationKendallTau(tf.keras.callbacks.Callback):
+    """Adds `val_kendall_tau` to an epoch's logs: mean Kendall tau-b over the validation sample.
+
+        tau = ValidationKendallTau(GraphScorer(model), val_batches)
+        trainer.fit(..., callbacks=[tau, early_stopping, tensorboard])  # before what reads logs
+
+    The sample is `val_batches`' fixed one (the configurations validation OPA
+    is measured on), scored per graph on its unpadded slots. The mean is over
+    graphs whose tau is defined; a graph met twice (replica top-up) counts
+    once. Runs only on epochs that validated (`val_opa` in the logs).
+    """
+
+    def __init__(self, scorer: GraphScorer, val_batches: EpochBatches):
+        super().__init__()
+        self.scorer, self.val_batches = scorer, val_batches
+
+    def on_epoch_end(self, epoch: int, logs=None) -> None:
+        if logs is None or "val_opa" not in logs:
+            return
+        taus: dict[str, float] = {}
+        for batch in self.val_batches.batches(0):
+            scores = self.scorer.score_batch(batch)
+            runtimes = batch["config_runtimes"].reshape(scores.shape)
+            mask = batch["config_mask"].reshape(scores.shape) > 0
+            for graph_id, s, r, m in zip(batch["graph_id"], scores, runtimes, mask):
+                taus[graph_id.decode()] = kendall_tau(s[m], r[m])
+        defined = [t for t in taus.values() if np.isfinite(t)]
+        logs["val_kendall_tau"] = float(np.mean(defined)) if defined else float("nan")
+
+
 def train_layout(
     train_graphs: Sequence[LayoutGraph],
     valid_graphs: Sequence[LayoutGraph],
@@ -113,6 +155,10 @@ def train_layout(
     early_stop: int | None = None,
     out_dir: Path | str | None = None,
     progress: bool = True,
+    strategy: tf.distribute.Strategy | None = None,
+    backup_dir: Path | None = None,
+    tb_dir: Path | None = None,
+    log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Trains `model` in place and returns its record (curve, best epoch, validation metrics).
 
@@ -120,47 +166,75 @@ def train_layout(
     Adam at `lr` with gradient-norm clipping `clip_norm`, `losses` as for
     tiles ("ListMLELoss:1,MSE:0.02"). Early stopping on val OPA with patience
     `early_stop` (default: never stops early) always ends on the best epoch's
-    weights. With `out_dir`, the record (`layout_record.json`) and the weights
+    weights. The curve holds validation Kendall's tau per epoch
+    (`val_kendall_tau`, on the fixed validation sample). Keras `fit` runs
+    under `strategy` (default: one device). With `tb_dir`, TensorBoard
+    scalars (learning rate, losses, OPA, val Kendall tau) are written there
+    after every epoch; with `backup_dir`, every finished epoch is backed up
+    there and a run started again with the folder present resumes at its last
+    finished epoch and ends as an uninterrupted one would (the caller removes
+    the folder once the run is saved). Only the chief writes; other workers
+    return a record without validation metrics (`"chief": False`). With
+    `out_dir`, the record (`layout_record.json`) and the weights
     (`layout_weights.npz`) are written there.
     """
     if not train_graphs or not valid_graphs:
         raise PipelineError("train_layout needs at least one train and one validation graph")
     if any(not g.has_labels for g in [*train_graphs, *valid_graphs]):
         raise PipelineError("train and validation graphs need runtimes (test files hold none)")
+    strategy = strategy or tf.distribute.get_strategy()
+    chief = distribution.is_chief(strategy)
     set_determinism(seed)
     loss_fn = metrics.make_loss_fn(metrics.parse_losses(losses))
     train, valid = prepare_graphs(train_graphs), prepare_graphs(valid_graphs)
     configs = min(int(configs), max(g.num_configs for g in train))
-    train_batches = EpochBatches(batch_source(train), batch, configs, seed)
-    val_batches = EpochBatches(batch_source(valid), batch, configs, seed + 1, fixed_epoch=0)
-    if not model.built:
-        model.create_variables()
-    trainer = RankingTrainer(model, loss_fn, configs, to_graph=to_model_inputs)
-    trainer.compile(optimizer=tf.keras.optimizers.Adam(learning_rate=lr, clipnorm=clip_norm))
-    trainer.optimizer.build(model.trainable_variables)
+    replicas = strategy.num_replicas_in_sync
+    train_batches = EpochBatches(
+        batch_source(train),
+        batch,
+        configs,
+        seed,
+        num_replicas=replicas,
+        # Read when the first batch is drawn, after BackupAndRestore restored
+        # the optimizer: a resumed run continues at its epoch.
+        first_epoch=lambda: int(trainer.optimizer.iterations.numpy()) // train_batches.steps,
+    )
+    val_batches = EpochBatches(
+        batch_source(valid), batch, configs, seed + 1, fixed_epoch=0, num_replicas=replicas
+    )
+    with strategy.scope():
+        if not model.built:
+            model.create_variables()
+        trainer = RankingTrainer(model, loss_fn, configs, to_graph=to_model_inputs)
+        trainer.compile(optimizer=tf.keras.optimizers.Adam(learning_rate=lr, clipnorm=clip_norm))
+        # Slots made inside the first step would trace the step a second time.
+        trainer.optimizer.build(model.trainable_variables)
 
     out = Path(out_dir).expanduser() if out_dir is not None else None
     with tempfile.TemporaryDirectory() as scratch:
-        state_dir = (out / "early_stopping") if out else Path(scratch)
-        stopping = ResumableEarlyStopping(early_stop or epochs, state_dir)
-        callbacks: list[tf.keras.callbacks.Callback] = [stopping]
+        state_dir = backup_dir or ((out / "early_stopping") if out else Path(scratch))
+        stopping = ResumableEarlyStopping(
+            early_stop or epochs, state_dir, writes_state=chief, extra_curve=("val_kendall_tau",)
+        )
+        last: list[tf.keras.callbacks.Callback] = []
         if progress:
             from tqdm.keras import TqdmCallback
 
-            callbacks.append(TqdmCallback(verbose=1, desc=f"train {type(model).__name__}"))
-        started = time.perf_counter()
-        trainer.fit(
-            train_batches.dataset(),
+            last.append(TqdmCallback(verbose=1, desc=f"train {type(model).__name__}"))
+        train_seconds = resumable_fit(
+            trainer,
+            train_batches,
+            val_batches,
+            strategy=strategy,
             epochs=epochs,
-            steps_per_epoch=train_batches.steps,
-            validation_data=val_batches.dataset(),
-            validation_steps=val_batches.steps,
-            callbacks=callbacks,
-            verbose=0,
+            early_stopping=stopping,
+            tb_dir=tb_dir,
+            backup_dir=backup_dir,
+            # Before early stopping and TensorBoard, which read what it adds.
+            first=[ValidationKendallTau(GraphScorer(model), val_batches)],
+            last=last,
+            log=log,
         )
-        train_seconds = time.perf_counter() - started
-    clock = time.perf_counter()
-    val = evaluate_graphs(model, valid)
     record = {
         "model": type(model).__name__,
         "model_kwargs": model.get_config(),
@@ -171,15 +245,19 @@ def train_layout(
         "seed": seed,
         "losses": losses,
         "epochs": epochs,
+        "replicas": replicas,
         "train_graphs": [g.graph_id for g in train],
         "valid_graphs": [g.graph_id for g in valid],
         "train_curve": stopping.curve,
         "best_epoch": stopping.best_epoch,
         "best_val_opa": float(stopping.best),
         "traces": dict(trainer.traces),
-        "val": val,
-        "timings": {"train_s": train_seconds, "val_eval_s": time.perf_counter() - clock},
     }
+    if not chief:
+        return {**record, "chief": False}
+    clock = time.perf_counter()
+    record["val"] = evaluate_graphs(model, valid)
+    record["timings"] = {"train_s": train_seconds, "val_eval_s": time.perf_counter() - clock}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         with atomic_output(out / "layout_weights.npz") as tmp:

@@ -15,6 +15,7 @@ from baselines.core.keras_fit import (  # noqa: F401 (the loop's other parts, fo
     PooledOPA,
     ResumableEarlyStopping,
     replica_chunks,
+    resumable_fit,
 )
 from baselines.tiles.data import TileSplit
 from baselines.tiles.graph import batch_source, graph_from_batch

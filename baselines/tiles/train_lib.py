@@ -31,7 +31,6 @@ from baselines.core.errors import PipelineError
 from baselines.core.io_utils import (
     describe_write_error,
     remove_stale_temporaries,
-    write_failure_kind,
 )
 from baselines.core.submission import HEADER, write_csv_atomic
 from baselines.tiles import keras_fit
@@ -332,19 +331,12 @@ def train(
     early_stopping = keras_fit.ResumableEarlyStopping(
         args.early_stop, backup_dir, writes_state=chief
     )
-    callbacks = [
-        early_stopping,  # before the backup: its state must be on disk first
-        keras_fit.LearningRateLogger(),  # before TensorBoard, which writes the logs
-        tf.keras.callbacks.TensorBoard(
-            str(out_dir / f"tb_{run_hash}"), write_graph=False, profile_batch=0
-        ),
-        tf.keras.callbacks.BackupAndRestore(str(backup_dir / "keras")),
-    ]
+    last: list[tf.keras.callbacks.Callback] = []
     if chief:
         write_hparams_config(out_dir / f"tb_{run_hash}", args)
         # Labels the TensorBoard run (folders are named by hash only): the
         # HParams dashboard lists model, --run_id and the recipe's flags.
-        callbacks.append(
+        last.append(
             hparams_api.KerasCallback(
                 str(out_dir / f"tb_{run_hash}"),
                 tensorboard_hparams(args),
@@ -352,31 +344,20 @@ def train(
             )
         )
     if progress:
-        callbacks.append(TqdmCallback(verbose=1, desc=f"train {args.model}"))
-    if backup_dir.exists():
-        log(f"resuming from {backup_dir} (remove it to train from the start)")
-    started = time.perf_counter()
-    try:
-        trainer.fit(
-            distribution.distributed(strategy, train_batches),
-            epochs=args.epochs,
-            steps_per_epoch=train_batches.steps,
-            validation_data=distribution.distributed(strategy, val_batches),
-            validation_steps=val_batches.steps,
-            validation_freq=args.validation_epochs(),
-            callbacks=callbacks,
-            verbose=0,
-        )
-    except (OSError, tf.errors.OpError) as e:
-        # TensorBoard's writer and the backup report a full disk as
-        # ResourceExhaustedError; running out of (GPU) memory is not a write.
-        if write_failure_kind(e) is None:
-            raise
-        raise PipelineError(
-            f"cannot write the training logs in {out_dir} (tb_{run_hash}/, backup_{run_hash}/): "
-            f"{describe_write_error(e)}; free space or choose another --out_dir"
-        ) from None
-    train_seconds = time.perf_counter() - started
+        last.append(TqdmCallback(verbose=1, desc=f"train {args.model}"))
+    train_seconds = keras_fit.resumable_fit(
+        trainer,
+        train_batches,
+        val_batches,
+        strategy=strategy,
+        epochs=args.epochs,
+        early_stopping=early_stopping,
+        tb_dir=out_dir / f"tb_{run_hash}",
+        backup_dir=backup_dir,
+        validation_freq=args.validation_epochs(),
+        last=last,
+        log=log,
+    )
     curve, best_epoch = early_stopping.curve, early_stopping.best_epoch
     if early_stopping.stopped_epoch:
         log(
