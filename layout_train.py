@@ -73,19 +73,12 @@ def main() -> int:
     run_hash = args.run_hash()
     folder = args.collection_dir(root)
     log(f"layout:{args.source}:{args.search} from {folder}; run {run_hash}")
-    log(f"note: --keep_nodes={args.keep_nodes} is recorded but not used yet (whole graphs)")
 
     from baselines.layout.run_data import load_run_split
     from baselines.layout.run_files import build_model, save_layout_run
     from baselines.layout.train_lib import train_layout
 
-    reduce = dict(
-        prune_hops=args.prune_hops,
-        drop_duplicates=args.drop_duplicates,
-        max_configs=args.max_configs,
-        seed=args.seed,
-        log=log,
-    )
+    reduce = dict(**args.split_kwargs(), log=log)
     train = load_run_split(folder / "train", training=True, **reduce)
     valid = load_run_split(folder / "valid", training=True, **reduce)
     model = build_model(args.model, args.model_kwargs())
@@ -94,14 +87,7 @@ def main() -> int:
         train,
         valid,
         model,
-        epochs=args.epochs,
-        configs=args.configs,
-        batch=args.batch,
-        lr=args.lr,
-        clip_norm=args.clip_norm,
-        seed=args.seed,
-        losses=args.losses,
-        early_stop=args.early_stop,
+        **args.train_kwargs(),
         progress=sys.stderr.isatty(),
     )
     val = record["val"]

@@ -9,8 +9,8 @@ each epoch draws `configs` configurations per train graph (fewer: padded and
 masked), and validation measures the pooled OPA on one fixed sample of
 configurations per graph, which early stopping follows (ending on the best
 epoch's weights). Then every validation graph is ranked with all its
-configurations (in chunks; no model here attends across configurations, so
-chunking does not change a score) and Kendall's tau, OPA and slowdown@k are
+configurations (in chunks, or in one call for a model that attends across
+configurations, so chunking never changes a score) and Kendall's tau, OPA and slowdown@k are
 reported. On CPU a seed gives the same run: pass an unbuilt model, its weights
 are created after the seed is set.
 """
@@ -37,6 +37,7 @@ from baselines.layout.batching import (
     assemble_batch,
     batch_source,
     prepare_graphs,
+    segment_source,
     to_model_inputs,
     to_tensors,
 )
@@ -58,7 +59,9 @@ class GraphScorer:
     """Scores every configuration of a prepared graph, `chunk` configurations per call.
 
     One traced function serves every graph and chunk size (all dimensions are
-    dynamic in its signature).
+    dynamic in its signature). A model that attends across configurations
+    (`attends_across_configs`) scores all of a graph's configurations in one
+    call instead, so its scores do not depend on `chunk`.
     """
 
     def __init__(self, model: LayoutModel, chunk: int = SCORE_CHUNK):
@@ -70,8 +73,9 @@ class GraphScorer:
 
     def score(self, graph: PreparedGraph) -> np.ndarray:
         parts = []
-        for start in range(0, graph.num_configs, self.chunk):
-            slots = np.arange(start, min(start + self.chunk, graph.num_configs))
+        chunk = max(graph.num_configs, 1) if self.model.attends_across_configs else self.chunk
+        for start in range(0, graph.num_configs, chunk):
+            slots = np.arange(start, min(start + chunk, graph.num_configs))
             batch = assemble_batch([graph], [0], [slots], len(slots))
             parts.append(self._score(to_tensors(batch)).numpy()[0])
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
@@ -111,6 +115,7 @@ def train_layout(
     seed: int,
     losses: str = "ListMLELoss:1",
     early_stop: int | None = None,
+    keep_nodes: int | None = None,
     out_dir: Path | str | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
@@ -120,8 +125,10 @@ def train_layout(
     Adam at `lr` with gradient-norm clipping `clip_norm`, `losses` as for
     tiles ("ListMLELoss:1,MSE:0.02"). Early stopping on val OPA with patience
     `early_stop` (default: never stops early) always ends on the best epoch's
-    weights. With `out_dir`, the record (`layout_record.json`) and the weights
-    (`layout_weights.npz`) are written there.
+    weights. `keep_nodes`: segment training (`batching.segment_source`; models
+    stop the gradient outside each graph's segment, `models.backprop_segment`);
+    None trains through every node. With `out_dir`, the record
+    (`layout_record.json`) and the weights (`layout_weights.npz`) are written there.
     """
     if not train_graphs or not valid_graphs:
         raise PipelineError("train_layout needs at least one train and one validation graph")
@@ -131,7 +138,8 @@ def train_layout(
     loss_fn = metrics.make_loss_fn(metrics.parse_losses(losses))
     train, valid = prepare_graphs(train_graphs), prepare_graphs(valid_graphs)
     configs = min(int(configs), max(g.num_configs for g in train))
-    train_batches = EpochBatches(batch_source(train), batch, configs, seed)
+    source = batch_source(train) if keep_nodes is None else segment_source(train, keep_nodes, seed)
+    train_batches = EpochBatches(source, batch, configs, seed)
     val_batches = EpochBatches(batch_source(valid), batch, configs, seed + 1, fixed_epoch=0)
     if not model.built:
         model.create_variables()
@@ -171,6 +179,7 @@ def train_layout(
         "seed": seed,
         "losses": losses,
         "epochs": epochs,
+        "keep_nodes": keep_nodes,
         "train_graphs": [g.graph_id for g in train],
         "valid_graphs": [g.graph_id for g in valid],
         "train_curve": stopping.curve,
