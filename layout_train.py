@@ -107,7 +107,6 @@ def train_run(
     run_hash = args.run_hash()
     folder = args.collection_dir(root)
     log(f"layout:{args.source}:{args.search} from {folder}; run {run_hash}")
-    log(f"note: --keep_nodes={args.keep_nodes} is recorded but not used yet (whole graphs)")
 
     from baselines.core.distribution import is_chief, make_strategy
     from baselines.layout.run_data import load_run_split
@@ -118,14 +117,7 @@ def train_run(
     chief = is_chief(strategy)
     if chief:
         remove_stale_temporaries(out, log)
-    reduce = dict(
-        prune_hops=args.prune_hops,
-        drop_duplicates=args.drop_duplicates,
-        max_configs=args.max_configs,
-        seed=args.seed,
-        log=log,
-        cache_dir=args.cache_dir,
-    )
+    reduce = dict(**args.split_kwargs(), log=log)
     train = load_run_split(folder / "train", training=True, **reduce)
     valid = load_run_split(folder / "valid", training=True, **reduce)
     model = build_model(args.model, args.model_kwargs())
@@ -135,14 +127,7 @@ def train_run(
         train,
         valid,
         model,
-        epochs=args.epochs,
-        configs=args.configs,
-        batch=args.batch,
-        lr=args.lr,
-        clip_norm=args.clip_norm,
-        seed=args.seed,
-        losses=args.losses,
-        early_stop=args.early_stop,
+        **args.train_kwargs(),
         progress=progress,
         strategy=strategy,
         backup_dir=backup_dir,

@@ -1,13 +1,28 @@
 #!/usr/bin/env python3
-"""Validation Kendall's tau of the layout models on the bundled toy set, over seeds.
+"""Validation Kendall's tau of layout recipes (configs/layout/<name>.flags) on the toy set.
 
-    .venv/bin/python bench/layout_toy.py --collections xla:default,xla:random --seeds 0,1,2
+    .venv/bin/python bench/layout_toy.py --recipes baseline,recommended --seeds 0,1,2
 
-Each model trains on one collection's train graphs of `data/layout_toy` and is
-scored on its valid graphs (held-out program families): mean Kendall's tau over
-the valid graphs, per seed, beside the mean tau of random scores. A smoke-level
-quality check of the layout training core (3 valid graphs per collection), not a
-quality claim.
+A recipe is a flagfile of layout_train.py. For every collection and seed the
+bench parses `--flagfile=configs/layout/<recipe>.flags --source=.. --search=..
+--seed=..` (and `--epochs=N` when `--epochs` is given) with layout_train.py's
+own parser into `LayoutTrainArgs`, loads the train and valid graphs with its
+`split_kwargs()` (pruning, duplicates, max_configs) and trains with its
+`train_kwargs()` (configs, batch, lr, clip, epochs, early stop, losses,
+keep_nodes) and its model and kwargs: what layout_train.py trains with that
+file. The score is the mean Kendall's tau over the collection's valid graphs
+(held-out program families), ranking all their configurations; test graphs are
+never read. The recipe's own --source/--search/--seed/--data_root are
+overridden.
+
+Per collection it prints each recipe's tau per seed and mean ± std (population
+std over seeds), then, for the last recipe against the first, the verdict:
+"beats" when mean(last) - mean(first) > std(first) + std(last) (the difference
+of means exceeds the sum of the two spreads), "loses" when the same holds the
+other way round, otherwise "within spread".
+
+The bundled set is synthetic and has 3 valid graphs per collection: the figures
+compare recipes on this toy world only.
 """
 
 from __future__ import annotations
@@ -22,62 +37,81 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+COLLECTIONS = "xla:default,xla:random,nlp:default,nlp:random"
+
+
+def verdict(first: list[float], last: list[float]) -> str:
+    """The module docstring's rule on two recipes' per-seed taus."""
+    import numpy as np
+
+    gap = float(np.mean(last) - np.mean(first))
+    spread = float(np.std(first) + np.std(last))
+    if gap > spread:
+        return f"beats (+{gap:.3f} > {spread:.3f})"
+    if -gap > spread:
+        return f"loses ({gap:.3f}, spread {spread:.3f})"
+    return f"within spread ({gap:+.3f} vs {spread:.3f})"
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--collections", default="xla:default,xla:random,nlp:default,nlp:random")
-    parser.add_argument("--models", default="ResModel,LayoutSAGE")
+    parser.add_argument("--recipes", default="baseline,recommended")
+    parser.add_argument("--collections", default=COLLECTIONS)
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=None, help="override every recipe's")
+    parser.add_argument("--data_root", default="data/layout_toy")
     args = parser.parse_args()
 
     import numpy as np
 
-    from baselines.layout import kendall_tau, load_layout_split, models
+    import layout_train
+    from baselines.layout.run_data import load_run_split
+    from baselines.layout.run_files import build_model
+    from baselines.layout.train_args import resolve_layout_root
     from baselines.layout.train_lib import train_layout
 
+    recipes = args.recipes.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
-    print("| collection | model | val tau per seed | mean ± std | train s (mean) |")
+    root, _ = resolve_layout_root(args.data_root)
+    print("| collection | recipe | val tau per seed | mean ± std | train s (mean) |")
     print("|---|---|---|---|---|")
+    verdicts = []
     for collection in args.collections.split(","):
         source, search = collection.split(":")
-        root = ROOT / "data" / "layout_toy" / source / search
-        train = load_layout_split(root / "train", log=None)
-        valid = load_layout_split(root / "valid", log=None)
-        rng = np.random.default_rng(0)
-        random_tau = np.mean(
-            [
-                kendall_tau(rng.random(g.num_configs), g.config_runtime)
-                for g in valid
-                for _ in range(20)
-            ]
-        )
-        for name in args.models.split(","):
-            taus, walls = [], []
+        taus: dict[str, list[float]] = {}
+        for recipe in recipes:
+            taus[recipe], walls = [], []
             for seed in seeds:
-                model = getattr(models, name)(16)
+                argv = [
+                    f"--flagfile={ROOT / 'configs' / 'layout' / f'{recipe}.flags'}",
+                    f"--source={source}",
+                    f"--search={search}",
+                    f"--seed={seed}",
+                    f"--data_root={args.data_root}",
+                ]
+                if args.epochs is not None:
+                    argv.append(f"--epochs={args.epochs}")
+                run = layout_train.parse_args(argv)
+                run.check_flags()
+                folder = run.collection_dir(root)
+                split = dict(**run.split_kwargs(), log=None)
+                train = load_run_split(folder / "train", training=True, **split)
+                valid = load_run_split(folder / "valid", training=True, **split)
+                model = build_model(run.model, run.model_kwargs())
                 started = time.perf_counter()
-                record = train_layout(
-                    train,
-                    valid,
-                    model,
-                    epochs=args.epochs,
-                    configs=16,
-                    batch=4,
-                    lr=3e-3,
-                    clip_norm=1.0,
-                    seed=seed,
-                    progress=False,
-                )
+                record = train_layout(train, valid, model, **run.train_kwargs(), progress=False)
                 walls.append(time.perf_counter() - started)
-                taus.append(record["val"]["kendall_tau"])
-            cells = ", ".join(f"{t:.3f}" for t in taus)
+                taus[recipe].append(record["val"]["kendall_tau"])
+            cells = ", ".join(f"{t:.3f}" for t in taus[recipe])
             print(
-                f"| {collection} | {name} | {cells} | {np.mean(taus):.3f} ± {np.std(taus):.3f} "
-                f"| {np.mean(walls):.0f} |",
+                f"| {collection} | {recipe} | {cells} | {np.mean(taus[recipe]):.3f} ± "
+                f"{np.std(taus[recipe]):.3f} | {np.mean(walls):.0f} |",
                 flush=True,
             )
-        print(f"| {collection} | random scores | | {random_tau:.3f} | |", flush=True)
+        if len(recipes) > 1:
+            verdicts.append((collection, verdict(taus[recipes[0]], taus[recipes[-1]])))
+    for collection, text in verdicts:
+        print(f"{collection}: {recipes[-1]} vs {recipes[0]}: {text}")
     return 0
 
 

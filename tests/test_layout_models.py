@@ -12,14 +12,18 @@ import tensorflow as tf
 from baselines.core.keras_fit import EpochBatches
 from baselines.layout.batching import (
     BATCH_SIGNATURE,
+    SEGMENT_KEY,
     assemble_batch,
     batch_source,
     prepare_graphs,
+    segment_mask,
+    segment_source,
     to_tensors,
 )
 from baselines.layout.data import load_layout_split
 from baselines.layout.graph import LayoutGraph
-from baselines.layout.models import LayoutSAGE, ResModel
+from baselines.layout.models import ConfigAttention, LayoutSAGE, ResModel
+from baselines.layout.train_lib import GraphScorer
 
 MODEL_CLASSES = (ResModel, LayoutSAGE)
 TOY = Path(__file__).resolve().parents[1] / "data" / "layout_toy" / "xla" / "default"
@@ -212,6 +216,7 @@ def test_config_score_does_not_depend_on_batch_companions(cls, toy_graphs):
         (ResModel, {"final_mlp_layers": 1, "mlp_layers": 1}),
         (LayoutSAGE, {"hidden_dim": 16, "config_layers": 2, "reduction": "sum+mean+max"}),
         (LayoutSAGE, {"num_gnns": 1, "directed": False, "config_embed_dim": 3}),
+        (LayoutSAGE, {"hidden_dim": 16, "config_attention_heads": 2}),
     ],
 )
 def test_get_config_round_trip_scores_identically(cls, kwargs, toy_graphs):
@@ -259,3 +264,130 @@ def test_graph_without_configurable_nodes_scores_finite(toy_graphs):
         scores = score(model, prepared, [2, 0], [np.arange(3), np.arange(3)])
         assert scores.shape == (2, 3) and np.all(np.isfinite(scores))
         assert np.ptp(scores[0]) == 0  # nothing to configure: one score for all
+
+
+def test_segment_mask_is_one_run_of_keep_nodes_per_graph_with_every_start_drawn():
+    sizes = np.array([6, 2, 4])
+    starts = set()
+    for seed in range(60):
+        mask = segment_mask(sizes, 3, np.random.default_rng(seed))
+        assert mask.dtype == bool and mask.shape == (12,)
+        first, second, third = mask[:6], mask[6:8], mask[8:]
+        kept = np.flatnonzero(first)
+        assert kept.size == 3 and kept[-1] - kept[0] == 2  # one contiguous run of 3
+        starts.add(int(kept[0]))
+        assert second.all()  # 2 nodes <= 3: the whole graph
+        assert third.sum() == 3 and (third[:3].all() or third[1:].all())
+    assert starts == {0, 1, 2, 3}  # every start 0..6-3 occurs
+    np.testing.assert_array_equal(
+        segment_mask(sizes, 3, np.random.default_rng(5)),
+        segment_mask(sizes, 3, np.random.default_rng(5)),
+    )
+
+
+def test_segment_source_adds_a_seeded_segment_to_each_batch(toy_graphs):
+    slots = [np.arange(4), np.arange(4)]
+    batch = segment_source(toy_graphs, 50, seed=0).assemble([0, 1], slots, 4)
+    again = segment_source(toy_graphs, 50, seed=0).assemble([0, 1], slots, 4)
+    other = segment_source(toy_graphs, 50, seed=1).assemble([0, 1], slots, 4)
+    sizes = batch["node_sizes"]
+    segment = batch[SEGMENT_KEY]
+    assert segment.shape == (sizes.sum(),)
+    assert segment[: sizes[0]].sum() == 50 and segment[sizes[0] :].sum() == 50
+    np.testing.assert_array_equal(segment, again[SEGMENT_KEY])
+    assert not np.array_equal(segment, other[SEGMENT_KEY])
+    plain = assemble_batch(toy_graphs, [0, 1], slots, 4)
+    for key, value in plain.items():
+        np.testing.assert_array_equal(batch[key], value)
+
+
+def node_feat_and_weight_gradients(model, batch):
+    tensors = to_tensors(batch)
+    with tf.GradientTape() as tape:
+        tape.watch(tensors["node_feats"])
+        scores = model(tensors, training=True)
+        runtimes = tf.reshape(tensors["config_runtimes"], tf.shape(scores))
+        loss = tf.reduce_sum(scores * runtimes)
+    grads = tape.gradient(loss, [tensors["node_feats"], *model.trainable_variables])
+    return [tf.convert_to_tensor(g).numpy() for g in grads]
+
+
+@pytest.mark.parametrize("cls", MODEL_CLASSES)
+def test_segment_training_stops_the_gradient_outside_the_segment_only(cls, toy_graphs):
+    """The node states are per node below the cut, so d loss / d feats[v] is the full
+    gradient's row for a node v inside the segment and exactly 0 outside it."""
+    tf.keras.utils.set_random_seed(4)
+    model = cls(4).create_variables()
+    batch = assemble_batch(toy_graphs, [0, 1], [np.arange(4), np.arange(4)], 4)
+    full = node_feat_and_weight_gradients(model, batch)
+    n = int(batch["node_sizes"].sum())
+    whole = node_feat_and_weight_gradients(model, {**batch, SEGMENT_KEY: np.ones(n, bool)})
+    for got, expected in zip(whole, full):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+    # A segment of 40 nodes in each graph.
+    inside = np.zeros(n, bool)
+    first = int(batch["node_sizes"][0])
+    inside[10:50] = inside[first + 30 : first + 70] = True
+    seg = node_feat_and_weight_gradients(model, {**batch, SEGMENT_KEY: inside})
+    assert np.abs(full[0][~inside]).max() > 0  # the full gradient reaches those nodes
+    np.testing.assert_array_equal(seg[0][~inside], 0.0)
+    np.testing.assert_allclose(seg[0][inside], full[0][inside], rtol=1e-4, atol=1e-6)
+    assert any(not np.allclose(a, b) for a, b in zip(seg[1:], full[1:]))
+    # Outside training the segment changes nothing.
+    scored = model(to_tensors({**batch, SEGMENT_KEY: inside})).numpy()
+    np.testing.assert_array_equal(scored, model(to_tensors(batch)).numpy())
+
+
+def test_config_attention_equals_a_numpy_softmax_over_the_graphs_real_configs():
+    """x + MHA(LN(x)) recomputed from the layer's weights, padding keys left out."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 4, 6)).astype(np.float32)
+    mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1]], np.float32)
+    layer = ConfigAttention(heads=2, key_dim=3)
+    got = layer(tf.constant(x), tf.constant(mask)).numpy()
+    ln = layer.norm
+    mha = layer.attention
+    gamma, beta = ln.gamma.numpy(), ln.beta.numpy()
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    normed = (x - mean) / np.sqrt(var + ln.epsilon) * gamma + beta
+    wq, bq = mha._query_dense.kernel.numpy(), mha._query_dense.bias.numpy()
+    wk, bk = mha._key_dense.kernel.numpy(), mha._key_dense.bias.numpy()
+    wv, bv = mha._value_dense.kernel.numpy(), mha._value_dense.bias.numpy()
+    wo, bo = mha._output_dense.kernel.numpy(), mha._output_dense.bias.numpy()
+    expected = np.empty_like(x)
+    for g in range(2):
+        real = mask[g] > 0
+        out = np.zeros((4, 6))
+        for h in range(2):
+            q = normed[g] @ wq[:, h] + bq[h]  # [4, 3]
+            k = normed[g] @ wk[:, h] + bk[h]
+            v = normed[g] @ wv[:, h] + bv[h]
+            logits = q @ k.T / np.sqrt(3.0)
+            logits[:, ~real] = -np.inf
+            weights = np.exp(logits - logits.max(1, keepdims=True))
+            weights /= weights.sum(1, keepdims=True)
+            out += (weights @ v) @ wo[h]
+        expected[g] = x[g] + out + bo
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_attending_model_scores_a_graph_the_same_however_it_is_chunked(toy_graphs):
+    """Attention mixes a graph's configurations (so companions matter inside one
+    call), never two graphs' or padding; GraphScorer scores it in one call."""
+    tf.keras.utils.set_random_seed(7)
+    model = LayoutSAGE(8, hidden_dim=16, config_attention_heads=2).create_variables()
+    assert model.attends_across_configs and not LayoutSAGE(8).attends_across_configs
+    eight = score(model, toy_graphs, [0], [np.arange(8)])[0]
+    others = score(model, toy_graphs, [0], [np.array([0, 40, 41, 42])])[0]
+    assert abs(others[0] - eight[0]) > 1e-5  # the context is other configurations
+    beside = score(model, toy_graphs, [1, 0], [np.arange(20, 28), np.arange(8)])[1]
+    np.testing.assert_allclose(beside, eight, rtol=1e-5, atol=1e-5)
+    padded = score(model, toy_graphs, [1, 0], [np.arange(20, 28), np.arange(3)])[1, :3]
+    alone = score(model, toy_graphs, [0], [np.arange(3)])[0]
+    np.testing.assert_allclose(padded, alone, rtol=1e-5, atol=1e-5)
+    graph = toy_graphs[0]
+    whole = score(model, toy_graphs, [0], [np.arange(graph.num_configs)])[0]
+    for chunk in (5, 256):
+        np.testing.assert_allclose(
+            GraphScorer(model, chunk=chunk).score(graph), whole, rtol=1e-5, atol=1e-5
+        )

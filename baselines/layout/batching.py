@@ -37,7 +37,9 @@ configurable nodes, all summed over the G graphs; ids are global in the batch):
   (over the configurations the prepared graph holds), -1 in padding slots (the
   core losses' padding convention); `config_mask` [G * K] 1/0; `config_index`
   [G * K]: the configuration's row in the prepared graph, -1 for padding;
-- `graph_id` [G] bytes.
+- `graph_id` [G] bytes;
+- `node_segment` [N] bool, training batches of segment training only
+  (`segment_source`): the nodes the gradient flows through.
 
 Nothing is computed per configuration here except copying its int8 values.
 """
@@ -45,6 +47,7 @@ Nothing is computed per configuration here except copying its int8 values.
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -241,8 +244,47 @@ def batch_source(graphs: Sequence[PreparedGraph]) -> BatchSource:
     )
 
 
+SEGMENT_KEY = "node_segment"
+SEGMENT_SIGNATURE = {**BATCH_SIGNATURE, SEGMENT_KEY: tf.TensorSpec([None], tf.bool)}
+
+
+def segment_mask(node_sizes: np.ndarray, keep_nodes: int, rng: np.random.Generator) -> np.ndarray:
+    """[N] bool: per graph of n nodes, nodes start..start+keep_nodes-1 of it, start uniform.
+
+    start is drawn from 0..n - keep_nodes; a graph of at most keep_nodes nodes is
+    kept whole. One contiguous segment per graph (node ids in file order, so a
+    segment is mostly a run of neighbouring computations).
+    """
+    parts = []
+    for n in np.asarray(node_sizes, dtype=np.int64):
+        keep = np.zeros(n, dtype=bool)
+        start = int(rng.integers(0, n - keep_nodes + 1)) if n > keep_nodes else 0
+        keep[start : start + keep_nodes] = True
+        parts.append(keep)
+    return np.concatenate(parts) if parts else np.zeros(0, bool)
+
+
+def segment_source(graphs: Sequence[PreparedGraph], keep_nodes: int, seed: int) -> BatchSource:
+    """`batch_source` whose batches also carry `node_segment` (`segment_mask`).
+
+    The segments are drawn from a generator seeded by `seed` and the batch's
+    graphs and configuration slots, so the same seed draws the same segments
+    (and a resumed epoch the same ones as an uninterrupted run).
+    """
+    plain = batch_source(graphs)
+
+    def assemble(ids: Sequence[int], slots: Sequence[np.ndarray], k: int) -> dict:
+        batch = plain.assemble(ids, slots, k)
+        key = zlib.crc32(batch["config_index"].tobytes() + b"/".join(batch["graph_id"]))
+        rng = np.random.default_rng([seed, key])
+        batch[SEGMENT_KEY] = segment_mask(batch["node_sizes"], keep_nodes, rng)
+        return batch
+
+    return BatchSource(plain.num_configs, assemble, SEGMENT_SIGNATURE)
+
+
 def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
-    return {k: tf.constant(v, dtype=BATCH_SIGNATURE[k].dtype) for k, v in batch.items()}
+    return {k: tf.constant(v, dtype=SEGMENT_SIGNATURE[k].dtype) for k, v in batch.items()}
 
 
 def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
@@ -252,7 +294,9 @@ def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
     `feats`) and `cfg` (the configurable nodes, no features), edge sets `feed`
     (op -> op, consumer -> producer, as the core layers expect) and `cfg_feed`
     (cfg -> cfg). Returned beside it: `config_values` [NC, K, 18] (int8) and
-    `cfg_node` [NC] (each configurable node's op id), `cfg_ref` and `cfg_dims`.
+    `cfg_node` [NC] (each configurable node's op id), `cfg_ref` and `cfg_dims`,
+    `node_segment` [N] bool (None when the batch has none: every node) and
+    `config_mask` [G * K] (1 = real configuration, 0 = padding slot).
     """
     node_sizes, cfg_sizes = batch["node_sizes"], batch["cfg_sizes"]
     graph = tfgnn.GraphTensor.from_pieces(
@@ -284,6 +328,8 @@ def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
         "cfg_node": batch["cfg_node"],
         "cfg_ref": batch["cfg_ref"],
         "cfg_dims": batch["cfg_dims"],
+        "node_segment": batch.get(SEGMENT_KEY),
+        "config_mask": batch["config_mask"],
     }
 
 

@@ -21,8 +21,12 @@ configurations.
   that share an edge, pooled over configurable nodes and scored beside the
   pooled graph state.
 
-Neither model attends across a graph's configurations: a configuration's score
-does not depend on which other configurations share its batch.
+Without `config_attention_heads`, neither model attends across a graph's
+configurations: a configuration's score does not depend on which other
+configurations share its batch. LayoutSAGE with `config_attention_heads > 0`
+does (`ConfigAttention`); such a model says so (`attends_across_configs`), and
+`train_lib.GraphScorer` then scores all of a graph's configurations in one call,
+so a score never depends on how scoring was chunked.
 """
 
 from __future__ import annotations
@@ -61,6 +65,32 @@ def _reductions(reduction: Any) -> tuple[str, ...]:
     return tuple(reduction.split("+"))
 
 
+class ConfigAttention(tf.keras.layers.Layer):
+    """Self-attention across one graph's configurations (pre-norm, residual).
+
+    x [G, K, d] holds a per-configuration state of each of G graphs; returns
+    x + MHA(LN(x), LN(x)), where configuration k of graph g attends to every real
+    configuration of graph g (padding slots, mask 0, are never attended to) and
+    to no other graph's. So each score can read how its configuration compares
+    with the graph's other candidates (e.g. whether it is the usual layout).
+
+        attend = ConfigAttention(heads=4, key_dim=16)
+        x = attend(x, mask)        # x [G, K, d], mask [G, K] 1 = real slot
+    """
+
+    def __init__(self, heads: int, key_dim: int, **kw):
+        super().__init__(**kw)
+        self.norm = tf.keras.layers.LayerNormalization(name="norm")
+        self.attention = tf.keras.layers.MultiHeadAttention(heads, key_dim, name="mha")
+
+    def call(self, x: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+        real = mask > 0  # [G, K]
+        k = tf.shape(x)[1]
+        keys = tf.broadcast_to(real[:, None, :], tf.stack([tf.shape(x)[0], k, k]))
+        normed = self.norm(x)
+        return x + self.attention(normed, normed, attention_mask=keys)
+
+
 class LayoutModel(tf.keras.Model):
     """Shared parts: kwargs bookkeeping, `call`, `get_config`/`from_config`, `create_variables`.
 
@@ -94,9 +124,32 @@ class LayoutModel(tf.keras.Model):
         self(to_tensors(dummy_batch(2)))
         return self
 
+    @property
+    def attends_across_configs(self) -> bool:
+        """Whether a score depends on the other configurations scored with it."""
+        return False
+
     def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
         """Scores [graphs, K], lower = predicted faster; K is read from `config_values`."""
         raise NotImplementedError
+
+
+def backprop_segment(inputs: dict, states: tf.Tensor, training=None) -> tf.Tensor:
+    """Segment training ("backpropdropout"): `states` [N, ...] with the gradient stopped
+    on every node outside `inputs["node_segment"]`.
+
+    The value is unchanged, so the forward pass still sees the whole graph; in
+    training the gradient reaches the layers below only through the segment's
+    nodes. Without a segment (scoring, validation) or outside training: `states`.
+
+        states = backprop_segment(inputs, states, training)   # [N, K, h]
+    """
+    segment = inputs.get("node_segment")
+    if segment is None or not training:
+        return states
+    rank = len(states.shape)
+    keep = tf.reshape(segment, tf.concat([tf.shape(segment), tf.ones([rank - 1], tf.int32)], 0))
+    return tf.where(keep, states, tf.stop_gradient(states))
 
 
 def _place_on_nodes(inputs: dict, cfg_values: tf.Tensor) -> tf.Tensor:
@@ -113,7 +166,8 @@ class ResModel(LayoutModel):
     state[v, k] = act(W_op [embed(opcode_v) ; feats_v] + W_cfg values[v, k]) with
     values[v, k] the 18 layout values (as numbers, -1..5) of configuration k when
     v is configurable and 0 otherwise; the op part is computed once per graph.
-    Then `mlp_layers - 1` more Dense layers, `num_gnns` ResGCN layers
+    Then `mlp_layers - 1` more Dense layers (in segment training the gradient
+    stops there outside the batch's segment, `backprop_segment`), `num_gnns` ResGCN layers
     (`directed`: separate weights per edge direction), `reduction` pooling over
     the graph's nodes and a head with `final_mlp_layers` hidden layers (0: linear).
     """
@@ -178,6 +232,7 @@ class ResModel(LayoutModel):
         states = self.activation(op_part[:, None, :] + placed)
         for layer in self.prenet:
             states = layer(states)
+        states = backprop_segment(inputs, states, training)
         for conv in self.convs:
             states = conv(graph, states)
         return self.head(self.pool(graph, states), training=training)  # [G, K]
@@ -193,7 +248,10 @@ class LayoutSAGE(LayoutModel):
     `config_embed_dim` wide), x[w, k] = MLP(W_n [h_w ; enc_w] +
     W_c e[w, k]) (the node part once per graph); `config_layers` residual rounds
     x += act(W_s x + W_p mean_producers(x) + W_c mean_consumers(x)) over edges
-    between configurable nodes; the score is head([g ; pool_w x[w, k]]).
+    between configurable nodes; c[k] = pool_w x[w, k], with
+    `config_attention_heads` > 0 followed by `ConfigAttention` across the
+    graph's configurations; the score is head([g ; c[k]]). In
+    segment training the gradient stops at OpEncoder outside the segment.
     """
 
     def __init__(
@@ -210,6 +268,7 @@ class LayoutSAGE(LayoutModel):
         reduction: str = "sum+mean",
         directed: bool = True,
         dropout: float = 0.0,
+        config_attention_heads: int = 0,
     ):
         for name, value, least in (
             ("op_embed_dim", op_embed_dim, 1),
@@ -218,6 +277,7 @@ class LayoutSAGE(LayoutModel):
             ("config_embed_dim", config_embed_dim, 1),
             ("config_layers", config_layers, 0),
             ("final_mlp_layers", final_mlp_layers, 0),
+            ("config_attention_heads", config_attention_heads, 0),
         ):
             _check_int(name, value, least)
         if not isinstance(directed, bool):
@@ -236,6 +296,7 @@ class LayoutSAGE(LayoutModel):
                 reduction=reduction,
                 directed=directed,
                 dropout=dropout,
+                config_attention_heads=config_attention_heads,
             ),
         )
         self.hidden_dim = hidden_dim
@@ -262,7 +323,16 @@ class LayoutSAGE(LayoutModel):
             }
             for i in range(config_layers)
         ]
+        self.config_attention = (
+            ConfigAttention(config_attention_heads, hidden_dim // config_attention_heads or 1)
+            if config_attention_heads
+            else None
+        )
         self.head = ConfigScoringHead([hidden_dim] * final_mlp_layers, hidden_activation, dropout)
+
+    @property
+    def attends_across_configs(self) -> bool:
+        return self.config_attention is not None
 
     def embed_values(self, inputs: dict) -> tf.Tensor:
         """[NC, K, 18 * (e + 1)]: per slot, embed(slot, value, value == reference) ; dim size.
@@ -311,7 +381,7 @@ class LayoutSAGE(LayoutModel):
     def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
         graph = inputs["graph"]
         # Config-independent, once per graph: op states and the graph state.
-        encoded = self.op_encoder(graph)
+        encoded = backprop_segment(inputs, self.op_encoder(graph), training)
         states = encoded
         for conv in self.convs:
             states = conv(graph, states)
@@ -336,4 +406,7 @@ class LayoutSAGE(LayoutModel):
                     update += parts[direction](graph_ops.propagate(mean, x))
                 x = x + self.activation(update)
         config_state = self._pool_configurable(graph, x)  # [G, K, h * r]
+        if self.config_attention is not None:
+            mask = tf.reshape(inputs["config_mask"], tf.shape(config_state)[:2])
+            config_state = self.config_attention(config_state, mask)
         return self.head.score_joined(graph_state, config_state, training=training)

@@ -6,8 +6,13 @@
 
 Flags and defaults are upstream `layout_train.py`'s (`--source` ... `--losses`);
 `--seed`, `--data_root`, `--out_dir`, `--cache_dir`, `--prune_hops` and
-`--drop_duplicates` are this project's. `--keep_nodes` (upstream's segment training) is accepted
-and recorded but not used yet: the whole (pruned) graph is always trained on.
+`--drop_duplicates` are this project's. `--keep_nodes` is upstream's segment training: the forward
+pass sees the whole (pruned) graph, the gradient flows through one random
+segment of at most `keep_nodes` nodes per graph and step.
+
+`split_kwargs()` and `train_kwargs()` are what layout_train.py passes to
+`load_run_split` and `train_layout`; bench/layout_toy.py passes the same, so a
+recipe file trains the same run in both.
 """
 
 from __future__ import annotations
@@ -63,7 +68,9 @@ class LayoutTrainArgs(ArgsRecord):
     lr: float = _flag(1e-3, "learning rate (Adam)")
     clip_norm: float = _flag(1e-2, "gradient clip norm")
     keep_nodes: int = _flag(
-        5000, "upstream's segment size for backprop; accepted and recorded, NOT USED YET"
+        5000,
+        "segment training: per graph and step, the gradient flows through one random "
+        "segment of this many nodes (the forward pass sees the whole graph)",
     )
     model: str = _flag("ResModel", f"model class of baselines/layout/models.py: {MODEL_NAMES}")
     model_kwargs_json: str = _flag("{}", "JSON object of model constructor kwargs")
@@ -108,6 +115,30 @@ class LayoutTrainArgs(ArgsRecord):
     def run_hash(self) -> str:
         hashed = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED}
         return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
+
+    def split_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of `run_data.load_run_split` (reductions of train/valid graphs)."""
+        return dict(
+            prune_hops=self.prune_hops,
+            drop_duplicates=self.drop_duplicates,
+            max_configs=self.max_configs,
+            seed=self.seed,
+            cache_dir=self.cache_dir,
+        )
+
+    def train_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of `train_lib.train_layout` (all but the graphs, model, progress)."""
+        return dict(
+            epochs=self.epochs,
+            configs=self.configs,
+            batch=self.batch,
+            lr=self.lr,
+            clip_norm=self.clip_norm,
+            seed=self.seed,
+            losses=self.losses,
+            early_stop=self.early_stop,
+            keep_nodes=self.keep_nodes,
+        )
 
     def model_kwargs(self) -> dict[str, Any]:
         return parse_json_object("model_kwargs_json", self.model_kwargs_json, '{"hidden_dim": 16}')

@@ -12,9 +12,9 @@ epoch's weights), and Kendall's tau on the same sample (`ValidationKendallTau`).
 TensorBoard scalars are written after every epoch, and a run with a backup
 folder resumes at its last finished epoch (`keras_fit.resumable_fit`, shared
 with the tile pipeline). Then every validation graph is ranked with all its
-configurations (in chunks; no model here attends across configurations, so
-chunking does not change a score) and Kendall's tau, OPA and slowdown@k are
-reported. On CPU a seed gives the same run: pass an unbuilt model, its weights
+configurations (in chunks, or in one call for a model that attends across
+configurations, so chunking never changes a score) and Kendall's tau, OPA and
+slowdown@k are reported. On CPU a seed gives the same run: pass an unbuilt model, its weights
 are created after the seed is set.
 """
 
@@ -45,6 +45,7 @@ from baselines.layout.batching import (
     assemble_batch,
     batch_source,
     prepare_graphs,
+    segment_source,
     to_model_inputs,
     to_tensors,
 )
@@ -66,7 +67,9 @@ class GraphScorer:
     """Scores every configuration of a prepared graph, `chunk` configurations per call.
 
     One traced function serves every graph and chunk size (all dimensions are
-    dynamic in its signature).
+    dynamic in its signature). A model that attends across configurations
+    (`attends_across_configs`) scores all of a graph's configurations in one
+    call instead, so its scores do not depend on `chunk`.
     """
 
     def __init__(self, model: LayoutModel, chunk: int = SCORE_CHUNK):
@@ -82,8 +85,9 @@ class GraphScorer:
 
     def score(self, graph: PreparedGraph) -> np.ndarray:
         parts = []
-        for start in range(0, graph.num_configs, self.chunk):
-            slots = np.arange(start, min(start + self.chunk, graph.num_configs))
+        chunk = max(graph.num_configs, 1) if self.model.attends_across_configs else self.chunk
+        for start in range(0, graph.num_configs, chunk):
+            slots = np.arange(start, min(start + chunk, graph.num_configs))
             batch = assemble_batch([graph], [0], [slots], len(slots))
             parts.append(self.score_batch(batch)[0])
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
@@ -153,6 +157,7 @@ def train_layout(
     seed: int,
     losses: str = "ListMLELoss:1",
     early_stop: int | None = None,
+    keep_nodes: int | None = None,
     out_dir: Path | str | None = None,
     progress: bool = True,
     strategy: tf.distribute.Strategy | None = None,
@@ -174,8 +179,10 @@ def train_layout(
     there and a run started again with the folder present resumes at its last
     finished epoch and ends as an uninterrupted one would (the caller removes
     the folder once the run is saved). Only the chief writes; other workers
-    return a record without validation metrics (`"chief": False`). With
-    `out_dir`, the record (`layout_record.json`) and the weights
+    return a record without validation metrics (`"chief": False`).
+    `keep_nodes`: segment training (`batching.segment_source`; models stop the
+    gradient outside each graph's segment, `models.backprop_segment`); None
+    trains through every node. With `out_dir`, the record (`layout_record.json`) and the weights
     (`layout_weights.npz`) are written there.
     """
     if not train_graphs or not valid_graphs:
@@ -190,7 +197,7 @@ def train_layout(
     configs = min(int(configs), max(g.num_configs for g in train))
     replicas = strategy.num_replicas_in_sync
     train_batches = EpochBatches(
-        batch_source(train),
+        batch_source(train) if keep_nodes is None else segment_source(train, keep_nodes, seed),
         batch,
         configs,
         seed,
@@ -246,6 +253,7 @@ def train_layout(
         "losses": losses,
         "epochs": epochs,
         "replicas": replicas,
+        "keep_nodes": keep_nodes,
         "train_graphs": [g.graph_id for g in train],
         "valid_graphs": [g.graph_id for g in valid],
         "train_curve": stopping.curve,
