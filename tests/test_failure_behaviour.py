@@ -392,3 +392,17 @@ def test_stale_temporaries_of_dead_writers_are_removed_live_ones_kept(tmp_path):
 def test_configs_1_is_refused_with_a_reason(tmp_path):
     with pytest.raises(PipelineError, match="--configs: 1 gives no ranking signal"):
         TrainArgs(configs=1, out_dir=str(tmp_path)).validate()
+
+
+def test_closed_stdout_pipe_ends_quietly():
+    """`script | head`: the reader is gone before the script prints; no traceback, status 0."""
+    script = Path(__file__).resolve().parents[1] / "echo_download_commands.py"
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "--collections", "all"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # before the interpreter has even started importing
+    _, stderr = proc.communicate(timeout=60)
+    assert "Traceback" not in stderr.decode() and "BrokenPipe" not in stderr.decode()
+    assert proc.returncode == 0

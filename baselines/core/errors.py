@@ -21,6 +21,8 @@ class PipelineError(Exception):
 def run_cli(main: Callable[[], int | None], fast_exit: bool = False) -> NoReturn:
     """Runs `main`, mapping `PipelineError` to one stderr line and exit code 2.
 
+    A closed stdout pipe (`script | head`) ends quietly with status 0.
+
     With `fast_exit`, a successful run ends with `os._exit` once stdout and
     stderr are flushed: TensorFlow's interpreter teardown takes about a second
     and there is nothing left to clean up (outputs are written and renamed).
@@ -33,6 +35,11 @@ def run_cli(main: Callable[[], int | None], fast_exit: bool = False) -> NoReturn
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
+    except BrokenPipeError:
+        # The reader went away (`script | head`): not an error of ours. Point stdout
+        # at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
     if fast_exit:
         sys.stdout.flush()
         sys.stderr.flush()
