@@ -44,6 +44,10 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "create_kaggle_csv.py": _parser_of("create_kaggle_csv"),
     "tiles_beam_experiments.py": _parser_of("tiles_beam_experiments"),
     "echo_download_commands.py": _parser_of("echo_download_commands"),
+    "layout_train.py": _parser_of("layout_train"),
+    "layout_gen_predictions_csv.py": _parser_of("layout_gen_predictions_csv"),
+    "layout_evaluate.py": _parser_of("layout_evaluate"),
+    "layout_beam_experiments.py": _parser_of("layout_beam_experiments"),
 }
 
 
@@ -93,6 +97,13 @@ def table(name: str) -> str:
 
         # Its training flags are tiles_train.py's (listed there), set in every run.
         return flag_table(PARSERS[name](), skip=lambda flag: flag in TrainArgs.flag_names())
+    if name == "layout_beam_experiments.py":
+        from baselines.layout.train_args import LayoutTrainArgs
+
+        # Its training flags are layout_train.py's (listed there), set in every run.
+        return flag_table(
+            PARSERS[name](), skip=lambda flag: flag in LayoutTrainArgs.flag_names() | {"strategy"}
+        )
     if name not in PARSERS:
         raise KeyError(f"no generated table named {name!r}")
     return flag_table(PARSERS[name]())
