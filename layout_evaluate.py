@@ -32,6 +32,7 @@ prepare_tensorflow_import()
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
+from baselines.layout.cache import CACHE_DIR_HELP, prepare_cache_dir
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,8 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cache_dir",
         default=None,
-        help="folder for memory-mapped caches of the read split (the one layout_train.py "
-        "used can be shared); none by default",
+        help=CACHE_DIR_HELP,
     )
     parser.add_argument(
         "--subset_size",
@@ -78,18 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = build_parser().parse_args()
-    from baselines.core.io_utils import (
-        check_output_file,
-        check_writable_dir,
-        read_user_text,
-        remove_stale_temporaries,
-    )
+    from baselines.core.io_utils import check_output_file, read_user_text
 
     # Refused now, not after scoring every model; a missing folder is made when writing.
     output = check_output_file(Path(args.output), "--output")
-    if args.cache_dir is not None:
-        check_writable_dir(Path(args.cache_dir).expanduser(), "--cache_dir")
-        remove_stale_temporaries(Path(args.cache_dir).expanduser())
+    prepare_cache_dir(args.cache_dir)
     if args.subset_size < 1 or args.subset_seed < 0:
         raise PipelineError(
             f"--subset_size must be >= 1 and --subset_seed >= 0, got {args.subset_size} "

@@ -27,6 +27,7 @@ prepare_tensorflow_import()
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
+from baselines.layout.cache import CACHE_DIR_HELP, prepare_cache_dir
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,8 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cache_dir",
         default=None,
-        help="folder for memory-mapped caches of the read split (the one layout_train.py "
-        "used can be shared); none by default",
+        help=CACHE_DIR_HELP,
     )
     parser.add_argument(
         "--output",
@@ -68,22 +68,14 @@ def main() -> int:
     models = read_layout_models(args.dir, "--dir")
     first_dir, first = models[0]
     source, search = first["source"], first["search"]
-    from baselines.core.io_utils import (
-        check_output_file,
-        check_writable_dir,
-        ensure_parent,
-        remove_stale_temporaries,
-    )
+    from baselines.core.io_utils import check_output_file, ensure_parent
     from baselines.layout.train_args import resolve_layout_root, toy_banner
 
     output = Path(
         args.output or first_dir.parent / f"layout_{source}_{search}_predictions.csv"
     ).expanduser()
     output = check_output_file(output, "--output")
-    if args.cache_dir is not None:
-        cache = Path(args.cache_dir).expanduser()
-        check_writable_dir(cache, "--cache_dir")
-        remove_stale_temporaries(cache)
+    prepare_cache_dir(args.cache_dir)
     root, toy = resolve_layout_root(args.data_root or first["args"]["data_root"])
     if toy:
         print(toy_banner(root), flush=True)

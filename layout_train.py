@@ -38,6 +38,7 @@ from baselines.core.distribution import add_strategy_flag, check_strategy_enviro
 from baselines.core.errors import run_cli
 from baselines.core.flagfile import expand_flagfiles
 from baselines.core.io_utils import check_writable_dir, remove_stale_temporaries
+from baselines.layout.cache import prepare_cache_dir
 from baselines.layout.train_args import LayoutTrainArgs, resolve_layout_root, toy_banner
 
 
@@ -98,10 +99,7 @@ def train_run(
     root, toy = resolve_layout_root(args.data_root)
     out = Path(args.out_dir).expanduser()
     check_writable_dir(out, "--out_dir")
-    if args.cache_dir is not None:
-        cache = Path(args.cache_dir).expanduser()
-        check_writable_dir(cache, "--cache_dir")
-        remove_stale_temporaries(cache, log)
+    prepare_cache_dir(args.cache_dir, log)
     if toy:
         log(toy_banner(root))
     run_hash = args.run_hash()

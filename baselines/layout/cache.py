@@ -34,7 +34,11 @@ from baselines.core.array_cache import (
 )
 from baselines.core.errors import PipelineError
 from baselines.core.format import NODE_FEAT_DIM
-from baselines.core.io_utils import describe_write_error
+from baselines.core.io_utils import (
+    check_writable_dir,
+    describe_write_error,
+    remove_stale_temporaries,
+)
 from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
 
 # Bump when the folder's layout or the reader's validation rules change.
@@ -65,6 +69,30 @@ _LAYOUT = {
     "graph_ids": ((), None),
 }
 FIELDS = tuple(_LAYOUT)
+
+
+# The help of every layout script's --cache_dir flag.
+CACHE_DIR_HELP = (
+    "folder for memory-mapped caches of the read splits, shared by layout_train.py, "
+    "layout_gen_predictions_csv.py and layout_evaluate.py (None = no cache; not hashed)"
+)
+
+
+def prepare_cache_dir(
+    cache_dir: Path | str | None, log: Callable[[str], None] = print
+) -> Path | None:
+    """The cache folder of `--cache_dir`, checked writable, with dead writers' leftovers removed.
+
+        cache = prepare_cache_dir(args.cache_dir)   # None: no cache
+
+    A folder that cannot be written is refused in one line before any slow work.
+    """
+    if cache_dir is None:
+        return None
+    cache = Path(cache_dir).expanduser()
+    check_writable_dir(cache, "--cache_dir")
+    remove_stale_temporaries(cache, log)
+    return cache
 
 
 def layout_cache_path(cache_dir: Path | str, folder: Path | str, files: Sequence[Path]) -> Path:
