@@ -8,6 +8,7 @@ rest of the layout tests check against the files' bytes).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import gzip
 import json
 import os
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 from test_layout_data import graph_arrays, write
 
+from baselines.core import array_cache
 from baselines.core.errors import PipelineError
 from baselines.layout import cache as layout_cache
 from baselines.layout import data
@@ -213,6 +215,70 @@ def test_unwritable_cache_is_one_line(tmp_path, monkeypatch):
     blocker.write_text("not a folder")
     with pytest.raises(PipelineError, match="cache"):
         data.load_layout_split(folder, log=None, cache_dir=blocker)
+
+
+def _full_disk_after(appends: int, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Makes the cache writer fail with ENOSPC once `appends` chunks were written."""
+    real = array_cache.ArrayFolderWriter.append
+    calls: list[int] = []
+
+    def append(self, field: str, chunk: np.ndarray) -> None:
+        calls.append(1)
+        if len(calls) > appends:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, field, chunk)
+
+    monkeypatch.setattr(array_cache.ArrayFolderWriter, "append", append)
+    return calls
+
+
+def test_full_disk_while_writing_the_cache_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """ENOSPC midway (graphs already written): one line naming the cache folder and
+    --cache_dir, no folder left behind; the next run builds a whole cache, silently."""
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    files = sorted(folder.glob("*.npz"))
+    target = layout_cache.layout_cache_path(cache, folder, files)
+    calls = _full_disk_after(3 * len(layout_cache._ROWS), monkeypatch)  # in the 4th graph
+    with pytest.raises(PipelineError) as caught:
+        data.load_layout_split(folder, log=None, cache_dir=cache)
+    line = str(caught.value)
+    assert "\n" not in line and line.startswith(f"{target}: cannot write the cache")
+    assert "disk full" in line and "--cache_dir" in line, line
+    assert len(calls) == 3 * len(layout_cache._ROWS) + 1  # it did write, then failed
+    assert list(cache.iterdir()) == []  # neither the cache's folder nor a temporary one
+
+    monkeypatch.undo()
+    lines: list[str] = []
+    graphs = data.load_layout_split(folder, log=lines.append, cache_dir=cache)
+    assert lines == []  # nothing half-written was found, so nothing "damaged" to rebuild
+    assert_same_graphs(graphs, data.load_layout_split(folder, log=None))
+    assert [p.name for p in cache.iterdir()] == [target.name]
+
+
+@pytest.mark.slow
+def test_full_disk_while_writing_the_cache_ends_layout_train_in_one_line(tmp_path):
+    cache = tmp_path / "cache"
+    flags = ["--source=xla", "--search=default", "--epochs=1", f"--out_dir={tmp_path / 'out'}",
+             f"--cache_dir={cache}"]  # fmt: skip
+    code = (
+        "import errno, runpy, sys\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        f"sys.argv = ['layout_train.py', *{flags!r}]\n"
+        "from baselines.core import array_cache\n"
+        "def full(self, field, chunk):\n"
+        "    raise OSError(errno.ENOSPC, 'No space left on device')\n"
+        "array_cache.ArrayFolderWriter.append = full\n"
+        f"runpy.run_path({str(REPO / 'layout_train.py')!r}, run_name='__main__')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"{cache}/layout-train-" in lines[0] and "--cache_dir" in lines[0], lines[0]
+    assert "disk full" in lines[0]
+    assert list(cache.iterdir()) == []
 
 
 def test_cache_dir_is_not_part_of_the_run_hash():
