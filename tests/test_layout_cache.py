@@ -23,9 +23,15 @@ from test_layout_data import graph_arrays, write
 
 from baselines.core import array_cache
 from baselines.core.errors import PipelineError
+from baselines.core.keras_fit import EpochBatches
 from baselines.layout import cache as layout_cache
 from baselines.layout import data
-from baselines.layout.batching import prepare_graph
+from baselines.layout.batching import (
+    batch_source,
+    prepare_graph,
+    prepare_graphs,
+    segment_source,
+)
 from baselines.layout.graph import LayoutGraph
 from baselines.layout.run_data import load_run_split
 from baselines.layout.train_args import LayoutTrainArgs
@@ -207,6 +213,60 @@ def test_prepared_graphs_read_the_configurations_in_place(tmp_path):
     prepared = prepare_graph(graph)
     assert prepared.config_values.dtype == np.int8
     assert np.shares_memory(prepared.config_values, graph.node_config_feat)
+
+
+def _reads_the_cache_file(array: np.ndarray) -> bool:
+    """Whether `array` is a view of a memory-mapped file (no copy of its values in RAM)."""
+    while isinstance(array, np.ndarray):
+        if isinstance(array, np.memmap):
+            return True
+        array = array.base
+    return array is not None and "mmap" in type(array).__name__
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_streaming_configurations_from_the_cache_gives_the_batches_of_memory(tmp_path, training):
+    """Batches drawn from the memory-mapped int8 split equal, array by array and byte by
+    byte, those drawn from the split held in memory, for several epochs and both the
+    plain and the segment source; the cached configurations stay on disk throughout."""
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    reduce = dict(training=training, prune_hops=1, drop_duplicates=True, max_configs=40, seed=2)
+    in_memory = load_run_split(folder, log=None, **reduce)
+    data.load_layout_split(folder, log=None, cache_dir=cache)  # cold: builds the cache
+    streamed = load_run_split(folder, log=None, cache_dir=cache, **reduce)
+    assert not any(isinstance(g.node_config_feat, np.memmap) for g in in_memory)
+    # Ranking reduces no configuration: every graph reads the cache file. Training
+    # drops duplicates and samples, which copy the kept int8 rows of each graph they
+    # change (here all of them): the batches must still be the same.
+    kept = [g for g in streamed if g.node_config_feat.size and _reads_the_cache_file(
+        g.node_config_feat)]  # fmt: skip
+    if not training:
+        assert len(kept) == sum(1 for g in streamed if g.node_config_feat.size) > 0
+
+    prepared = {"memory": prepare_graphs(in_memory), "cache": prepare_graphs(streamed)}
+    for graph, ready in zip(streamed, prepared["cache"], strict=True):
+        if graph in kept:  # preparing maps, never copies, the int8 values
+            assert _reads_the_cache_file(graph.node_config_feat)
+            assert _reads_the_cache_file(ready.config_values)
+            assert np.shares_memory(ready.config_values, graph.node_config_feat)
+    for make in (batch_source, lambda graphs: segment_source(graphs, keep_nodes=50, seed=4)):
+        drawn = {
+            name: EpochBatches(make(graphs), batch=3, num_configs=16, seed=9)
+            for name, graphs in prepared.items()
+        }
+        for epoch in range(3):
+            got = list(drawn["cache"].batches(epoch))
+            want = list(drawn["memory"].batches(epoch))
+            assert len(got) == len(want) > 0
+            for a, b in zip(got, want, strict=True):
+                assert set(a) == set(b)
+                for key in a:
+                    assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, key
+                    np.testing.assert_array_equal(a[key], b[key], f"epoch {epoch}: {key}")
+    for graph, ready in zip(streamed, prepared["cache"], strict=True):
+        if graph in kept:  # drawing batches copied slices, not the split
+            assert isinstance(graph.node_config_feat, np.memmap)
+            assert _reads_the_cache_file(ready.config_values)
 
 
 def test_unwritable_cache_is_one_line(tmp_path, monkeypatch):
