@@ -107,7 +107,7 @@ def train_run(
     log(f"layout:{args.source}:{args.search} from {folder}; run {run_hash}")
 
     from baselines.core.distribution import is_chief, make_strategy
-    from baselines.layout.run_data import load_run_split
+    from baselines.layout.run_data import load_run_split, max_configs_note
     from baselines.layout.run_files import build_model, save_layout_run
     from baselines.layout.train_lib import train_layout
 
@@ -118,6 +118,9 @@ def train_run(
     reduce = dict(**args.split_kwargs(), log=log)
     train = load_run_split(folder / "train", training=True, **reduce)
     valid = load_run_split(folder / "valid", training=True, **reduce)
+    note = max_configs_note(args.max_configs, [*train, *valid], distinct=args.drop_duplicates)
+    if note:
+        log(note)  # the flag stays in the run hash and run file as given
     model = build_model(args.model, args.model_kwargs())
     backup_dir, tb_dir = out / f"backup_{run_hash}", out / f"tb_{run_hash}"
     started = time.perf_counter()

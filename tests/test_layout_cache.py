@@ -8,6 +8,7 @@ rest of the layout tests check against the files' bytes).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import gzip
 import json
 import os
@@ -20,10 +21,17 @@ import numpy as np
 import pytest
 from test_layout_data import graph_arrays, write
 
+from baselines.core import array_cache
 from baselines.core.errors import PipelineError
+from baselines.core.keras_fit import EpochBatches
 from baselines.layout import cache as layout_cache
 from baselines.layout import data
-from baselines.layout.batching import prepare_graph
+from baselines.layout.batching import (
+    batch_source,
+    prepare_graph,
+    prepare_graphs,
+    segment_source,
+)
 from baselines.layout.graph import LayoutGraph
 from baselines.layout.run_data import load_run_split
 from baselines.layout.train_args import LayoutTrainArgs
@@ -207,12 +215,130 @@ def test_prepared_graphs_read_the_configurations_in_place(tmp_path):
     assert np.shares_memory(prepared.config_values, graph.node_config_feat)
 
 
+def _reads_the_cache_file(array: np.ndarray) -> bool:
+    """Whether `array` is a view of a memory-mapped file (no copy of its values in RAM)."""
+    while isinstance(array, np.ndarray):
+        if isinstance(array, np.memmap):
+            return True
+        array = array.base
+    return array is not None and "mmap" in type(array).__name__
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_streaming_configurations_from_the_cache_gives_the_batches_of_memory(tmp_path, training):
+    """Batches drawn from the memory-mapped int8 split equal, array by array and byte by
+    byte, those drawn from the split held in memory, for several epochs and both the
+    plain and the segment source; the cached configurations stay on disk throughout."""
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    reduce = dict(training=training, prune_hops=1, drop_duplicates=True, max_configs=40, seed=2)
+    in_memory = load_run_split(folder, log=None, **reduce)
+    data.load_layout_split(folder, log=None, cache_dir=cache)  # cold: builds the cache
+    streamed = load_run_split(folder, log=None, cache_dir=cache, **reduce)
+    assert not any(isinstance(g.node_config_feat, np.memmap) for g in in_memory)
+    # Ranking reduces no configuration: every graph reads the cache file. Training
+    # drops duplicates and samples, which copy the kept int8 rows of each graph they
+    # change (here all of them): the batches must still be the same.
+    kept = [g for g in streamed if g.node_config_feat.size and _reads_the_cache_file(
+        g.node_config_feat)]  # fmt: skip
+    if not training:
+        assert len(kept) == sum(1 for g in streamed if g.node_config_feat.size) > 0
+
+    prepared = {"memory": prepare_graphs(in_memory), "cache": prepare_graphs(streamed)}
+    for graph, ready in zip(streamed, prepared["cache"], strict=True):
+        if graph in kept:  # preparing maps, never copies, the int8 values
+            assert _reads_the_cache_file(graph.node_config_feat)
+            assert _reads_the_cache_file(ready.config_values)
+            assert np.shares_memory(ready.config_values, graph.node_config_feat)
+    for make in (batch_source, lambda graphs: segment_source(graphs, keep_nodes=50, seed=4)):
+        drawn = {
+            name: EpochBatches(make(graphs), batch=3, num_configs=16, seed=9)
+            for name, graphs in prepared.items()
+        }
+        for epoch in range(3):
+            got = list(drawn["cache"].batches(epoch))
+            want = list(drawn["memory"].batches(epoch))
+            assert len(got) == len(want) > 0
+            for a, b in zip(got, want, strict=True):
+                assert set(a) == set(b)
+                for key in a:
+                    assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, key
+                    np.testing.assert_array_equal(a[key], b[key], f"epoch {epoch}: {key}")
+    for graph, ready in zip(streamed, prepared["cache"], strict=True):
+        if graph in kept:  # drawing batches copied slices, not the split
+            assert isinstance(graph.node_config_feat, np.memmap)
+            assert _reads_the_cache_file(ready.config_values)
+
+
 def test_unwritable_cache_is_one_line(tmp_path, monkeypatch):
     folder = make_split(tmp_path)
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     with pytest.raises(PipelineError, match="cache"):
         data.load_layout_split(folder, log=None, cache_dir=blocker)
+
+
+def _full_disk_after(appends: int, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Makes the cache writer fail with ENOSPC once `appends` chunks were written."""
+    real = array_cache.ArrayFolderWriter.append
+    calls: list[int] = []
+
+    def append(self, field: str, chunk: np.ndarray) -> None:
+        calls.append(1)
+        if len(calls) > appends:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, field, chunk)
+
+    monkeypatch.setattr(array_cache.ArrayFolderWriter, "append", append)
+    return calls
+
+
+def test_full_disk_while_writing_the_cache_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """ENOSPC midway (graphs already written): one line naming the cache folder and
+    --cache_dir, no folder left behind; the next run builds a whole cache, silently."""
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    files = sorted(folder.glob("*.npz"))
+    target = layout_cache.layout_cache_path(cache, folder, files)
+    calls = _full_disk_after(3 * len(layout_cache._ROWS), monkeypatch)  # in the 4th graph
+    with pytest.raises(PipelineError) as caught:
+        data.load_layout_split(folder, log=None, cache_dir=cache)
+    line = str(caught.value)
+    assert "\n" not in line and line.startswith(f"{target}: cannot write the cache")
+    assert "disk full" in line and "--cache_dir" in line, line
+    assert len(calls) == 3 * len(layout_cache._ROWS) + 1  # it did write, then failed
+    assert list(cache.iterdir()) == []  # neither the cache's folder nor a temporary one
+
+    monkeypatch.undo()
+    lines: list[str] = []
+    graphs = data.load_layout_split(folder, log=lines.append, cache_dir=cache)
+    assert lines == []  # nothing half-written was found, so nothing "damaged" to rebuild
+    assert_same_graphs(graphs, data.load_layout_split(folder, log=None))
+    assert [p.name for p in cache.iterdir()] == [target.name]
+
+
+@pytest.mark.slow
+def test_full_disk_while_writing_the_cache_ends_layout_train_in_one_line(tmp_path):
+    cache = tmp_path / "cache"
+    flags = ["--source=xla", "--search=default", "--epochs=1", f"--out_dir={tmp_path / 'out'}",
+             f"--cache_dir={cache}"]  # fmt: skip
+    code = (
+        "import errno, runpy, sys\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        f"sys.argv = ['layout_train.py', *{flags!r}]\n"
+        "from baselines.core import array_cache\n"
+        "def full(self, field, chunk):\n"
+        "    raise OSError(errno.ENOSPC, 'No space left on device')\n"
+        "array_cache.ArrayFolderWriter.append = full\n"
+        f"runpy.run_path({str(REPO / 'layout_train.py')!r}, run_name='__main__')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"{cache}/layout-train-" in lines[0] and "--cache_dir" in lines[0], lines[0]
+    assert "disk full" in lines[0]
+    assert list(cache.iterdir()) == []
 
 
 def test_cache_dir_is_not_part_of_the_run_hash():

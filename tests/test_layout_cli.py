@@ -4,6 +4,7 @@ rebuilding a saved model, and misuse refused in one line."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 import json
 import subprocess
@@ -172,6 +173,79 @@ def test_misuse_is_refused_in_one_line(trained):
     assert "is a tile model; use tiles_gen_predictions_csv.py" in line
     line = one_line_error(run("tiles_gen_predictions_csv.py", f"--dir={layout_model}"))
     assert "is a layout model; use layout_gen_predictions_csv.py" in line
+
+
+def test_negative_prune_hops_is_refused_in_one_line():
+    """-1 means no pruning; any other negative count is refused before TensorFlow works."""
+    line = one_line_error(run("layout_train.py", "--prune_hops=-2"))
+    assert line == "error: --prune_hops: must be >= 0, or None/-1 for no pruning, got -2"
+
+
+def test_max_configs_note_says_when_the_flag_keeps_everything():
+    from baselines.layout.graph import LayoutGraph
+    from baselines.layout.run_data import max_configs_note
+
+    def graph(c: int) -> LayoutGraph:
+        return LayoutGraph(
+            graph_id=f"g{c}",
+            node_feat=np.zeros((1, 140), np.float32),
+            node_opcode=np.zeros(1, np.int32),
+            edge_index=np.zeros((0, 2), np.int32),
+            node_config_ids=np.zeros(0, np.int32),
+            node_config_feat=np.zeros((c, 0, 18), np.int8),
+            config_runtime=np.arange(1, c + 1, dtype=np.int64),
+            node_splits=np.array([0, 1], np.int64),
+        )
+
+    graphs = [graph(3), graph(1965), graph(40)]
+    assert max_configs_note(5000, graphs) == (
+        "--max_configs 5000 exceeds the most configurations of any train/valid graph "
+        "(1,965): every configuration is kept"
+    )
+    assert "most distinct configurations" in max_configs_note(1966, graphs, distinct=True)
+    assert max_configs_note(1965, graphs) is None  # a graph holds that many: no note
+    assert max_configs_note(None, graphs) is None
+
+
+def most_distinct_configs(folders: list[Path]) -> int:
+    """The most distinct configurations of any file in `folders`, read with numpy alone."""
+    most = 0
+    for folder in folders:
+        for path in folder.glob("*.npz"):
+            with np.load(path) as npz:
+                feat = npz["node_config_feat"]
+            most = max(most, np.unique(feat.reshape(feat.shape[0], -1), axis=0).shape[0])
+    return most
+
+
+@pytest.mark.slow
+def test_max_configs_and_configs_above_every_graph_go_on_with_one_note_each(tmp_path):
+    collection = TOY / "xla" / "default"
+    flags = ["--source=xla", "--search=default", "--epochs=1", "--max_configs=5000",
+             "--configs=5000", TINY[1], f"--out_dir={tmp_path}"]  # fmt: skip
+    done = run("layout_train.py", *flags)
+    assert done.returncode == 0, done.stderr
+    both = most_distinct_configs([collection / "train", collection / "valid"])
+    train = most_distinct_configs([collection / "train"])
+    max_note = [line for line in done.stdout.splitlines() if line.startswith("--max_configs")]
+    assert max_note == [
+        f"--max_configs 5000 exceeds the most distinct configurations of any train/valid "
+        f"graph ({both:,}): every configuration is kept"
+    ]
+    configs_note = [line for line in done.stdout.splitlines() if line.startswith("--configs")]
+    assert configs_note == [
+        f"--configs 5000 exceeds the most configurations of any train graph ({train:,}): "
+        f"{train:,} configuration slots per graph and step"
+    ]
+    record = read_run(saved_paths(done.stdout)[1])
+    assert record["args"]["max_configs"] == 5000 and record["args"]["configs"] == 5000
+    assert record["train"]["configs"] == train  # what the batches held
+    given = LayoutTrainArgs(
+        source="xla", search="default", epochs=1, max_configs=5000, configs=5000,
+        model_kwargs_json=TINY[1].split("=", 1)[1],
+    )  # fmt: skip
+    assert record["run_hash"] == given.run_hash()
+    assert given.run_hash() != dataclasses.replace(given, max_configs=None).run_hash()
 
 
 # ---------------------------------------------------------------------------

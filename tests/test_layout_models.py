@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from baselines.core.keras_fit import EpochBatches
+from baselines.layout import train_lib
 from baselines.layout.batching import (
     BATCH_SIGNATURE,
     SEGMENT_KEY,
@@ -23,7 +24,7 @@ from baselines.layout.batching import (
 from baselines.layout.data import load_layout_split
 from baselines.layout.graph import LayoutGraph
 from baselines.layout.models import ConfigAttention, LayoutSAGE, ResModel
-from baselines.layout.train_lib import GraphScorer
+from baselines.layout.train_lib import SCORE_CHUNK, GraphScorer
 
 MODEL_CLASSES = (ResModel, LayoutSAGE)
 TOY = Path(__file__).resolve().parents[1] / "data" / "layout_toy" / "xla" / "default"
@@ -391,3 +392,75 @@ def test_attending_model_scores_a_graph_the_same_however_it_is_chunked(toy_graph
         np.testing.assert_allclose(
             GraphScorer(model, chunk=chunk).score(graph), whole, rtol=1e-5, atol=1e-5
         )
+
+
+@pytest.mark.parametrize(
+    "cls, kwargs",
+    [
+        (LayoutSAGE, {}),
+        (LayoutSAGE, {"config_layers": 2, "reduction": "sum+mean+max"}),
+        (ResModel, {}),
+    ],
+)
+def test_once_per_graph_scores_equal_one_configuration_per_call(cls, kwargs, toy_graphs):
+    """Every configuration of two graphs scored in ONE batch (the config-independent
+    node states computed once per graph, broadcast over all K slots) equals the same
+    configuration scored alone (a batch of one graph and one slot per call).
+
+    Tolerance: both paths evaluate the same float32 expression; only the order of
+    summation inside matmul and segment-sum kernels may differ with K. The longest
+    accumulation is a matmul over the 18 * (8 + 1) = 162 embedded layout values (the
+    pooling sums at most 16 configurable nodes, the hidden width is 16): one op is
+    off by at most L * eps = 162 * 1.2e-7 = 2e-5 of its operands' magnitude, and
+    rounding errors of two orders do not all align, so in practice about
+    sqrt(L) * eps = 1.5e-6 per op, a few times that over the few chained layers.
+    2e-5 of the largest score (one op's worst case) is the bound.
+    A slot that read another configuration's values, another graph's states or its
+    neighbours' pooling moves a score by a sizeable part of the scores' spread,
+    which the test requires to be far above the bound.
+    """
+    tf.keras.utils.set_random_seed(11)
+    model = cls(8, hidden_dim=16, **kwargs).create_variables()
+    counts = [g.num_configs for g in toy_graphs]
+    batch = assemble_batch(toy_graphs, [0, 1], [np.arange(c) for c in counts], max(counts))
+    together = GraphScorer(model).score_batch(batch)  # [2, K]
+    one_at_a_time = GraphScorer(model, chunk=1)
+    for row, (graph, count) in enumerate(zip(toy_graphs, counts, strict=True)):
+        alone = one_at_a_time.score(graph)  # one assemble and forward per configuration
+        assert alone.shape == (count,)
+        bound = 2e-5 * float(np.max(np.abs(alone)))
+        assert np.ptp(alone) > 50 * bound  # the configurations are told apart
+        np.testing.assert_allclose(together[row, :count], alone, rtol=0, atol=bound)
+
+
+@pytest.mark.parametrize("cls", MODEL_CLASSES)
+def test_graph_scorer_never_assembles_more_than_score_chunk_slots(cls, monkeypatch):
+    """A model that does not attend across configurations is scored in chunks of at
+    most SCORE_CHUNK slots, whatever the graph's count, and every configuration
+    exactly once, in order; an attending one in one call of all of them."""
+    count = 2 * SCORE_CHUNK + 37
+    (graph,) = prepare_graphs([many_config_graph(count, "big")])
+    assembled: list[tuple[int, int, list[int]]] = []
+    real = train_lib.assemble_batch
+
+    def spy(graphs, ids, slots, num_configs):
+        batch = real(graphs, ids, slots, num_configs)
+        index = batch["config_index"].tolist()
+        assembled.append((num_configs, batch["config_values"].shape[1], index))
+        return batch
+
+    monkeypatch.setattr(train_lib, "assemble_batch", spy)
+    tf.keras.utils.set_random_seed(5)
+    model = cls(8, hidden_dim=8).create_variables()
+    assert not model.attends_across_configs
+    scores = GraphScorer(model).score(graph)
+    assert scores.shape == (count,) and np.all(np.isfinite(scores))
+    assert max(slots for _, slots, _ in assembled) <= SCORE_CHUNK
+    assert max(k for k, _, _ in assembled) <= SCORE_CHUNK
+    assert len(assembled) == -(-count // SCORE_CHUNK)  # 3 calls
+    assert [i for _, _, index in assembled for i in index] == list(range(count))
+
+    assembled.clear()
+    attending = LayoutSAGE(8, hidden_dim=8, config_attention_heads=2).create_variables()
+    GraphScorer(attending).score(graph)
+    assert [(k, slots) for k, slots, _ in assembled] == [(count, count)]

@@ -217,7 +217,9 @@ def load_cached_graphs(
         graphs = load_cached_graphs(folder, files, "~/cache", read_layout_file)
 
     A damaged cache is said in one `log` line (print when None) and rebuilt;
-    a cache that cannot be written is one PipelineError line naming --cache_dir.
+    a cache that cannot be written (a full disk: any OSError while writing) is
+    one PipelineError line naming the folder and --cache_dir, and leaves no
+    folder behind, neither under the cache's name nor a temporary one.
     """
     folder = Path(folder).expanduser()
     cache_path = layout_cache_path(cache_dir, folder, files)
@@ -230,8 +232,11 @@ def load_cached_graphs(
     try:
         save_layout_cache((read(f) for f in files), cache_path, folder.name)
     except OSError as e:
+        # write_array_folder has removed its temporary folder: nothing is left
+        # under the cache's name that a later run could take for a whole cache.
         raise PipelineError(
-            f"{cache_path}: cannot write the cache ({describe_write_error(e)}); check --cache_dir"
+            f"{cache_path}: cannot write the cache ({describe_write_error(e)}; nothing kept); "
+            "free space there or pass another --cache_dir (or none)"
         ) from None
     # Just written (or just published by a concurrent writer of the same
     # files): its checksums are verified, and stamped, on the next load.

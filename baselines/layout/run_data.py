@@ -12,7 +12,7 @@ those it was trained on.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from baselines.layout.data import load_layout_split
@@ -65,3 +65,28 @@ def load_run_split(
         configs = sum(g.num_configs for g in graphs)
         log(f"{folder}: {len(graphs)} graphs, {configs} configurations")
     return prune_all(graphs, prune_hops, log, str(folder))
+
+
+def max_configs_note(
+    max_configs: int | None, graphs: Sequence[LayoutGraph], distinct: bool = False
+) -> str | None:
+    """One line when `max_configs` exceeds every graph's configurations (nothing was sampled).
+
+        max_configs_note(5000, train + valid)
+        # '--max_configs 5000 exceeds the most configurations of any train/valid graph
+        #  (1,965): every configuration is kept'
+
+    `graphs` are the loaded train and validation graphs (`distinct`: their
+    duplicates were dropped first). None when the flag is unset or some graph
+    has at least `max_configs` configurations (the flag then does cap).
+    """
+    if max_configs is None or not graphs:
+        return None
+    most = max(g.num_configs for g in graphs)
+    if max_configs <= most:
+        return None
+    kind = "distinct configurations" if distinct else "configurations"
+    return (
+        f"--max_configs {max_configs} exceeds the most {kind} of any train/valid graph "
+        f"({most:,}): every configuration is kept"
+    )

@@ -167,8 +167,10 @@ def train_layout(
 ) -> dict[str, Any]:
     """Trains `model` in place and returns its record (curve, best epoch, validation metrics).
 
-    `configs` configurations per graph per step, `batch` graphs per step,
-    Adam at `lr` with gradient-norm clipping `clip_norm`, `losses` as for
+    `configs` configurations per graph per step (capped to the most any
+    train graph has, said in one `log` line; the record holds the capped
+    value), `batch` graphs per step, Adam at `lr` with gradient-norm
+    clipping `clip_norm`, `losses` as for
     tiles ("ListMLELoss:1,MSE:0.02"). Early stopping on val OPA with patience
     `early_stop` (default: never stops early) always ends on the best epoch's
     weights. The curve holds validation Kendall's tau per epoch
@@ -194,7 +196,13 @@ def train_layout(
     set_determinism(seed)
     loss_fn = metrics.make_loss_fn(metrics.parse_losses(losses))
     train, valid = prepare_graphs(train_graphs), prepare_graphs(valid_graphs)
-    configs = min(int(configs), max(g.num_configs for g in train))
+    most = max(g.num_configs for g in train)
+    if int(configs) > most:
+        log(
+            f"--configs {int(configs)} exceeds the most configurations of any train graph "
+            f"({most:,}): {most:,} configuration slots per graph and step"
+        )
+    configs = min(int(configs), most)
     replicas = strategy.num_replicas_in_sync
     train_batches = EpochBatches(
         batch_source(train) if keep_nodes is None else segment_source(train, keep_nodes, seed),
