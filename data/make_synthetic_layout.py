@@ -13,7 +13,8 @@ lane/sublane padding + 1% log-normal noise); test runtimes are 0 unless --test_l
 
 The set is built in a temporary folder next to --out and renamed into place, so an
 interrupted run never leaves half a set. An existing --out is replaced only when it
-holds nothing but such a set. Same --seed, byte-identical files.
+holds nothing but such a set. Same --seed, byte-identical files. Sets sized like
+the real release: `data/make_synthetic.py --collection layout --preset release ...`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if str(ROOT) not in sys.path:
 from baselines.core.cli import entry_parser  # noqa: E402
 from baselines.core.errors import PipelineError, run_cli  # noqa: E402
 from baselines.layout.synthetic import DEFAULT_COUNTS, SPLITS, write_layout_dataset  # noqa: E402
+from baselines.layout.synthetic.cost_model import COST_MODELS  # noqa: E402
 
 DEFAULT_GRAPHS = "/".join(str(DEFAULT_COUNTS[s]) for s in SPLITS)
 
@@ -46,6 +48,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--test_labels",
         action="store_true",
         help="keep the test split's runtimes (the real test split hides them as 0)",
+    )
+    parser.add_argument(
+        "--cost_model",
+        default="standard",
+        choices=sorted(COST_MODELS),
+        help="the runtimes' constants: standard (the toy set's) or alternate (another chip: "
+        "(32, 128) vector tile, other transpose and padding costs); same programs and configs",
     )
     parser.add_argument("--quiet", action="store_true", help="no per-collection lines")
     return parser.parse_args(argv)
@@ -73,7 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         raise PipelineError(f"--seed must be non-negative, got {args.seed}")
     out = Path(args.out).expanduser().resolve()
     written = write_layout_dataset(
-        out, counts, args.seed, args.test_labels, log=None if args.quiet else print
+        out,
+        counts,
+        args.seed,
+        args.test_labels,
+        log=None if args.quiet else print,
+        cost_model=args.cost_model,
     )
     files = [f for collection in written.values() for f in collection]
     size = sum(f.stat().st_size for f in files)

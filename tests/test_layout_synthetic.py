@@ -378,3 +378,165 @@ def test_all_minus_one_groups_mean_the_node_feat_layout():
 def test_graph_ids_name_their_family():
     for path in _toy():
         assert re.fullmatch(r"[a-z0-9]+_(bf16|f32)_\d{3}", path.stem), path
+
+
+# ---------------------------------------------------------------------------
+# Release-size presets (data/make_synthetic.py --collection layout) and cost models.
+
+# The real release's files per split and per-graph sizes, written out here (not read
+# from the generator): xla ~14,105 nodes and 10-12k configs per graph, nlp ~5,659
+# nodes and (by the generator's documented choice) 9-11k configs; test files 1,000.
+RELEASE_GRAPHS = {
+    "xla:random": (69, 7, 8),
+    "xla:default": (61, 7, 8),
+    "nlp:random": (207, 20, 17),
+    "nlp:default": (198, 20, 17),
+}
+MEAN_NODES = {"xla": 14_105, "nlp": 5_659}
+MEAN_CONFIGS = {"xla": 11_000, "nlp": 10_000}
+PRESET_SCALE = {"release": 1, "release_half": 2, "release_quarter": 4, "release_eighth": 8}
+
+
+def _within(value: float, target: float, tolerance: float = 0.05) -> bool:
+    return abs(value - target) <= tolerance * target
+
+
+@pytest.mark.parametrize("preset", sorted(PRESET_SCALE))
+@pytest.mark.parametrize("collection", sorted(RELEASE_GRAPHS))
+def test_release_presets_plan_the_real_counts_and_sizes_within_5_percent(preset, collection):
+    from baselines.layout.synthetic.release import release_plan
+
+    plan = release_plan(preset, collection, seed=0)
+    source = collection.split(":")[0]
+    for split, real in zip(SPLITS, RELEASE_GRAPHS[collection]):
+        expected = max(1, int(real / PRESET_SCALE[preset] + 0.5))
+        assert len(plan[split]) == expected, (split, plan[split])
+        nodes = [n for n, _ in plan[split]]
+        configs = [c for _, c in plan[split]]
+        assert _within(np.mean(nodes), MEAN_NODES[source]), (split, np.mean(nodes))
+        target_configs = 1_000 if split == "test" else MEAN_CONFIGS[source]
+        assert _within(np.mean(configs), target_configs), (split, np.mean(configs))
+        if split != "test" and source == "xla":
+            assert min(configs) >= 10_000 and max(configs) <= 12_000
+    if preset == "release":  # a long tail: the largest train graph well above the mean
+        train_nodes = [n for n, _ in plan["train"]]
+        assert max(train_nodes) > 2.5 * MEAN_NODES[source]
+        assert np.median(train_nodes) < MEAN_NODES[source]
+
+
+def test_a_planned_file_has_exactly_the_planned_node_and_config_counts():
+    from baselines.layout.synthetic.release import (
+        SizeTargets,
+        generate_planned_file,
+        release_plan,
+    )
+
+    tiny = SizeTargets(
+        nodes_mean=900,
+        nodes_sigma=0.3,
+        min_nodes=700,
+        configs_low=40,
+        configs_high=60,
+        test_configs=20,
+    )
+    plan = release_plan("release_eighth", "nlp:random", seed=5, targets=tiny)
+    for split in ("train", "test"):
+        nodes, configs = plan[split][0]
+        graph_id, arrays = generate_planned_file(5, "nlp", "random", split, 0, (nodes, configs))
+        assert arrays["node_opcode"].shape == (nodes,)
+        assert arrays["node_feat"].shape == (nodes, 140)
+        assert arrays["node_config_feat"].shape[0] == configs == arrays["config_runtime"].size
+        assert arrays["node_splits"][0, -1] == nodes
+        assert list(arrays) == list(REAL_KEYS)
+        assert _family(Path(graph_id)) in (
+            ("gru",) if split == "test" else ("bert", "gpt", "mixer")
+        )
+        assert arrays["node_config_ids"].size >= 5
+        if split == "test":
+            assert not np.any(arrays["config_runtime"]) and configs == 20
+        else:
+            assert np.all(arrays["config_runtime"] > 0)
+
+
+def _load_make_synthetic():
+    path = ROOT / "data" / "make_synthetic.py"
+    spec = importlib.util.spec_from_file_location("make_synthetic", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_release_cli_writes_the_plan_identically_for_any_worker_count(tmp_path, monkeypatch):
+    from baselines.layout.synthetic import release
+
+    # Tiny per-graph targets: the preset's graph counts and the pool are under test here
+    # (the plan is made in this process, so the workers see the tiny sizes too).
+    monkeypatch.setitem(
+        release.RELEASE_TARGETS, "nlp", release.SizeTargets(800, 0.3, 700, 30, 40, 10)
+    )
+    script = _load_make_synthetic()
+    files = {}
+    for workers in ("1", "2"):
+        out = tmp_path / f"w{workers}"
+        args = ["--collection", "layout", "--preset", "release_eighth", "--out", str(out)]
+        args += ["--collections", "nlp:default", "--workers", workers, "--quiet"]
+        assert script.main(args) == 0
+        files[workers] = _files(out)
+    assert files["1"] == files["2"]
+    counts = {s: sum(f"/{s}/" in k for k in files["1"]) for s in SPLITS}
+    assert counts == {"train": 25, "valid": 3, "test": 2}  # 198/20/17 over 8, at least 1
+    assert all(k.startswith("nlp/default/") for k in files["1"])
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--collection", "layout"], "needs --preset"),
+        (["--collection", "layout", "--preset", "release", "--train", "3"], "--train"),
+        (
+            ["--collection", "layout", "--preset", "release", "--collections", "xla:foo"],
+            "collections",
+        ),
+        (["--collection", "layout", "--preset", "release", "--workers", "0"], "workers"),
+        (["--cost_model", "alternate"], "layout flag"),
+    ],
+)
+def test_bad_release_flags_are_refused_in_one_line(tmp_path, extra, match):
+    with pytest.raises(PipelineError, match=match):
+        _load_make_synthetic().main(["--out", str(tmp_path / "x"), *extra])
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_two_cost_models_order_configurations_differently_and_are_deterministic():
+    from baselines.layout.synthetic import generate_file
+
+    taus = []
+    for source in ("xla", "nlp"):
+        for index in range(3):
+            args = (7, source, "random", "train", index)
+            _, standard = generate_file(*args)
+            _, alternate = generate_file(*args, cost_model="alternate")
+            _, again = generate_file(*args, cost_model="alternate")
+            assert np.array_equal(alternate["config_runtime"], again["config_runtime"])
+            for key in ("node_feat", "edge_index", "node_config_feat"):
+                assert np.array_equal(standard[key], alternate[key])
+            taus.append(kendall_tau(standard["config_runtime"], alternate["config_runtime"]))
+    assert np.mean(taus) < 0.8, taus
+    assert max(taus) < 0.95, taus
+
+
+def test_cost_model_flag_of_the_toy_script_changes_only_the_runtimes(tmp_path):
+    for name, model in (("s", "standard"), ("a", "alternate")):
+        args = ["--out", str(tmp_path / name), "--cost_model", model, *SMALL, "--test_labels"]
+        assert make_layout.main(args) == 0
+    s, a = _files(tmp_path / "s"), _files(tmp_path / "a")
+    assert s.keys() == a.keys()
+    for name in s:
+        x, y = read_layout_file(tmp_path / "s" / name), read_layout_file(tmp_path / "a" / name)
+        assert np.array_equal(x.node_config_feat, y.node_config_feat)
+        assert not np.array_equal(x.config_runtime, y.config_runtime)
+    with pytest.raises(PipelineError, match="unknown cost model"):
+        from baselines.layout.synthetic import write_layout_dataset
+
+        write_layout_dataset(tmp_path / "bad", {"train": 1}, seed=0, cost_model="fast")

@@ -51,11 +51,22 @@ So the compiler default pays no transposes but may pad badly (a 64-wide minor di
 wastes half its lanes); moving a better dim minor saves padding but costs a
 transpose on every edge whose other end still expects the old layout, unless the
 neighbours are configured to match. Noise is the only source of ties.
+
+Two sets of constants (`COST_MODELS`, chosen by name with `cost_model=`): "standard"
+(the values above, the toy set's) and "alternate" (another chip: a (32, 128) vector
+tile, 600 bytes/ns, half the matrix unit, transposes at 0.002 ns/byte and padding at
+0.006 ns/byte), so that a method tuned to one model can be checked on another:
+
+    ns = layout_runtime_ns(node_feat, node_opcode, edge_index, ids, feat, cost_model="alternate")
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+
+from baselines.core.errors import PipelineError
 
 # Opcodes of the real vocabulary (the ids the tile generator uses too).
 OP_CONSTANT = 24
@@ -82,6 +93,41 @@ PAD_NS_PER_BYTE = 0.002  # padded bytes are written once and read once
 LANES = 128
 SUBLANES = 8
 NOISE_SIGMA = 0.01
+
+
+@dataclasses.dataclass(frozen=True)
+class CostConstants:
+    """The constants of one cost model (bandwidths, per-byte costs, the vector tile).
+
+    COST_MODELS["standard"].lanes == 128
+    """
+
+    hbm_bytes_per_ns: float
+    mxu_flops_per_ns: float
+    transpose_ns_per_byte: float
+    pad_ns_per_byte: float
+    lanes: int
+    sublanes: int
+
+
+COST_MODELS: dict[str, CostConstants] = {
+    "standard": CostConstants(
+        HBM_BYTES_PER_NS, MXU_FLOPS_PER_NS, TRANSPOSE_NS_PER_BYTE, PAD_NS_PER_BYTE, LANES, SUBLANES
+    ),
+    "alternate": CostConstants(600.0, 100_000.0, 0.002, 0.006, 128, 32),
+}
+
+
+def cost_constants(name: str) -> CostConstants:
+    """The constants of cost model `name`; an unknown name is a one-line PipelineError.
+
+    cost_constants("alternate").sublanes == 32
+    """
+    if name not in COST_MODELS:
+        raise PipelineError(
+            f"unknown cost model {name!r}; choose one of {', '.join(sorted(COST_MODELS))}"
+        )
+    return COST_MODELS[name]
 
 
 def node_shapes(node_feat: np.ndarray) -> list[tuple[int, ...]]:
@@ -116,16 +162,18 @@ def group_tensor(opcode: int, ops: list[int], group: int) -> int | None:
     raise ValueError(f"group {group} lays out the node itself, not an operand")
 
 
-def padded_elements(shape: tuple[int, ...], layout: np.ndarray) -> np.ndarray:
+def padded_elements(
+    shape: tuple[int, ...], layout: np.ndarray, lanes: int = LANES, sublanes: int = SUBLANES
+) -> np.ndarray:
     """Elements of `shape` stored in each layout of `layout` (k, >= rank), lane/sublane padded."""
     layout = np.asarray(layout, dtype=np.int64)
     size = np.array(shape, dtype=np.float64)
     total = np.full(layout.shape[0], float(np.prod(size)))
     minor = size[layout[:, 0]]
-    total = total / minor * np.ceil(minor / LANES) * LANES
+    total = total / minor * np.ceil(minor / lanes) * lanes
     if len(shape) >= 2:
         second = size[layout[:, 1]]
-        total = total / second * np.ceil(second / SUBLANES) * SUBLANES
+        total = total / second * np.ceil(second / sublanes) * sublanes
     return total
 
 
@@ -139,9 +187,13 @@ def _resolve(groups: np.ndarray, default: tuple[int, ...]) -> np.ndarray:
 
 
 def base_runtime_ns(
-    node_feat: np.ndarray, node_opcode: np.ndarray, edge_index: np.ndarray
+    node_feat: np.ndarray,
+    node_opcode: np.ndarray,
+    edge_index: np.ndarray,
+    cost_model: str = "standard",
 ) -> float:
     """BASE: output traffic of every computed node plus matrix-unit time of dots and convs."""
+    k_ = cost_constants(cost_model)
     shapes = node_shapes(node_feat)
     ebytes = np.asarray(node_feat)[:, COL_ELEMENT_BITS].astype(np.float64) / 8
     ops = operands(edge_index, len(shapes))
@@ -150,8 +202,8 @@ def base_runtime_ns(
         if opcode in (OP_PARAMETER, OP_CONSTANT):
             continue
         elements = float(np.prod(shape)) if shape else 1.0
-        total += ebytes[v] * elements / HBM_BYTES_PER_NS
-        mxu = MXU_FLOPS_PER_NS if ebytes[v] <= 2 else MXU_FLOPS_PER_NS / 4
+        total += ebytes[v] * elements / k_.hbm_bytes_per_ns
+        mxu = k_.mxu_flops_per_ns if ebytes[v] <= 2 else k_.mxu_flops_per_ns / 4
         if opcode == OP_DOT:
             k = shapes[ops[v][0]][int(node_feat[v, COL_DIMENSIONS])]
             total += 2 * elements * k / mxu
@@ -167,8 +219,10 @@ def layout_cost_terms(
     edge_index: np.ndarray,
     node_config_ids: np.ndarray,
     config_feat: np.ndarray,
+    cost_model: str = "standard",
 ) -> dict[str, np.ndarray | float]:
     """The model's terms: {"base": float, "transposes": (c,), "padding": (c,)} in ns."""
+    k_ = cost_constants(cost_model)
     node_feat = np.asarray(node_feat)
     opcodes = np.asarray(node_opcode).astype(np.int64).tolist()
     config_feat = np.asarray(config_feat)
@@ -204,7 +258,7 @@ def layout_cost_terms(
             p = np.broadcast_to(nf[v], (c, len(nf[v]))) if p is None else p
             w = np.broadcast_to(nf[v], (c, len(nf[v]))) if w is None else w
             differ = np.any(p != w, axis=1)
-            transposes += differ * TRANSPOSE_NS_PER_BYTE * ebytes[v] * np.prod(shapes[v])
+            transposes += differ * k_.transpose_ns_per_byte * ebytes[v] * np.prod(shapes[v])
 
     padding = np.zeros(c)
     for w in slot_of:
@@ -216,9 +270,9 @@ def layout_cost_terms(
         for group, t in laid_out:
             if not shapes[t]:
                 continue
-            stored = padded_elements(shapes[t], resolved(w, group, t))
-            padding += PAD_NS_PER_BYTE * ebytes[t] * (stored - np.prod(shapes[t]))
-    base = base_runtime_ns(node_feat, node_opcode, edge_index)
+            stored = padded_elements(shapes[t], resolved(w, group, t), k_.lanes, k_.sublanes)
+            padding += k_.pad_ns_per_byte * ebytes[t] * (stored - np.prod(shapes[t]))
+    base = base_runtime_ns(node_feat, node_opcode, edge_index, cost_model)
     return {"base": base, "transposes": transposes, "padding": padding}
 
 
@@ -228,9 +282,12 @@ def layout_runtime_ns(
     edge_index: np.ndarray,
     node_config_ids: np.ndarray,
     config_feat: np.ndarray,
+    cost_model: str = "standard",
 ) -> np.ndarray:
     """Noise-free runtime (float64 ns) of each configuration: BASE + TRANSPOSES + PADDING."""
-    terms = layout_cost_terms(node_feat, node_opcode, edge_index, node_config_ids, config_feat)
+    terms = layout_cost_terms(
+        node_feat, node_opcode, edge_index, node_config_ids, config_feat, cost_model
+    )
     return terms["base"] + terms["transposes"] + terms["padding"]
 
 

@@ -2,6 +2,7 @@
 
     graph_id, arrays = generate_file(seed=0, source="xla", search="random", split="train", index=3)
     write_layout_dataset(Path("data/layout_toy"), {"train": 8, "valid": 3, "test": 3}, seed=0)
+    write_layout_dataset(Path("/tmp/alt"), {"train": 8}, seed=1, cost_model="alternate")
 
 A file is a pure function of (seed, source, search, split, index): its program depends
 on (seed, source, split, index) only, so the default and random collections of a
@@ -19,7 +20,10 @@ out, as in the real files):
   1 + Poisson(0.15 * groups) groups of it by swapping two adjacent dims (the two
   most-minor ones 60% of the time); 10% of the rows repeat an earlier row.
 Train and valid files get 100-300 configurations, test files 200, with runtimes of
-0 unless `test_labels` (the real test split hides them).
+0 unless `test_labels` (the real test split hides them). `cost_model` names the
+constants of `cost_model.COST_MODELS` ("standard", the toy set's, or "alternate"):
+the files of both hold the same programs and configurations, only the runtimes differ.
+Release-size files (thousands of nodes and configurations) come from `release.py`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from baselines.layout.synthetic.cost_model import (
     GROUP_OUT,
     GROUP_WIDTH,
     OP_RESHAPE,
+    cost_constants,
     group_tensor,
     layout_runtime_ns,
     measure,
@@ -140,15 +145,41 @@ def _add_duplicates(rng: np.random.Generator, feat: np.ndarray, fraction: float)
 
 
 def generate_file(
-    seed: int, source: str, search: str, split: str, index: int, test_labels: bool = False
+    seed: int,
+    source: str,
+    search: str,
+    split: str,
+    index: int,
+    test_labels: bool = False,
+    cost_model: str = "standard",
 ) -> tuple[str, dict[str, np.ndarray]]:
-    """The graph id and the arrays (real keys, order and dtypes) of one layout file."""
+    """The graph id and the arrays (real keys, order and dtypes) of one layout file.
+
+    generate_file(0, "xla", "random", "train", 3, cost_model="alternate")[1]["config_runtime"]
+    """
+    cost_constants(cost_model)  # an unknown name fails before any work
     graph_id, program = make_program(seed, source, split, index)
     rng = _rng(seed, SOURCES.index(source), SPLITS.index(split), index, 1 + SEARCHES.index(search))
     c = TEST_CONFIGS if split == "test" else int(rng.integers(MIN_CONFIGS, MAX_CONFIGS + 1))
     make = random_configs if search == "random" else default_configs
     feat = make(rng, program, c)
     _add_duplicates(rng, feat, DUPLICATE_FRACTION[search])
+    return graph_id, program_arrays(program, feat, rng, split, test_labels, cost_model)
+
+
+def program_arrays(
+    program: Program,
+    feat: np.ndarray,
+    rng: np.random.Generator,
+    split: str,
+    test_labels: bool,
+    cost_model: str,
+) -> dict[str, np.ndarray]:
+    """A file's arrays (real keys, order, dtypes) from a program and its configurations.
+
+    Runtimes are the cost model's, measured with noise from `rng`; 0 in test files
+    unless `test_labels`: program_arrays(p, feat, rng, "train", False, "standard")
+    """
     runtime = measure(
         layout_runtime_ns(
             program.node_feat,
@@ -156,6 +187,7 @@ def generate_file(
             program.edge_index,
             program.node_config_ids,
             feat,
+            cost_model,
         ),
         rng,
     )
@@ -170,9 +202,7 @@ def generate_file(
         "config_runtime": runtime,
         "node_splits": program.node_splits,
     }
-    return graph_id, {
-        k: np.asanyarray(arrays[k]).astype(d, copy=False) for k, d in ARRAY_DTYPES.items()
-    }
+    return {k: np.asanyarray(arrays[k]).astype(d, copy=False) for k, d in ARRAY_DTYPES.items()}
 
 
 def write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
@@ -191,7 +221,7 @@ def write_npz(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
             zf.writestr(info, buf.getvalue(), compresslevel=6)
 
 
-def _looks_like_layout_set(path: Path) -> bool:
+def looks_like_layout_set(path: Path) -> bool:
     """True for an empty folder or one holding only <source>/<search>/<split>/*.npz."""
     for source in path.iterdir():
         if not source.is_dir() or source.is_symlink() or source.name not in SOURCES:
@@ -213,15 +243,18 @@ def write_layout_dataset(
     seed: int,
     test_labels: bool = False,
     log: Callable[[str], None] | None = None,
+    cost_model: str = "standard",
 ) -> dict[str, list[Path]]:
     """Writes out/{xla,nlp}/{default,random}/{train,valid,test}/<graph_id>.npz atomically.
 
     Built in a temporary folder next to `out` and renamed into place; an existing
     `out` is replaced only when it holds nothing but such a set. Returns the
     written files per collection ("xla:default", ...), as their final paths.
+    `cost_model` ("standard" or "alternate") picks the runtimes' constants.
     """
+    cost_constants(cost_model)
     out = Path(out)
-    if out.exists() and not (out.is_dir() and _looks_like_layout_set(out)):
+    if out.exists() and not (out.is_dir() and looks_like_layout_set(out)):
         raise PipelineError(
             f"{out}: exists and is not a synthetic layout set; choose another --out or remove it"
         )
@@ -236,7 +269,7 @@ def write_layout_dataset(
                     folder.mkdir(parents=True)
                     for index in range(counts.get(split, 0)):
                         graph_id, arrays = generate_file(
-                            seed, source, search, split, index, test_labels
+                            seed, source, search, split, index, test_labels, cost_model
                         )
                         write_npz(folder / f"{graph_id}.npz", arrays)
                         files.append(out / source / search / split / f"{graph_id}.npz")

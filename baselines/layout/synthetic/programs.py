@@ -418,3 +418,139 @@ def build_program(rng: np.random.Generator, source: str, family: str) -> Program
         if program is not None:
             return program
     raise RuntimeError(f"could not draw a {family} program within the size limits")
+
+
+# ---------------------------------------------------------------------------
+# Release-size programs: the same families, layer after layer up to a node count.
+
+# Elementwise filler per configurable op in release-size programs (longer than the
+# toy's, so that about 3% of the nodes are configurable, as in the real files).
+RELEASE_FILLER = {"xla": (16, 48), "nlp": (14, 40)}
+MAX_CHANNELS = 512
+
+
+def _snapshot(b: _Builder) -> tuple[int, int, int]:
+    return len(b.g.nodes), b.g.num_parameters, len(b.block_starts)
+
+
+def _restore(b: _Builder, snap: tuple[int, int, int]) -> None:
+    """Drops every node added after `snap` (operands always precede their users)."""
+    del b.g.nodes[snap[0] :]
+    b.g.num_parameters = snap[1]
+    del b.block_starts[snap[2] :]
+
+
+def _conv_stem(b: _Builder) -> int:
+    n = int(_pick(b.rng, (4, 8, 16, 32)))
+    hw = int(_pick(b.rng, (56, 64, 112, 224)))
+    x = b.param((n, hw, hw, int(_pick(b.rng, (3, 4, 8)))), transposed_ok=False)
+    return b.relu(b.conv(x, int(_pick(b.rng, (3, 7))), int(_pick(b.rng, (32, 48, 64))), 2))
+
+
+def _conv_layer(b: _Builder, family: str, x: int, i: int) -> int:
+    """Layer i of a deep conv net: stride 2 (doubling channels) every few layers."""
+    _, h, _, c = b.shape(x)
+    down = i % 4 == 3 and h >= 8
+    stride = 2 if down else 1
+    cout = min(MAX_CHANNELS, c * 2) if down else c
+    if family == "resnet":
+        return _conv_block(b, x, cout, stride, residual=True)
+    if family == "vgg":
+        return _conv_block(b, x, cout, stride, residual=False)
+    if family == "mobilenet":
+        return _inverted_residual(b, x, cout, stride)
+    if h < 4:  # unet: down, then up by depth-to-space, with the skip added back
+        return _conv_block(b, x, c, 1, residual=True)
+    y = _conv_block(b, x, min(MAX_CHANNELS, c * 2), 2, residual=False)
+    return b.binary(OP_ADD, _upsample(b, b.conv(y, 1, c * 4)), x)
+
+
+def _conv_head(b: _Builder, x: int) -> int:
+    n, h, w, c = b.shape(x)
+    return b.dense(b.reshape(x, (n, h * w * c)), int(_pick(b.rng, (10, 100, 1000))))
+
+
+def _transformer_stem(b: _Builder, family: str) -> tuple[int, int, int | None]:
+    batch = int(_pick(b.rng, (4, 8, 16)))
+    seq = int(_pick(b.rng, (128, 200, 256, 384, 512)))
+    heads = int(_pick(b.rng, (4, 8, 12)))
+    hidden = heads * int(_pick(b.rng, (32, 48, 64, 96)))
+    x = b.param((batch, seq, hidden), transposed_ok=False)
+    memory = None
+    if family == "t5":
+        memory = b.param((batch, int(_pick(b.rng, (64, 100, 128))), hidden), transposed_ok=False)
+    return x, heads, memory
+
+
+def _transformer_layer(b: _Builder, family: str, x: int, heads: int, memory: int | None) -> int:
+    if family == "mixer":
+        return _mlp(b, _token_mixing(b, x), 2)
+    x = _attention(b, x, heads, memory, causal=family == "gpt")
+    return _mlp(b, x, int(_pick(b.rng, (2, 4))))
+
+
+def build_sized_program(
+    rng: np.random.Generator, source: str, family: str, num_nodes: int
+) -> Program:
+    """A program of `family` with exactly `num_nodes` nodes: stem, repeated layers, head.
+
+    Layers are added while the head still fits; the gap is closed by elementwise
+    ops on the output. For release-size graphs (thousands of nodes):
+        build_sized_program(np.random.default_rng(0), "xla", "resnet", 14_000).num_nodes
+    """
+    lo, hi = RELEASE_FILLER[source]
+    reserve = 3 * (hi + 8) + 16  # the largest head (reshape + dense) plus slack
+    if num_nodes < 4 * reserve:
+        raise ValueError(f"a sized {family} program needs at least {4 * reserve} nodes")
+    etype = BF16 if rng.random() < 0.7 else F32
+    b = _Builder(rng, etype, (lo, hi))
+    memory: int | None = None
+    if family in ("bert", "gpt", "mixer", "t5"):
+        x, heads, memory = _transformer_stem(b, family)
+    elif family in ("lstm", "gru"):
+        batch = int(_pick(rng, (8, 16, 32, 64)))
+        hidden = int(_pick(rng, (128, 200, 256, 512)))
+        features = int(_pick(rng, (64, 100, 128, 300)))
+        x = b.param((batch, hidden), transposed_ok=False)
+    else:
+        x = _conv_stem(b)
+    i = 0
+    while True:
+        snap = _snapshot(b)
+        if family in ("bert", "gpt", "mixer", "t5"):
+            y = _transformer_layer(b, family, x, heads, memory)
+        elif family in ("lstm", "gru"):
+            x_t = b.param((batch, features), transposed_ok=False)
+            y = _rnn_step(b, x_t, x, 4 if family == "lstm" else 3)
+        else:
+            y = _conv_layer(b, family, x, i)
+        if len(b.g) + reserve > num_nodes:
+            _restore(b, snap)
+            break
+        x, i = y, i + 1
+    if family in ("lstm", "gru"):
+        x = b.dense(x, int(_pick(rng, (128, 1000))))
+    elif family not in ("bert", "gpt", "mixer", "t5"):
+        x = _conv_head(b, x)
+    gap = num_nodes - len(b.g)
+    if gap > 8:
+        x = b.elementwise(x, gap - 8)
+    while len(b.g) < num_nodes:
+        x = b.unary(x)
+    if len(b.g) != num_nodes:
+        raise RuntimeError(f"{family}: built {len(b.g)} nodes instead of {num_nodes}")
+    b.g.nodes[x].is_root = True
+    opcodes = b.g.opcodes()
+    config_ids = np.flatnonzero(np.isin(opcodes, CONFIGURABLE_OPCODES)).astype(np.int64)
+    starts = sorted(set(s for s in b.block_starts if 0 < s < num_nodes))
+    k = min(len(starts), int(rng.integers(1, 2 + num_nodes // 2000)))
+    cuts = sorted(rng.choice(starts, size=k, replace=False)) if k else []
+    return Program(
+        family=family,
+        etype=etype,
+        node_feat=b.g.node_features(),
+        node_opcode=opcodes,
+        edge_index=b.g.edges(),
+        node_config_ids=config_ids,
+        node_splits=np.array([[0, *cuts, num_nodes]], dtype=np.int64),
+    )
