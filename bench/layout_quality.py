@@ -146,6 +146,7 @@ class LayoutQuality:
 
     def __init__(self, args) -> None:
         self.out = args.out.expanduser().resolve()
+        self.commit = commit()  # at the start: the code that trains, not the code at the end
         self.counts, self.data_seed, self.epochs = (
             parse_counts(args.counts),
             args.data_seed,
@@ -260,12 +261,12 @@ class LayoutQuality:
 def train_and_score(run, folder: Path) -> dict[str, Any]:
     """Trains one run as layout_train.py does (in this process, nothing saved) and scores
     every configuration of its collection's valid and test graphs with the trained model."""
+    import tensorflow as tf
+
     from baselines.layout.batching import prepare_graphs
     from baselines.layout.run_data import load_run_split
     from baselines.layout.run_files import build_model
     from baselines.layout.train_lib import GraphScorer, train_layout
-
-    import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")  # one traced scorer per model: retracing notes are noise
     quiet = lambda line: None  # noqa: E731
@@ -318,12 +319,13 @@ def report(bench: LayoutQuality, results: dict, roots: dict[str, Path], ablation
         f"{bench.counts['train']}/{bench.counts['valid']}/{bench.counts['test']} graphs "
         "train/valid/test per collection; valid and test programs never trained on); "
         f"seeds {', '.join(map(str, bench.seeds))}; epochs "
-        f"{bench.epochs if bench.epochs is not None else 'as each recipe says'}; commit {commit()}"
+        f"{bench.epochs if bench.epochs is not None else 'as each recipe says'}; "
+        f"commit {bench.commit}"
     )
     name = "layout_ablation" if ablation else "layout_quality"
     result = {
         "world": world,
-        "commit": commit(),
+        "commit": bench.commit,
         "counts": bench.counts,
         "data_seed": bench.data_seed,
         "sets": {cm: str(p) for cm, p in roots.items()},
