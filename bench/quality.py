@@ -52,6 +52,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # this process scores the sa
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import atomic_write_text
+from baselines.core.quality_report import markdown_table, pm
+from baselines.core.quality_report import names as _names
 from baselines.tiles import plots, selection
 from baselines.tiles.synthetic.worlds import WORLDS
 
@@ -221,61 +223,53 @@ class Benchmark:
         return test
 
 
-def _names(text: str, flag: str) -> list[str]:
-    names = [n.strip() for n in text.split(",")]
-    if not all(names):
-        raise PipelineError(f"{flag}: empty item in {text!r}")
-    return names
-
-
-def _pm(pair) -> str:
-    return f"{pair[0]:.3f} ± {pair[1]:.3f}"
-
-
 def summary_markdown(bench: Benchmark, per_world: dict, split: str) -> str:
     """The table of one split's summaries (`split`: "val" or "test")."""
     what = "Validation only (test never read)" if split == "val" else "Test, scored once"
-    lines = [
+    intro = (
         f"{what}. Size {bench.size} ({SIZES[bench.size]}), {bench.seeds} seeds, data seed "
         f"{bench.data_seed}; {split} programs never seen in training. Mean ± std over seeds; "
-        "`ens` = the seeds' ensemble; worst = the program with the highest mean top-5 error.",
-        "",
-        f"| world | recipe | {split} top-1 | {split} top-5 | {split} top-10 | {split} OPA | "
-        "ens top-5 | worst program: top-5 | train s |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+        "`ens` = the seeds' ensemble; worst = the program with the highest mean top-5 error."
+    )
+    header = [
+        "world", "recipe", *(f"{split} {m}" for m in ("top-1", "top-5", "top-10", "OPA")),
+        "ens top-5", "worst program: top-5", "train s",
+    ]  # fmt: skip
+    rows = []
     for world, by_recipe in per_world.items():
         for name, s in by_recipe.items():
             ens = f"{s['ensemble']['top5_err']:.3f}" if s["ensemble"] else "-"
             worst = s["worst_program"]
             worst_text = f"{worst}: {s['programs'][worst]['top5_err']:.3f}" if worst else "-"
-            lines.append(
-                f"| {world} | {name} | "
-                + " | ".join(_pm(s[m]) for m in ("top1_err", "top5_err", "top10_err", "opa"))
-                + f" | {ens} | {worst_text} | {s['train_wall_s'][0]:.0f} |"
-            )
-    return "\n".join(lines) + "\n"
+            metrics = [pm(s[m]) for m in ("top1_err", "top5_err", "top10_err", "opa")]
+            wall = f"{s['train_wall_s'][0]:.0f}"
+            rows.append([world, name, *metrics, ens, worst_text, wall])
+    return intro + "\n\n" + markdown_table(header, rows)
 
 
 def lowo_markdown(bench: Benchmark, rows: list[dict], overall: str, valid: dict) -> str:
-    lines = [
+    intro = (
         f"Leave one world out: each world's recipe chosen on the other worlds' validation "
         f"(candidates: {', '.join(bench.recipes)}), then its test split scored once beside "
         f"the baseline's ({bench.baseline}). Size {bench.size}, {bench.seeds} seeds; test "
-        "programs never seen in training.",
-        "",
-        "| held-out world | chosen | test top-5 | baseline | ratio | test top-1 | baseline | "
-        "ratio | worst program: chosen / baseline top-5 | ens / members top-5 |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['world']} | {r['chosen']} | {_pm(r['top5_err'])} | "
-            f"{_pm(r['baseline_top5_err'])} | {r['top5_ratio']:.2f} | {_pm(r['top1_err'])} | "
-            f"{_pm(r['baseline_top1_err'])} | {r['top1_ratio']:.2f} | {r['worst_program']}: "
-            f"{r['worst_top5_err']:.3f} / {r['baseline_on_worst_top5_err']:.3f} | "
-            f"{r['ensemble_top5_err']:.3f} / {r['members_mean_top5_err']:.3f} |"
-        )
+        "programs never seen in training."
+    )
+    header = [
+        "held-out world", "chosen", "test top-5", "baseline", "ratio", "test top-1", "baseline",
+        "ratio", "worst program: chosen / baseline top-5", "ens / members top-5",
+    ]  # fmt: skip
+    table = [
+        [
+            r["world"], r["chosen"], pm(r["top5_err"]), pm(r["baseline_top5_err"]),
+            f"{r['top5_ratio']:.2f}", pm(r["top1_err"]), pm(r["baseline_top1_err"]),
+            f"{r['top1_ratio']:.2f}",
+            f"{r['worst_program']}: {r['worst_top5_err']:.3f} / "
+            f"{r['baseline_on_worst_top5_err']:.3f}",
+            f"{r['ensemble_top5_err']:.3f} / {r['members_mean_top5_err']:.3f}",
+        ]
+        for r in rows
+    ]  # fmt: skip
+    lines = [intro, "", markdown_table(header, table).rstrip("\n")]
     means = {
         name: selection.choice_key([valid[w][name] for w in bench.worlds]) for name in bench.recipes
     }

@@ -51,3 +51,21 @@ def test_train_kwargs_name_every_training_parameter_but_where_and_how_it_runs():
     assert args.train_kwargs()["keep_nodes"] == 7
     split = set(inspect.signature(load_run_split).parameters) - {"folder", "training", "log"}
     assert set(args.split_kwargs()) == split
+
+
+ABLATION = sorted(p.stem for p in (RECIPES / "ablation").glob("*.flags"))
+
+
+@pytest.mark.parametrize("name", ABLATION)
+def test_layout_ablation_variants_change_one_flag_of_the_recommended_recipe(name):
+    """bench/layout_quality.py --ablation measures what each flag bought: every variant
+    is the recommended recipe with exactly one flag changed."""
+    import layout_train
+
+    variant = layout_train.parse_args([f"--flagfile={RECIPES / 'ablation' / f'{name}.flags'}"])
+    variant.check_flags()
+    recommended = layout_train.parse_args([f"--flagfile={RECIPES / 'recommended.flags'}"])
+    changed = {
+        k for k, v in variant.to_dict().items() if recommended.to_dict()[k] != v
+    }  # fmt: skip
+    assert len(changed) == 1, changed

@@ -22,14 +22,16 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from baselines.core import quality_report
+
 METRICS = ("top1_err", "top5_err", "top10_err", "opa", "kaggle_score")
 # What a recipe is chosen by (lower is better), then what breaks a tie.
 CHOICE_KEYS = ("top5_err", "top1_err")
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    values = list(values)
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+    """(mean, sample std) over seeds; std 0.0 for one seed (`quality_report.mean_std`)."""
+    return quality_report.mean_std(values)
 
 
 def summarize_runs(rows: Sequence[Mapping[str, Any]], walls: Sequence[float]) -> dict:

@@ -1,0 +1,231 @@
+"""bench/layout_quality.py and baselines/layout/quality.py: the verdict rules against
+hand-computed examples, the summaries and tables of a tiny fake result set, the flags
+that are refused in one line, and one tiny end-to-end run (slow)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from baselines.core.errors import PipelineError
+from baselines.layout import quality
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location(
+        "layout_quality_bench", ROOT / "bench" / "layout_quality.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- the tau target: gain >= 0.1 and > 2 * (std_baseline + std_candidate), population std ---
+
+
+def test_tau_met_when_the_gain_is_large_and_beyond_twice_the_spread():
+    # baseline mean 0.32, population std sqrt(2 * 0.02^2 / 3) = 0.01633; candidate 0.45 ± 0
+    v = quality.tau_verdict([0.30, 0.32, 0.34], [0.45, 0.45, 0.45])
+    assert v["met"] is True
+    assert v["gain"] == pytest.approx(0.13)
+    assert v["needed"] == pytest.approx(2 * math.sqrt(2 * 0.02**2 / 3))
+
+
+def test_tau_missed_below_the_minimum_gain_even_without_spread():
+    v = quality.tau_verdict([0.30, 0.30], [0.39, 0.39])
+    assert v["met"] is False and v["needed"] == 0.0
+
+
+def test_tau_gain_of_exactly_the_minimum_counts():
+    assert quality.tau_verdict([0.2, 0.2], [0.3, 0.3])["met"] is True  # 0.0999999... in floats
+
+
+def test_tau_missed_within_twice_the_spread_though_beyond_once():
+    # baseline 0.3 ± 0.1 (population std of 0.2, 0.4); candidate 0.45: gain 0.15, needs > 0.2
+    v = quality.tau_verdict([0.2, 0.4], [0.45, 0.45])
+    assert v["met"] is False and v["needed"] == pytest.approx(0.2)
+
+
+def test_tau_twice_the_sum_of_the_spreads_not_of_the_larger_one():
+    # both std 0.1: needs > 2 * (0.1 + 0.1) = 0.4; gain 0.3 would pass 2 * max = 0.2
+    v = quality.tau_verdict([0.2, 0.4], [0.5, 0.7])
+    assert v["met"] is False and v["needed"] == pytest.approx(0.4)
+
+
+def test_tau_spread_is_the_population_std():
+    # population std 0.1 -> needs > 0.2 and the gain 0.25 is met; the sample std
+    # (0.1414) would need > 0.283 and miss
+    v = quality.tau_verdict([0.2, 0.4], [0.55, 0.55])
+    assert v["met"] is True and v["needed"] == pytest.approx(0.2)
+
+
+# --- slowdown@1: at most half the baseline's; ensemble: above its members' mean ---
+
+
+def test_slowdown_met_at_exactly_half_and_missed_above():
+    assert quality.slowdown_verdict([0.2, 0.2], [0.1, 0.1])["met"] is True
+    assert quality.slowdown_verdict([0.2, 0.2], [0.11, 0.11])["met"] is False
+    assert quality.slowdown_verdict([0.1, 0.3], [0.05, 0.15])["met"] is True  # means 0.2, 0.1
+    assert quality.slowdown_verdict([0.0, 0.0], [0.0, 0.0])["met"] is True
+
+
+def test_ensemble_must_beat_the_mean_of_its_members():
+    members = {"kendall_tau": [0.40, 0.45]}
+    v = quality.ensemble_verdict({"ensemble": {"kendall_tau": 0.5}, "members": members})
+    assert v["met"] is True
+    tie = quality.ensemble_verdict({"ensemble": {"kendall_tau": 0.425}, "members": members})
+    assert tie["met"] is False
+    worse = quality.ensemble_verdict({"ensemble": {"kendall_tau": 0.41}, "members": members})
+    assert worse["met"] is False
+    one = quality.ensemble_verdict({"ensemble": None, "members": {"kendall_tau": [0.4]}})
+    assert one["met"] is None and quality.verdict_word(None) == "n/a"
+
+
+# --- summaries and tables of a tiny fake result set ---
+
+
+def fake_results() -> dict:
+    """Two programs ("p.a", "p.b" share program p; "q"), 2 seeds, 2 recipes."""
+    ids = ["p.a", "p.b", "q"]
+    runtimes = [np.array([1.0, 2.0, 3.0, 4.0]), np.array([4.0, 3.0, 2.0, 1.0]), np.arange(1, 6.0)]
+    perfect = [r.copy() for r in runtimes]  # scores in runtime order: tau 1, slowdown 0
+    reverse = [-r for r in runtimes]  # tau -1
+    good = quality.split_rows(ids, runtimes, [perfect, perfect])
+    mixed = quality.split_rows(ids, runtimes, [perfect, reverse])
+    return {
+        "standard": {
+            "xla:default": {
+                "baseline": quality.recipe_summary(mixed, mixed, [10.0, 12.0], [0, 1]),
+                "recommended": quality.recipe_summary(good, good, [20.0, 20.0], [0, 1]),
+            }
+        }
+    }
+
+
+def test_summary_holds_means_population_spread_ensemble_and_programs():
+    results = fake_results()
+    base = results["standard"]["xla:default"]["baseline"]["test"]
+    assert base["members"]["kendall_tau"] == [1.0, -1.0]
+    assert base["kendall_tau"] == [0.0, 1.0]  # population std of (1, -1)
+    assert base["graphs"] == 3 and set(base["programs"]) == {"p", "q"}
+    assert base["programs"]["p"]["graphs"] == 2 and base["programs"]["p"]["kendall_tau"] == 0.0
+    assert base["slowdown_1"][0] == pytest.approx((0.0 + (3.0 + 3.0 + 4.0) / 3) / 2)
+    assert base["ensemble"] is not None
+    rec = results["standard"]["xla:default"]["recommended"]
+    assert rec["test"]["kendall_tau"] == [1.0, 0.0] and rec["train_wall_s"] == [20.0, 0.0]
+    assert rec["test"]["ensemble"]["kendall_tau"] == pytest.approx(1.0)
+    json.dumps(results)  # the JSON report holds them as they are
+
+
+def test_verdicts_and_tables_of_the_fake_results():
+    results = fake_results()
+    entries = quality.verdicts(results["standard"]["xla:default"], "baseline")
+    assert [(e["recipe"], e["target"]) for e in entries] == [
+        ("recommended", "tau"),
+        ("recommended", "slowdown@1"),
+        ("baseline", "ensemble"),
+        ("recommended", "ensemble"),
+    ]
+    # gain 1.0 > 2 * (1.0 + 0.0) is false: missed on the spread, not on the gain
+    assert entries[0]["met"] is False and entries[0]["needed"] == pytest.approx(2.0)
+    assert entries[1]["met"] is True  # 0 <= half of the baseline's
+    assert entries[3]["met"] is False  # the ensemble of two perfect members is no better
+
+    summary = quality.summary_table(results)
+    assert summary.splitlines()[0].startswith("| cost model | collection | recipe | val tau |")
+    assert "| standard | xla:default | baseline | 0.000 ± 1.000 | 0.000 ± 1.000 |" in summary
+    table = quality.verdict_table(
+        [{"cost_model": "standard", "collection": "xla:default", **e} for e in entries]
+    )
+    assert "| standard | xla:default | recommended | tau | missed | test tau 1.000" in table
+    programs = quality.program_table(results).splitlines()
+    assert programs[0] == (
+        "| cost model | collection | program | graphs | baseline tau | baseline slowdown@1 "
+        "| recommended tau | recommended slowdown@1 |"
+    )
+    assert programs[2].startswith("| standard | xla:default | p | 2 | 0.000 |")
+    assert programs[3].startswith("| standard | xla:default | q | 1 | 0.000 |")
+    ablation = quality.ablation_table(results, "recommended")
+    assert "| recommended | 1.000 ± 0.000 | +0.000 | - |" in ablation
+    assert "| baseline | 0.000 ± 1.000 | -1.000 | no |" in ablation  # 1.0 < 2 * (1 + 0)
+    groups, series = quality.figure_series(results)
+    assert groups == ["standard xla:default"]
+    assert series == {"baseline": [(0.0, 1.0)], "recommended": [(1.0, 0.0)]}
+
+
+# --- flags ---
+
+
+def test_cost_models_pass_the_keyword_only_when_not_standard():
+    bench = load_bench()
+
+    def old(out, counts, seed, test_labels=False, log=None): ...
+
+    def new(out, counts, seed, test_labels=False, log=None, cost_model="standard"): ...
+
+    assert bench.cost_model_kwargs("standard", old) == {}
+    assert bench.cost_model_kwargs("standard", new) == {}
+    assert bench.cost_model_kwargs("alternate", new) == {"cost_model": "alternate"}
+    with pytest.raises(PipelineError, match="only the standard cost model") as e:
+        bench.cost_model_kwargs("alternate", old)
+    assert "\n" not in str(e.value)
+    with pytest.raises(PipelineError, match="unknown cost model"):
+        bench.cost_model_kwargs("fancy", new)
+
+
+def test_counts_flag():
+    bench = load_bench()
+    assert bench.parse_counts("train=8,valid=3,test=2") == {"train": 8, "valid": 3, "test": 2}
+    for bad in ("train=8,valid=3", "train=8,valid=3,test=0", "train=x,valid=3,test=3", "a=1"):
+        with pytest.raises(PipelineError, match="--counts"):
+            bench.parse_counts(bad)
+
+
+def test_ablation_lists_the_recommended_recipe_then_every_variant():
+    bench = load_bench()
+    names = bench.ablation_recipes()
+    assert names[0] == "recommended" and len(names) > 5
+    assert all(bench.recipe_path(n).is_file() for n in names)
+
+
+@pytest.mark.slow
+def test_a_tiny_run_writes_the_report_and_reuses_its_runs(tmp_path, monkeypatch):
+    bench = load_bench()
+    out = tmp_path / "out"
+    argv = [
+        f"--out={out}",
+        "--counts=train=2,valid=1,test=1",
+        "--collections=xla:default",
+        "--seeds=0",
+        "--epochs=1",
+    ]
+    assert bench.main(argv) == 0
+    result = json.loads((out / "layout_quality.json").read_text())
+    cell = result["results"]["standard"]["xla:default"]
+    assert set(cell) == {"baseline", "recommended"}
+    assert cell["recommended"]["test"]["graphs"] == 1
+    assert [v["target"] for v in result["verdicts"]] == [
+        "tau",
+        "slowdown@1",
+        "ensemble",
+        "ensemble",
+    ]
+    assert (out / "layout_quality.png").stat().st_size > 0
+    assert (
+        "| standard | xla:default | recommended | tau |" in (out / "layout_quality.md").read_text()
+    )
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a run was trained again")
+
+    monkeypatch.setattr(bench, "train_and_score", no_training)
+    assert bench.main(argv) == 0
+    again = json.loads((out / "layout_quality.json").read_text())
+    assert again["results"] == result["results"]
