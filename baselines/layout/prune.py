@@ -19,7 +19,7 @@ from baselines.core.errors import PipelineError
 from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
 
 # Configuration bytes `dedup_configs` reads (and holds) at a time.
-DEDUP_BLOCK_BYTES = 1 << 26
+DEDUP_BLOCK_BYTES = 1 << 24
 _DIGEST_BYTES = 32
 
 
@@ -40,6 +40,7 @@ def _config_digests(graph: LayoutGraph, block_bytes: int) -> np.ndarray:
         for i, row in enumerate(flat):
             digest = hashlib.blake2b(row.data, digest_size=_DIGEST_BYTES).digest()
             digests[start + i] = np.frombuffer(digest, dtype=np.uint8)
+        del rows, flat  # before the next block is read: one block held at a time
     return digests.view(np.dtype((np.void, _DIGEST_BYTES)))[:, 0]
 
 
