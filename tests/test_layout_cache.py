@@ -25,7 +25,7 @@ from baselines.core import array_cache
 from baselines.core.errors import PipelineError
 from baselines.core.keras_fit import EpochBatches
 from baselines.layout import cache as layout_cache
-from baselines.layout import data
+from baselines.layout import data, prune
 from baselines.layout.batching import (
     batch_source,
     prepare_graph,
@@ -33,12 +33,21 @@ from baselines.layout.batching import (
     segment_source,
 )
 from baselines.layout.graph import LayoutGraph
+from baselines.layout.models import LayoutSAGE
+from baselines.layout.prune import prune_to_configurable
 from baselines.layout.run_data import load_run_split
 from baselines.layout.train_args import LayoutTrainArgs
+from baselines.layout.train_lib import GraphScorer
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = REPO / "data" / "layout_toy"
-ARRAYS = [f.name for f in dataclasses.fields(LayoutGraph) if f.name != "graph_id"]
+# Compared as stored; the configurations are compared as selected (config_block), since
+# a cached graph selects rows of its memory map where one read into memory holds them.
+ARRAYS = [
+    f.name
+    for f in dataclasses.fields(LayoutGraph)
+    if f.name not in ("graph_id", "node_config_feat", "config_rows")
+]
 
 
 def make_split(tmp_path: Path) -> Path:
@@ -63,6 +72,9 @@ def assert_same_graphs(got: list[LayoutGraph], want: list[LayoutGraph]) -> None:
             x, y = getattr(a, field), getattr(b, field)
             assert (x.dtype, x.shape) == (y.dtype, y.shape), (a.graph_id, field)
             np.testing.assert_array_equal(x, y, f"{a.graph_id}: {field}")
+        x, y = (g.config_block(np.arange(g.num_configs)) for g in (a, b))
+        assert (x.dtype, x.shape) == (y.dtype, y.shape), (a.graph_id, "configurations")
+        np.testing.assert_array_equal(x, y, f"{a.graph_id}: configurations")
 
 
 def only_folder(cache: Path) -> Path:
@@ -235,13 +247,11 @@ def test_streaming_configurations_from_the_cache_gives_the_batches_of_memory(tmp
     data.load_layout_split(folder, log=None, cache_dir=cache)  # cold: builds the cache
     streamed = load_run_split(folder, log=None, cache_dir=cache, **reduce)
     assert not any(isinstance(g.node_config_feat, np.memmap) for g in in_memory)
-    # Ranking reduces no configuration: every graph reads the cache file. Training
-    # drops duplicates and samples, which copy the kept int8 rows of each graph they
-    # change (here all of them): the batches must still be the same.
+    # Ranking reduces no configuration, training drops duplicates and samples, which
+    # select rows lazily: either way every graph reads the cache file.
     kept = [g for g in streamed if g.node_config_feat.size and _reads_the_cache_file(
         g.node_config_feat)]  # fmt: skip
-    if not training:
-        assert len(kept) == sum(1 for g in streamed if g.node_config_feat.size) > 0
+    assert len(kept) == sum(1 for g in streamed if g.node_config_feat.size) > 0
 
     prepared = {"memory": prepare_graphs(in_memory), "cache": prepare_graphs(streamed)}
     for graph, ready in zip(streamed, prepared["cache"], strict=True):
@@ -400,3 +410,143 @@ def test_training_and_ranking_with_a_cache_match_without(tmp_path):
     assert done_b.returncode == 0, done_b.stderr
     assert csv_a.read_text() == csv_b.read_text()
     assert sorted(p.name.split("-")[1] for p in cache.iterdir()) == ["test", "train", "valid"]
+
+
+# ---------------------------------------------------------------------------
+# Lazy configuration selection: dropping duplicates and sampling keep the rows on disk.
+
+REDUCE = dict(drop_duplicates=True, max_configs=6, seed=3)
+
+
+def eager_rows(graph: LayoutGraph, max_configs: int, seed: int) -> np.ndarray:
+    """The configurations dedup + sampling keep, found with plain numpy on the read arrays."""
+    flat = np.asarray(graph.node_config_feat).reshape(graph.num_configs, -1)
+    kept = np.sort(np.unique(flat, axis=0, return_index=True)[1]) if flat.shape[1] else [0]
+    kept = np.asarray(kept, dtype=np.int64)
+    if kept.size > max_configs:
+        rng = np.random.default_rng([seed, prune.graph_key(graph.graph_id)])
+        kept = kept[np.sort(rng.choice(kept.size, size=max_configs, replace=False))]
+    return kept
+
+
+def eager_graph(graph: LayoutGraph, rows: np.ndarray) -> LayoutGraph:
+    """`graph` with configurations `rows` copied by fancy indexing (the eager selection)."""
+    return dataclasses.replace(
+        graph,
+        node_config_feat=np.array(graph.node_config_feat[rows]),
+        config_runtime=np.array(graph.config_runtime[rows]),
+    )
+
+
+def test_dedup_and_sampling_on_a_cached_split_select_rows_of_the_memory_map(tmp_path):
+    """After dropping duplicates and sampling, each cached graph still holds the cache's
+    memory map itself (every stored row, not a copy of the kept ones) and its selection
+    is an int64 index array: the rows a plain numpy dedup and draw keep."""
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    raw = data.load_layout_split(folder, log=None, cache_dir=cache)
+    reduced = data.load_layout_split(folder, log=None, cache_dir=cache, **REDUCE)
+    assert any(g.num_configs < r.num_configs for g, r in zip(reduced, raw, strict=True))
+    for graph, stored in zip(reduced, raw, strict=True):
+        rows = eager_rows(stored, REDUCE["max_configs"], REDUCE["seed"])
+        if graph.num_configs == stored.num_configs:
+            assert graph.config_rows is None or np.array_equal(graph.config_rows, rows)
+        else:
+            assert isinstance(graph.config_rows, np.ndarray) and graph.config_rows.dtype == np.int64
+            assert not isinstance(graph.config_rows, np.memmap)
+            np.testing.assert_array_equal(graph.config_rows, rows)
+        np.testing.assert_array_equal(graph.config_runtime, np.asarray(stored.config_runtime)[rows])
+        assert graph.node_config_feat.shape == stored.node_config_feat.shape  # every stored row
+        if graph.node_config_feat.size:
+            assert isinstance(graph.node_config_feat, np.memmap), graph.graph_id
+            assert _reads_the_cache_file(graph.node_config_feat)
+            assert np.shares_memory(graph.node_config_feat, stored.node_config_feat) or (
+                graph.node_config_feat.filename == stored.node_config_feat.filename
+            )
+        pruned = prune_to_configurable(graph, 1)[0]
+        assert pruned.node_config_feat is graph.node_config_feat
+        assert pruned.config_rows is graph.config_rows
+
+
+def test_lazy_batches_and_scores_equal_the_eager_selection(tmp_path):
+    """Batches drawn from, and scores of, the cached split reduced lazily equal those of
+    the same graphs whose kept configurations were copied by numpy fancy indexing."""
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    raw = data.load_layout_split(folder, log=None, cache_dir=cache)
+    lazy = data.load_layout_split(folder, log=None, cache_dir=cache, **REDUCE)
+    fresh = data.load_layout_split(folder, log=None)
+    eager = [eager_graph(g, eager_rows(g, REDUCE["max_configs"], REDUCE["seed"])) for g in fresh]
+    prepared = {
+        "lazy": prepare_graphs([prune_to_configurable(g, 1)[0] for g in lazy]),
+        "eager": prepare_graphs([prune_to_configurable(g, 1)[0] for g in eager]),
+    }
+    for graph, ready in zip(lazy, prepared["lazy"], strict=True):
+        if graph.node_config_feat.size:
+            assert _reads_the_cache_file(ready.config_values)
+    drawn = {
+        name: EpochBatches(batch_source(graphs), batch=3, num_configs=4, seed=5)
+        for name, graphs in prepared.items()
+    }
+    for epoch in range(3):
+        got, want = list(drawn["lazy"].batches(epoch)), list(drawn["eager"].batches(epoch))
+        assert len(got) == len(want) > 0
+        for a, b in zip(got, want, strict=True):
+            assert set(a) == set(b)
+            for key in a:
+                assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, key
+                np.testing.assert_array_equal(a[key], b[key], f"epoch {epoch}: {key}")
+    model = LayoutSAGE(8, hidden_dim=8).create_variables()
+    scorer = GraphScorer(model, chunk=5)
+    for a, b in zip(prepared["lazy"], prepared["eager"], strict=True):
+        np.testing.assert_array_equal(scorer.score(a), scorer.score(b), a.graph_id)
+    # Any slots, repeated and out of order, read the rows fancy indexing gives.
+    graph = next(g for g, r in zip(lazy, raw, strict=True) if g.num_configs < r.num_configs)
+    slots = np.array([3, 0, 3, 5, 1, 1, 2])
+    want = np.asarray(graph.node_config_feat)[graph.config_rows][slots]
+    np.testing.assert_array_equal(graph.config_block(slots), want)
+    np.testing.assert_array_equal(graph.config_block(np.arange(0)), want[:0])
+
+
+def test_dedup_in_blocks_keeps_what_numpy_unique_keeps(tmp_path, monkeypatch):
+    """With blocks of fewer configurations than a graph has, dedup reads each block once
+    and keeps np.unique(axis=0, return_index=True)'s first occurrences, sorted."""
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    graphs = data.load_layout_split(folder, log=None, cache_dir=cache)
+    read: list[int] = []
+    real = LayoutGraph.config_block
+
+    def spy(self: LayoutGraph, slots: np.ndarray) -> np.ndarray:
+        read.append(len(slots))
+        return real(self, slots)
+
+    monkeypatch.setattr(LayoutGraph, "config_block", spy)
+    checked = 0
+    for graph in graphs:
+        if not graph.num_configurable:
+            continue
+        per_block = 3
+        monkeypatch.setattr(prune, "DEDUP_BLOCK_BYTES", per_block * graph.num_configurable * 18)
+        assert graph.num_configs > per_block
+        read.clear()
+        deduped, dropped = prune.dedup_configs(graph)
+        flat = np.asarray(graph.node_config_feat).reshape(graph.num_configs, -1)
+        distinct, first = np.unique(flat, axis=0, return_index=True)
+        kept = np.arange(graph.num_configs) if deduped is graph else deduped.config_rows
+        np.testing.assert_array_equal(kept, np.sort(first), graph.graph_id)
+        assert dropped == graph.num_configs - len(distinct)
+        assert max(read) == per_block and sum(read) == graph.num_configs  # each row read once
+        checked += dropped > 0
+    assert checked  # the hand-made graph with repeats is among them
+
+
+def test_a_reduced_graph_is_written_as_its_selected_configurations(tmp_path, monkeypatch):
+    """The cache writer, given a lazily reduced graph, stores the selected rows (a block at
+    a time), so reading it back gives the same configurations, selected by nothing."""
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    graphs = data.load_layout_split(folder, log=None, cache_dir=cache, **REDUCE)
+    graph = next(g for g in graphs if g.config_rows is not None and g.num_configurable)
+    monkeypatch.setattr(layout_cache, "_WRITE_BLOCK_BYTES", 2 * graph.num_configurable * 18)
+    target = tmp_path / "written"
+    layout_cache.save_layout_cache([graph], target, "train")
+    (back,), problem = layout_cache.check_layout_cache(target)
+    assert problem is None and back.config_rows is None
+    assert_same_graphs([back], [graph])

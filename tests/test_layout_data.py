@@ -141,8 +141,10 @@ def test_dedup_keeps_first_occurrences_in_file_order():
     graph, dropped = dedup_configs(make_graph(arrays))
     assert dropped == 3
     assert graph.config_runtime.tolist() == [10, 20, 30]
-    assert np.array_equal(graph.node_config_feat, np.stack([a, b, c]).astype(np.int8))
-    assert graph.node_config_feat.dtype == np.int8
+    kept = graph.config_block(np.arange(graph.num_configs))
+    assert np.array_equal(kept, np.stack([a, b, c]).astype(np.int8))
+    assert kept.dtype == np.int8
+    assert graph.config_rows.tolist() == [0, 1, 3]  # a selection: the rows stay where they are
 
 
 def test_dedup_without_duplicates_changes_nothing():
@@ -188,7 +190,7 @@ def test_sample_configs_is_a_deterministic_ordered_subset():
         assert np.all(np.diff(idx) > 0)  # file order
         assert np.all((idx >= 0) & (idx < 50))  # a subset
     # The features travel with their runtimes.
-    assert np.array_equal(first.node_config_feat, graph.node_config_feat[picked])
+    assert np.array_equal(first.config_block(np.arange(10)), graph.node_config_feat[picked])
 
 
 @pytest.mark.parametrize("max_configs", [1, 7, 49, 50, 80])

@@ -41,7 +41,10 @@ configurable nodes, all summed over the G graphs; ids are global in the batch):
 - `node_segment` [N] bool, training batches of segment training only
   (`segment_source`): the nodes the gradient flows through.
 
-Nothing is computed per configuration here except copying its int8 values.
+Nothing is computed per configuration here except copying its int8 values, and
+only a batch's: a prepared graph keeps the stored configurations (a cached
+split's memory map) and the rows its graph selects, and reads the rows of a
+batch's slots when the batch is assembled.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ import tensorflow_gnn as tfgnn
 from baselines.core.format import NODE_FEAT_DIM
 from baselines.core.keras_fit import BatchSource
 from baselines.layout.data import MINOR_TO_MAJOR, SHAPE_DIMS, layout_minor_to_major
-from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
+from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph, read_config_rows
 
 # Padding slots' layout values: "the compiler's default" in every group.
 PAD_VALUE = -1
@@ -112,13 +115,18 @@ class PreparedGraph:
     cfg_edges: np.ndarray  # int32 [mc, 2], ids into the nc configurable nodes
     cfg_ref: np.ndarray  # int8 [nc, 18], reference layouts (own, operand 0, operand 1)
     cfg_dims: np.ndarray  # float32 [nc, 18], log1p shape dims of the same tensors
-    config_values: np.ndarray  # int8 [c, nc, 18]
+    config_values: np.ndarray  # int8 [s, nc, 18], the stored configurations (never copied)
     runtimes: np.ndarray  # float32 [c], runtime / smallest runtime (0 when hidden)
     raw_runtimes: np.ndarray  # int64 [c], as in the file
+    config_rows: np.ndarray | None = None  # int64 [c], rows of config_values; None: all
 
     @property
     def num_configs(self) -> int:
         return int(self.runtimes.shape[0])
+
+    def config_block(self, slots: np.ndarray) -> np.ndarray:
+        """int8 [len(slots), nc, 18]: configurations `slots` (0..c-1), read now."""
+        return read_config_rows(self.config_values, self.config_rows, slots)
 
 
 def reference_layouts(graph: LayoutGraph) -> tuple[np.ndarray, np.ndarray]:
@@ -168,6 +176,7 @@ def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
         config_values=np.asarray(graph.node_config_feat, dtype=np.int8),
         runtimes=(raw / scale).astype(np.float32),
         raw_runtimes=raw,
+        config_rows=graph.config_rows,
     )
 
 
@@ -209,7 +218,7 @@ def assemble_batch(
         parts["cfg_target"].append(g.cfg_edges[:, 1] + cfg_base)
         parts["cfg_ref"].append(g.cfg_ref)
         parts["cfg_dims"].append(g.cfg_dims)
-        values = g.config_values[np.where(pad, 0, slots)] if g.num_configs else None
+        values = g.config_block(np.where(pad, 0, slots)) if g.num_configs else None
         if values is None:  # no configuration at all: every slot is padding
             values = np.zeros((k, nc, NODE_CONFIG_FEAT_DIM), np.int8)
         values = np.where(pad[:, None, None], np.int8(PAD_VALUE), values)

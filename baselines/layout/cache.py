@@ -20,7 +20,7 @@ line. The cache is written one graph at a time: building it holds one graph.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,9 @@ from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
 
 # Bump when the folder's layout or the reader's validation rules change.
 LAYOUT_CACHE_VERSION = 1
+
+# Selected configurations copied per append when a reduced graph is written.
+_WRITE_BLOCK_BYTES = 1 << 26
 
 # Every cached array: the shape of one row and its dtype (None: text, the graph ids).
 # node_config_feat holds each graph's (c, nc, 18) configurations as c * nc rows.
@@ -104,6 +107,22 @@ def layout_cache_path(cache_dir: Path | str, folder: Path | str, files: Sequence
     return Path(cache_dir).expanduser() / f"layout-{Path(folder).name}-{key}"
 
 
+def _config_blocks(graph: LayoutGraph) -> Iterator[np.ndarray]:
+    """A graph's configurations (int8 (c, nc, 18)) as the cache stores them, in blocks.
+
+    A graph as read (`config_rows` None, what the cache is built from) is one
+    block, its array; a graph with selected configurations (`select_configs`)
+    is read `_WRITE_BLOCK_BYTES` at a time, so writing never copies them all.
+    """
+    if graph.config_rows is None:
+        yield graph.node_config_feat
+        return
+    row_bytes = max(graph.num_configurable * NODE_CONFIG_FEAT_DIM, 1)
+    block = max(1, _WRITE_BLOCK_BYTES // row_bytes)
+    for start in range(0, graph.num_configs, block):
+        yield graph.config_block(np.arange(start, min(start + block, graph.num_configs)))
+
+
 def save_layout_cache(graphs: Iterable[LayoutGraph], cache_path: Path, name: str) -> None:
     """Writes graphs (read one at a time from the iterable) as a cache folder, atomically.
 
@@ -118,10 +137,11 @@ def save_layout_cache(graphs: Iterable[LayoutGraph], cache_path: Path, name: str
         for graph in graphs:
             ids.append(graph.graph_id)
             for field in _ROWS:
-                value = getattr(graph, field)
                 if field == "node_config_feat":
-                    value = value.reshape(-1, NODE_CONFIG_FEAT_DIM)
-                writer.append(field, value)
+                    for block in _config_blocks(graph):
+                        writer.append(field, block.reshape(-1, NODE_CONFIG_FEAT_DIM))
+                else:
+                    writer.append(field, getattr(graph, field))
             for offsets, (owner, *_) in _OFFSETS_OF.items():
                 sizes[offsets].append(sizes[offsets][-1] + getattr(graph, owner).shape[0])
         for offsets, values in sizes.items():

@@ -395,7 +395,11 @@ def load_layout_split(
     deterministic by `seed`). What was dropped is reported in one `log` line.
     With `cache_dir`, the files are read through the split's cache
     (`baselines.layout.cache`): every configuration as read, memory-mapped,
-    reduced as above on top of it, so a warm load gives the same graphs.
+    reduced as above on top of it, so a warm load gives the same graphs. The
+    reductions select configurations lazily (`LayoutGraph.config_rows`): a
+    cached graph keeps reading its memory map, never a copy of the kept rows;
+    a graph read without a cache keeps only its kept rows in memory
+    (`LayoutGraph.compact_configs`).
     """
     files = list_layout_files(folder, max_files)
     if cache_dir is None:
@@ -411,6 +415,9 @@ def load_layout_split(
         if max_configs is not None:
             sampled += graph.num_configs > max_configs
             graph = sample_configs(graph, max_configs, seed)
+        if cache_dir is None:
+            # Read into memory: keep the kept rows, not the whole file's array.
+            graph = graph.compact_configs()
         graphs.append(graph)
     if log is not None and (drop_duplicates or max_configs is not None):
         notes = []

@@ -5,7 +5,13 @@ config and pruning helpers in `baselines.layout.prune` take and give back:
 
     graph = read_layout_file("npz/layout/xla/default/train/unet3d.npz")
     print(graph.num_nodes, graph.num_configurable, graph.num_configs)
-    first_ten = graph.select_configs(np.arange(10))
+    first_ten = graph.select_configs(np.arange(10))   # an index array: nothing is copied
+    values = first_ten.config_block(np.array([3, 0]))  # int8 (2, nc, 18), read now
+
+Selecting configurations never copies `node_config_feat` (for a cached split a
+read-only memory map of tens of GB): the graph keeps the stored array and the
+rows it selects (`config_rows`), and every reader goes through `config_block`,
+which reads only the rows it is asked for.
 """
 
 from __future__ import annotations
@@ -32,10 +38,14 @@ class LayoutGraph:
       node_opcode       int32   (n,)
       edge_index        int32   (m, 2)   row [u, v]: node u consumes node v's output
       node_config_ids   int32   (nc,)    ids of the configurable nodes, unique
-      node_config_feat  int8    (c, nc, 18) minor-to-major orders, -1..5 (exact)
+      node_config_feat  int8    (s, nc, 18) the stored configurations' minor-to-major
+                                         orders, -1..5 (exact); s >= c, read them with
+                                         `config_block`
       config_runtime    int64   (c,)     whole-program runtime; all 0 in test files
       node_splits       int64   (k,)     computation boundaries as stored in the file
                                          (flattened from (1, k); real files end with n)
+      config_rows       int64   (c,)     configuration i is node_config_feat[config_rows[i]];
+                                         None: every stored row in order (c == s)
     """
 
     graph_id: str
@@ -46,6 +56,7 @@ class LayoutGraph:
     node_config_feat: np.ndarray
     config_runtime: np.ndarray
     node_splits: np.ndarray
+    config_rows: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -69,10 +80,48 @@ class LayoutGraph:
         return bool(np.any(self.config_runtime != 0))
 
     def select_configs(self, indices: np.ndarray) -> LayoutGraph:
-        """The same graph with only the configurations at `indices`, in that order."""
-        indices = np.asarray(indices, dtype=np.int64)
+        """The same graph with only the configurations at `indices`, in that order.
+
+        Lazy: the new graph shares `node_config_feat` and holds the composed row
+        indices; only the runtimes (8 bytes a configuration) are copied.
+        """
+        indices = np.array(indices, dtype=np.int64).reshape(-1)  # a copy: the caller's may change
+        rows = indices if self.config_rows is None else self.config_rows[indices]
         return dataclasses.replace(
-            self,
-            node_config_feat=self.node_config_feat[indices],
-            config_runtime=self.config_runtime[indices],
+            self, config_runtime=self.config_runtime[indices], config_rows=rows
         )
+
+    def config_block(self, slots: np.ndarray) -> np.ndarray:
+        """int8 (len(slots), nc, 18): the values of configurations `slots` (indices < c)."""
+        return read_config_rows(self.node_config_feat, self.config_rows, slots)
+
+    def compact_configs(self) -> LayoutGraph:
+        """The graph with its selected configurations copied into an array of their own.
+
+        For graphs read into memory: after a selection the stored array is
+        otherwise kept whole for the few rows it selects. Unchanged when nothing
+        is selected (`config_rows` None).
+        """
+        if self.config_rows is None:
+            return self
+        values = self.config_block(np.arange(self.num_configs))
+        return dataclasses.replace(self, node_config_feat=values, config_rows=None)
+
+
+def read_config_rows(
+    values: np.ndarray, config_rows: np.ndarray | None, slots: np.ndarray
+) -> np.ndarray:
+    """int8 (len(slots), nc, 18): `values[config_rows[slots]]`, reading only those rows.
+
+    `config_rows` None selects every row of `values` in order. A contiguous run
+    of rows is read as one slice; other rows are read in ascending order, each
+    once (a memory map reads sorted rows faster), and then put in `slots`' order.
+    """
+    slots = np.asarray(slots, dtype=np.int64).reshape(-1)
+    rows = slots if config_rows is None else np.asarray(config_rows)[slots]
+    contiguous = rows.size and 0 <= rows[0] and rows[-1] < values.shape[0]
+    if contiguous and np.all(np.diff(rows) == 1):
+        return np.asarray(values[rows[0] : rows[-1] + 1], dtype=np.int8).copy()
+    unique, inverse = np.unique(rows, return_inverse=True)
+    block = np.asarray(values[unique], dtype=np.int8)
+    return block if unique.size == rows.size and np.array_equal(unique, rows) else block[inverse]

@@ -16,7 +16,32 @@ import hashlib
 import numpy as np
 
 from baselines.core.errors import PipelineError
-from baselines.layout.graph import LayoutGraph
+from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
+
+# Configuration bytes `dedup_configs` reads (and holds) at a time.
+DEDUP_BLOCK_BYTES = 1 << 24
+_DIGEST_BYTES = 32
+
+
+def _config_digests(graph: LayoutGraph, block_bytes: int) -> np.ndarray:
+    """One 32-byte BLAKE2b digest per configuration of `graph`, as opaque keys (c,).
+
+    The configurations are read a block of about `block_bytes` at a time, in
+    order, each once: the whole (c, nc, 18) array is never held.
+    """
+    c = graph.num_configs
+    row_bytes = graph.num_configurable * NODE_CONFIG_FEAT_DIM
+    block = max(1, int(block_bytes) // max(row_bytes, 1))
+    digests = np.empty((c, _DIGEST_BYTES), dtype=np.uint8)
+    for start in range(0, c, block):
+        stop = min(start + block, c)
+        rows = np.ascontiguousarray(graph.config_block(np.arange(start, stop)))
+        flat = rows.reshape(stop - start, row_bytes)
+        for i, row in enumerate(flat):
+            digest = hashlib.blake2b(row.data, digest_size=_DIGEST_BYTES).digest()
+            digests[start + i] = np.frombuffer(digest, dtype=np.uint8)
+        del rows, flat  # before the next block is read: one block held at a time
+    return digests.view(np.dtype((np.void, _DIGEST_BYTES)))[:, 0]
 
 
 def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
@@ -27,17 +52,19 @@ def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
     a configuration differ only by measurement noise (~1e-4 relative in the
     samples), and keeping a measured value (not a mean) leaves every kept
     runtime one the file holds. Kept configurations stay in file order.
+
+    The selection is lazy (`LayoutGraph.select_configs`): nothing is copied.
+    Rows are compared by a 256-bit BLAKE2b digest of their bytes (a collision
+    is beyond reach), read `DEDUP_BLOCK_BYTES` at a time, so finding the repeats
+    holds one block and 32 bytes a configuration, never the graph's
+    configurations (a memory-mapped cache's stay on disk).
     """
     c = graph.num_configs
-    rows = graph.node_config_feat.reshape(c, -1)
-    if rows.shape[1] == 0:
+    if graph.num_configurable == 0:
         # No configurable node: every configuration is the same (empty) one.
         first = np.zeros(1, dtype=np.int64)
     else:
-        # One opaque bytes value per row: np.unique then compares whole rows
-        # at memcmp speed instead of column by column (axis=0).
-        keys = np.ascontiguousarray(rows).view(np.dtype((np.void, rows.shape[1])))[:, 0]
-        _, first = np.unique(keys, return_index=True)
+        _, first = np.unique(_config_digests(graph, DEDUP_BLOCK_BYTES), return_index=True)
         first = np.sort(first)
     if first.size == c:
         return graph, 0
@@ -77,7 +104,8 @@ def prune_to_configurable(graph: LayoutGraph, hops: int) -> tuple[LayoutGraph, n
     ends are kept survive. Nodes keep their relative order and are renumbered
     0..k-1, and edge_index and node_config_ids are rewritten to the new ids;
     node_config_feat and config_runtime are unchanged (configurable nodes are
-    always kept, in the same order). node_splits is recomputed: each boundary
+    always kept, in the same order; a lazy selection of configurations,
+    `config_rows`, carries over unread). node_splits is recomputed: each boundary
     becomes the number of kept nodes before it, so a computation keeps its
     surviving nodes (a computation with none becomes an empty range).
     Returns the pruned graph and the kept nodes' original ids (ascending, int64);
