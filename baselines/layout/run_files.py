@@ -16,8 +16,6 @@ must agree).
 
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,29 +24,11 @@ import numpy as np
 from baselines.core.cli import did_you_mean
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_directory, atomic_output, describe_write_error
+from baselines.core.run_json import read_gzip_json, write_gzip_json
 
 COLLECTION = "layout"
 RUN_IN_MODEL = "run.jsonz"
 WEIGHTS = "weights.npz"
-
-
-def _write_gzip_json(path: Path, record: dict[str, Any], dest: Path) -> None:
-    try:
-        with gzip.GzipFile(path, "wb", mtime=0) as f:
-            f.write(json.dumps(record, sort_keys=True, default=float).encode())
-    except OSError as e:
-        raise PipelineError(f"cannot write {dest}: {describe_write_error(e)}") from e
-
-
-def read_gzip_json(path: Path) -> dict[str, Any]:
-    try:
-        with gzip.open(path, "rb") as f:
-            record = json.loads(f.read())
-    except (OSError, EOFError, ValueError) as e:
-        raise PipelineError(f"{path}: not a readable run file ({e}); retrain the model") from None
-    if not isinstance(record, dict):
-        raise PipelineError(f"{path}: not a run file (no JSON object); retrain the model")
-    return record
 
 
 def run_path_for(model_dir: Path) -> Path:
@@ -124,8 +104,8 @@ def save_layout_run(model, record: dict[str, Any], model_dir: Path, run_path: Pa
                 raise PipelineError(
                     f"cannot write {model_dir / WEIGHTS}: {describe_write_error(e)}"
                 ) from e
-            _write_gzip_json(tmp / RUN_IN_MODEL, record, model_dir / RUN_IN_MODEL)
-            _write_gzip_json(run_tmp, record, run_path)
+            write_gzip_json(tmp / RUN_IN_MODEL, record, model_dir / RUN_IN_MODEL)
+            write_gzip_json(run_tmp, record, run_path)
 
 
 def restore_layout_model(model_dir: Path, record: dict[str, Any]):

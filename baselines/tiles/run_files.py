@@ -19,8 +19,6 @@ whose fingerprint, when it has one, must match.
 
 from __future__ import annotations
 
-import gzip
-import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ import tensorflow as tf
 
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_directory, atomic_output, describe_write_error
+from baselines.core.run_json import write_gzip_json
 from baselines.tiles.data import OPCODE_VOCAB_SIZE
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.model_base import TileModel
@@ -43,18 +42,9 @@ from baselines.tiles.run_records import (  # noqa: F401 (re-exported for callers
 )
 
 
-def _write_gzip_json(path: Path, record: dict[str, Any], dest: Path) -> None:
-    try:
-        # mtime=0 keeps the gzip bytes a function of the content alone.
-        with gzip.GzipFile(path, "wb", mtime=0) as f:
-            f.write(json.dumps(record, sort_keys=True).encode())
-    except OSError as e:
-        raise PipelineError(f"cannot write {dest}: {describe_write_error(e)}") from e
-
-
 def write_run_file(path: Path, record: dict[str, Any]) -> None:
     with atomic_output(path) as tmp:
-        _write_gzip_json(tmp, record, path)
+        write_gzip_json(tmp, record, path)
 
 
 def _save_keras(model: TileModel, folder: Path, dest: Path) -> None:
@@ -94,8 +84,8 @@ def save_run(model: TileModel, record: dict[str, Any], model_dir: Path, run_path
         with atomic_directory(model_dir) as tmp:
             _save_keras(model, tmp, model_dir)
             record["model_fingerprint"] = model_fingerprint(tmp)
-            _write_gzip_json(tmp / RUN_IN_MODEL, record, model_dir / RUN_IN_MODEL)
-            _write_gzip_json(run_tmp, record, run_path)
+            write_gzip_json(tmp / RUN_IN_MODEL, record, model_dir / RUN_IN_MODEL)
+            write_gzip_json(run_tmp, record, run_path)
 
 
 def build_from_record(record: dict[str, Any]) -> TileModel:

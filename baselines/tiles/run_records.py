@@ -10,13 +10,12 @@ another process meanwhile. `run_files` re-exports the record functions;
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from baselines.core.errors import PipelineError
+from baselines.core.run_json import read_gzip_json
 from baselines.tiles.features import FeatureStats
 
 
@@ -51,12 +50,8 @@ def model_fingerprint(model_dir: Path) -> str:
 def read_run_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise PipelineError(f"{path}: run file not found; it is written by tiles_train.py")
-    try:
-        with gzip.open(path, "rb") as f:
-            record = json.loads(f.read())
-    except (OSError, EOFError, ValueError) as e:
-        raise PipelineError(f"{path}: not a readable run file ({e}); retrain the model") from None
-    if isinstance(record, dict) and record.get("collection") == "layout":
+    record = read_gzip_json(path)
+    if record.get("collection") == "layout":
         raise PipelineError(
             f"{path.parent if path.name == RUN_IN_MODEL else path} is a layout model; "
             "use layout_gen_predictions_csv.py"
