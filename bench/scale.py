@@ -53,15 +53,17 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import run_bench  # the measuring helpers: a fresh process per step, its wall time and peak RSS
+from bench_common import SIZE_ORDER, SIZES, growth_exponent
+from bench_common import code_version as _code_version
+from bench_common import dir_mb as _dir_mb
+from bench_common import fmt as _fmt
+from bench_common import medians as _medians
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import atomic_write_text
 from baselines.tiles import plots
 
-SIZES = {"eighth": "release_eighth", "quarter": "release_quarter", "half": "release_half"}
-SIZES["full"] = "release"
-SIZE_ORDER = ("eighth", "quarter", "half", "full")
 RECIPES = {
     "EarlyJoinSAGE": ROOT / "configs" / "baseline.flags",
     "recommended": ROOT / "configs" / "recommended.flags",
@@ -83,18 +85,6 @@ TARGET_FLOOR_RATIO = 2.0
 
 # ---------------------------------------------------------------------------
 # Arithmetic: growth exponents and the early-join floor.
-
-
-def growth_exponent(sizes: list[float], values: list[float]) -> float:
-    """k of values ∝ sizes^k: the least-squares slope of log(value) on log(size)."""
-    if len(sizes) != len(values) or len(sizes) < 2:
-        raise ValueError("need at least two (size, value) pairs")
-    x = np.log(np.asarray(sizes, dtype=np.float64))
-    y = np.log(np.asarray(values, dtype=np.float64))
-    if np.ptp(x) == 0:
-        raise ValueError("sizes must differ")
-    x = x - x.mean()
-    return float((x * (y - y.mean())).sum() / (x * x).sum())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,10 +247,6 @@ def generate(work: Path, size: str, seed: int) -> tuple[Path, float | None]:
     return root, seconds
 
 
-def _dir_mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
-
-
 def bench_load(data_root: Path, work: Path, repeats: int) -> tuple[dict, Path]:
     """Cold and warm load of the three splits; returns figures and the last cache folder."""
     runs = []
@@ -362,10 +348,6 @@ def test_split_flops(cache: Path, data_root: Path) -> dict:
     flops["kernels"] = len(test)
     flops["configs"] = int(test.num_configs.sum())
     return flops
-
-
-def _medians(runs: list[dict]) -> dict:
-    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
 
 def bench_size(size: str, args, work: Path) -> dict:
@@ -528,14 +510,6 @@ def targets(results: dict, k: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _fmt(value: float) -> str:
-    if value >= 100:
-        return f"{value:.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
-
-
 def markdown(result: dict) -> str:
     results = result["sizes"]
     sizes = [s for s in SIZE_ORDER if s in results]
@@ -593,23 +567,6 @@ def markdown(result: dict) -> str:
     lines += ["", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in targets(results, k)]
     return "\n".join(lines) + "\n"
-
-
-def _code_version() -> str:
-    """The commit measured, marked "+changes" when the working tree differs from it."""
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    except OSError:
-        return "unknown"
-    return f"{head}{' +changes' if dirty else ''}" or "unknown"
 
 
 def main() -> int:

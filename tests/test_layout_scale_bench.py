@@ -1,0 +1,148 @@
+"""Tests for bench/layout_scale.py's pure parts: recipes, log parsing, extrapolation, targets."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _load("layout_scale")
+
+
+def _one(size: float, seconds: float, rss: float, *, train_rss: float = 2000.0) -> dict:
+    """A hand-made result of one collection at one size: every figure ∝ size^1 (or fixed)."""
+    return {
+        "load": {
+            "cold_load_s": seconds,
+            "warm_load_s": seconds / 10,
+            "cache_mb": size / 1e5,
+            "cold_load_rss_mb": rss,
+            "warm_load_rss_mb": rss,
+            "graphs": 10,
+            "configs": 100_000,
+            "node_configs": size,
+        },
+        "train": {
+            "recommended": {
+                "wall_s": seconds,
+                "peak_rss_mb": train_rss,
+                "epoch_s": seconds / 2,
+                "full_run_s": bench.extrapolated_training_s(seconds, seconds / 2, 40),
+                "epochs": 40,
+            }
+        },
+        "validate": {
+            "recommended": {
+                "subset_s": seconds / 4,
+                "subset_rss_mb": rss,
+                "all_s": seconds,
+                "all_rss_mb": rss,
+                "evaluate_wall_s": seconds,
+                "evaluate_rss_mb": rss,
+            }
+        },
+        "predict": {"recommended": {"wall_s": seconds / 2, "peak_rss_mb": rss}},
+    }
+
+
+def _verdicts(results: dict) -> dict[str, tuple[str, str]]:
+    return {target: (measured, verdict) for target, measured, verdict in bench.targets(results)}
+
+
+def test_targets_met_on_small_linear_figures():
+    results = {
+        "xla:default": {"eighth": _one(1e8, 20.0, 500.0), "quarter": _one(2e8, 40.0, 1000.0)}
+    }
+    rows = _verdicts(results)
+    assert all(v == "met" for _, v in rows.values()), rows
+    # Judged at the largest size measured, and said so.
+    assert "recommended training peak RSS <= 8 GB (xla:default, quarter)" in rows
+    full = rows[
+        "full recommended training <= 2 h (xla:default, quarter; extrapolated from 1 epoch)"
+    ]
+    assert full[0] == f"{(40 + 20 * 39) / 3600:.2f} h (40 epochs)"
+    growth = rows["no figure grows faster than linearly, k <= 1.1 (xla:default)"]
+    assert growth[0].startswith("max k 1.00")
+
+
+def test_targets_missed_over_each_limit():
+    r = _one(1e8, 200.0, 5000.0, train_rss=9000.0)
+    rows = _verdicts({"nlp:default": {"full": r}})
+    at = "(nlp:default, full)"
+    assert rows[f"recommended training peak RSS <= 8 GB {at}"] == ("9.00 GB", "MISSED")
+    assert rows[f"recommended prediction peak RSS <= 4 GB {at}"] == ("5.00 GB", "MISSED")
+    assert rows[f"recommended prediction of the test split <= 60 s {at}"] == ("100.0 s", "MISSED")
+    assert rows[f"recommended validation on 1,000-config subsets <= 60 s {at}"] == (
+        "50.0 s",
+        "met",
+    )
+    assert rows["no figure grows faster than linearly, k <= 1.1 (nlp:default)"][1] == "n/a"
+    # 200 + 100 * 39 s = 1.14 h: met; ten times slower epochs miss.
+    r["train"]["recommended"]["full_run_s"] = bench.extrapolated_training_s(200, 1000, 40)
+    rows = _verdicts({"nlp:default": {"full": r}})
+    assert rows[f"full recommended training <= 2 h {at[:-1]}; extrapolated from 1 epoch)"][1] == (
+        "MISSED"
+    )
+
+
+def test_growth_faster_than_linear_is_missed_and_exact_power_laws_fit():
+    quadratic = {s: _one(x, x**2 / 1e14, 500.0) for s, x in (("eighth", 1e7), ("half", 4e7))}
+    k = bench.growth(quadratic)
+    assert k["cold load s (3 splits)"] == pytest.approx(2.0)
+    assert k["cache on disk MB"] == pytest.approx(1.0)
+    assert k["cold load peak RSS MB"] == pytest.approx(0.0)
+    row = _verdicts({"xla:random": quadratic})[
+        "no figure grows faster than linearly, k <= 1.1 (xla:random)"
+    ]
+    assert row[1] == "MISSED" and "max k 2.00" in row[0]
+
+
+def test_failed_steps_are_reported_not_judged():
+    r = _one(1e8, 20.0, 500.0)
+    r["train"]["baseline"] = {"failed": "benchmark step failed: out of memory"}
+    rows = _verdicts({"xla:default": {"eighth": r}})
+    assert rows["baseline training peak RSS <= 8 GB (xla:default, eighth)"][1] == "n/a"
+    assert "baseline 1-epoch run: epoch s" not in bench.figures(r)
+    assert "baseline train (eighth) | failed" in bench.markdown(
+        {
+            "machine": "2 cores",
+            "code": "abc",
+            "repeats": 1,
+            "seed": 0,
+            "results": {"x": {"eighth": r}},
+        }
+    )
+
+
+def test_recipe_flags_epochs_and_train_log():
+    assert bench.recipe_flags("recommended", "nlp:default")[-1] == "--max_configs=1000"
+    assert bench.recipe_flags("baseline", "nlp:default") == [
+        f"--flagfile={bench.RECIPES['baseline']}"
+    ]
+    assert bench.recipe_flags("recommended", "xla:random") == [
+        f"--flagfile={bench.RECIPES['recommended']}"
+    ]
+    assert bench.recipe_epochs(bench.RECIPES["recommended"]) == 40
+    assert bench.recipe_epochs(bench.RECIPES["baseline"]) == 50
+    log = (
+        "x\ntrained LayoutSAGE in 12.5 s, best epoch 1: ...\nsaved model: /o/model_ab\nTensorBoard"
+    )
+    assert bench.parse_train_log(log) == (12.5, "/o/model_ab")
+    with pytest.raises(bench.PipelineError):
+        bench.parse_train_log("crashed")
+    assert bench.extrapolated_training_s(30.0, 10.0, 1) == 30.0
