@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -136,3 +139,30 @@ def copy_repository(dest: Path) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
     return dest
+
+
+def run_repo_script(
+    script: str, *flags: str, cwd: Path = ROOT, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """Runs one of the repository's entry scripts with this interpreter; output captured."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / script), *flags],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+def read_run_file(path: Path) -> dict:
+    """A run file (`run_<hash>.jsonz`, gzip'd JSON), read with nothing but gzip and json."""
+    with gzip.open(path, "rb") as f:
+        return json.loads(f.read())
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The one stderr line of a refused command (non-zero exit, no traceback)."""
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import gzip
-import json
 import os
 import shutil
 import subprocess
@@ -19,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import read_run_file as _read_run
+from conftest import run_repo_script as _run
 from test_layout_data import graph_arrays, write
 
 from baselines.core import array_cache
@@ -356,21 +356,6 @@ def test_cache_dir_is_not_part_of_the_run_hash():
     assert LayoutTrainArgs(cache_dir="/somewhere").run_hash() == base.run_hash()
     assert LayoutTrainArgs(cache_dir="None").cache_dir is None
     assert LayoutTrainArgs(seed=1).run_hash() != base.run_hash()
-
-
-def _run(script: str, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(REPO / script), *flags],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
-
-
-def _read_run(path: Path) -> dict:
-    with gzip.open(path, "rb") as f:
-        return json.loads(f.read())
 
 
 def _saved(stdout: str, prefix: str) -> Path:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import gzip
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import one_line_error
+from conftest import read_run_file as read_run
+from conftest import run_repo_script as run
 
 from baselines.core.errors import PipelineError
 from baselines.layout.train_args import LayoutTrainArgs
@@ -21,21 +20,6 @@ REPO = Path(__file__).resolve().parents[1]
 TOY = REPO / "data" / "layout_toy"
 TILE_MODEL = next((REPO / "tests" / "fixtures" / "old_run").glob("model_*"))
 TINY = ["--epochs=2", '--model_kwargs_json={"hidden_dim": 8, "op_embed_dim": 8}']
-
-
-def run(script: str, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(REPO / script), *flags],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
-
-
-def read_run(path: Path) -> dict:
-    with gzip.open(path, "rb") as f:
-        return json.loads(f.read())
 
 
 def saved_paths(stdout: str) -> tuple[Path, Path]:
@@ -151,13 +135,6 @@ def test_flag_values_are_checked_in_one_line():
     ):
         with pytest.raises(PipelineError):
             LayoutTrainArgs(**bad).check_flags()
-
-
-def one_line_error(done: subprocess.CompletedProcess) -> str:
-    assert done.returncode != 0
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-    return lines[0]
 
 
 def test_misuse_is_refused_in_one_line(trained):

@@ -12,13 +12,13 @@ import gzip
 import io
 import json
 import shutil
-import subprocess
-import sys
 from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import one_line_error
+from conftest import run_repo_script as run
 
 from baselines.core.errors import PipelineError
 from baselines.layout import evaluate
@@ -267,23 +267,6 @@ def test_tau_figure_draws_each_models_tau_per_graph():
 
 # ---------------------------------------------------------------------------
 # The script on the toy set.
-
-
-def run(script: str, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(REPO / script), *flags],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
-
-
-def one_line_error(done: subprocess.CompletedProcess) -> str:
-    assert done.returncode != 0
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

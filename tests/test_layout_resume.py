@@ -5,8 +5,6 @@ Each test starts layout_train.py in a child process on the toy set (xla:default)
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import subprocess
 import sys
@@ -15,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import one_line_error, read_run_file
 
 from baselines.layout.train_args import LayoutTrainArgs
 
@@ -87,8 +86,7 @@ def run_layout_train(
 
 
 def read_run(out: Path, run_hash: str) -> dict:
-    with gzip.open(out / f"run_{run_hash}.jsonz", "rb") as f:
-        return json.loads(f.read())
+    return read_run_file(out / f"run_{run_hash}.jsonz")
 
 
 def read_weights(out: Path, run_hash: str) -> list[np.ndarray]:
@@ -247,13 +245,6 @@ def test_mirrored_on_two_cpus_trains_like_one_device(tmp_path, uninterrupted):
     np.testing.assert_allclose(
         two["train_curve"]["val_opa"], one["train_curve"]["val_opa"], atol=0.02
     )
-
-
-def one_line_error(proc: subprocess.CompletedProcess) -> str:
-    assert proc.returncode != 0
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    return lines[0]
 
 
 def test_bad_strategy_is_refused_in_one_line(tmp_path):

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
 import json
 import math
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import read_run_file as read_run
+from conftest import run_repo_script
 
 import layout_beam_experiments as beam_script
 from baselines.core import sweeps as core
@@ -29,19 +29,8 @@ TINY |= {"configs": 4, "epochs": 1, "source": "xla", "search": "default"}
 
 
 def run(script: str, *argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(REPO / script), *argv],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-        timeout=600,
-    )
-
-
-def read_run(path: Path) -> dict:
-    with gzip.open(path, "rb") as f:
-        return json.loads(f.read())
+    # conftest sets TF_CPP_MIN_LOG_LEVEL=3, which the child inherits.
+    return run_repo_script(script, *argv, cwd=cwd, timeout=600)
 
 
 # --- what a command line asks for ------------------------------------------------------------
