@@ -94,17 +94,28 @@ class ConfigAttention(tf.keras.layers.Layer):
 class LayoutModel(tf.keras.Model):
     """Shared parts: kwargs bookkeeping, `call`, `get_config`/`from_config`, `create_variables`.
 
-    A subclass calls `super().__init__(num_configs, num_ops, kwargs)` with its
-    resolved kwargs dict and implements `forward`.
+    A subclass calls `super().__init__(num_configs, num_ops, kwargs, at_least)`
+    with its resolved kwargs dict and the least value of each integer kwarg
+    (checked here, with `directed` a bool), and implements `forward`.
     """
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         tf.keras.utils.register_keras_serializable(package=KERAS_PACKAGE)(cls)
 
-    def __init__(self, num_configs: int, num_ops: int, kwargs: dict[str, Any]):
+    def __init__(
+        self,
+        num_configs: int,
+        num_ops: int,
+        kwargs: dict[str, Any],
+        at_least: dict[str, int] | None = None,
+    ):
         super().__init__(name=type(self).__name__.lower())
         _check_int("num_ops", num_ops, 1)
+        for name, least in (at_least or {}).items():
+            _check_int(name, kwargs[name], least)
+        if not isinstance(kwargs.get("directed", False), bool):
+            raise ValueError(f"directed must be true or false, got {kwargs['directed']!r}")
         self.num_configs = num_configs
         self.num_ops = num_ops
         self._kwargs = dict(kwargs)
@@ -185,16 +196,6 @@ class ResModel(LayoutModel):
         reduction: str = "sum",
         directed: bool = False,
     ):
-        for name, value, least in (
-            ("op_embed_dim", op_embed_dim, 1),
-            ("hidden_dim", hidden_dim, 1),
-            ("num_gnns", num_gnns, 0),
-            ("mlp_layers", mlp_layers, 1),
-            ("final_mlp_layers", final_mlp_layers, 0),
-        ):
-            _check_int(name, value, least)
-        if not isinstance(directed, bool):
-            raise ValueError(f"directed must be true or false, got {directed!r}")
         super().__init__(
             num_configs,
             num_ops,
@@ -208,6 +209,13 @@ class ResModel(LayoutModel):
                 reduction=reduction,
                 directed=directed,
             ),
+            at_least={
+                "op_embed_dim": 1,
+                "hidden_dim": 1,
+                "num_gnns": 0,
+                "mlp_layers": 1,
+                "final_mlp_layers": 0,
+            },
         )
         self.activation = tf.keras.activations.get(hidden_activation)
         self.pool = KernelPooling(_reductions(reduction))
@@ -270,18 +278,6 @@ class LayoutSAGE(LayoutModel):
         dropout: float = 0.0,
         config_attention_heads: int = 0,
     ):
-        for name, value, least in (
-            ("op_embed_dim", op_embed_dim, 1),
-            ("hidden_dim", hidden_dim, 1),
-            ("num_gnns", num_gnns, 0),
-            ("config_embed_dim", config_embed_dim, 1),
-            ("config_layers", config_layers, 0),
-            ("final_mlp_layers", final_mlp_layers, 0),
-            ("config_attention_heads", config_attention_heads, 0),
-        ):
-            _check_int(name, value, least)
-        if not isinstance(directed, bool):
-            raise ValueError(f"directed must be true or false, got {directed!r}")
         super().__init__(
             num_configs,
             num_ops,
@@ -298,6 +294,15 @@ class LayoutSAGE(LayoutModel):
                 dropout=dropout,
                 config_attention_heads=config_attention_heads,
             ),
+            at_least={
+                "op_embed_dim": 1,
+                "hidden_dim": 1,
+                "num_gnns": 0,
+                "config_embed_dim": 1,
+                "config_layers": 0,
+                "final_mlp_layers": 0,
+                "config_attention_heads": 0,
+            },
         )
         self.hidden_dim = hidden_dim
         self.config_embed_dim = config_embed_dim
