@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from baselines.core.errors import PipelineError
 from baselines.core.plots import bars_width, grouped_bars, legend_above, new_figure
+from baselines.core.tables import markdown_table  # noqa: F401 (the benchmarks' table writer)
 
 
 def names(text: str, flag: str) -> list[str]:
@@ -51,19 +52,6 @@ def mean_std(values: Sequence[float], *, population: bool = False) -> tuple[floa
 def pm(pair: Sequence[float], digits: int = 3) -> str:
     """A (mean, std) pair as "mean ± std"; pm((0.5, 0.01)) -> "0.500 ± 0.010"."""
     return f"{pair[0]:.{digits}f} ± {pair[1]:.{digits}f}"
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A markdown table: the header, a `|---|` rule, one line per row (cells as str()).
-
-    markdown_table(["a", "b"], [[1, 2]]) -> "| a | b |\\n|---|---|\\n| 1 | 2 |\\n"
-    """
-    for row in rows:
-        if len(row) != len(header):
-            raise ValueError(f"a row of {len(row)} cells under {len(header)} columns: {row}")
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
 
 
 def spread_bars(

@@ -21,14 +21,13 @@ recorded and read back as JSON (`subsets_json`, `parse_subsets`). numpy only.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from baselines.core.errors import PipelineError
+from baselines.core.tables import cell, csv_table, markdown_table
 from baselines.layout.metrics import kendall_tau, slowdown_at_k
 from baselines.layout.prune import graph_key
 
@@ -234,30 +233,16 @@ def parse_subsets(
     )
 
 
-def _cell(value) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
-
-
 def markdown(rows: Sequence[dict]) -> str:
     """One table per `configs` block ("all", "subset"), each under its own heading."""
     titles = {"all": "All configurations", "subset": "Fixed subsets of configurations"}
     parts = []
     for configs in dict.fromkeys(r["configs"] for r in rows):
-        lines = [f"## {titles.get(configs, configs)}", ""]
-        lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        lines += [
-            "| " + " | ".join(_cell(r[c]) for c in COLUMNS) + " |"
-            for r in rows
-            if r["configs"] == configs
-        ]
-        parts.append("\n".join(lines) + "\n")
+        block = [[cell(r[c]) for c in COLUMNS] for r in rows if r["configs"] == configs]
+        parts.append(f"## {titles.get(configs, configs)}\n\n" + markdown_table(COLUMNS, block))
     return "\n".join(parts)
 
 
 def csv_text(rows: Sequence[dict]) -> str:
     """Every row, COLUMNS in order, floats to 4 decimals (as in the markdown)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({c: _cell(r[c]) for c in COLUMNS} for r in rows)
-    return buffer.getvalue()
+    return csv_table(COLUMNS, [[cell(r[c]) for c in COLUMNS] for r in rows])

@@ -10,14 +10,13 @@ the file-name prefixes before the trailing hash ("benchmarks" upstream).
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from baselines.core import metrics
 from baselines.core.errors import PipelineError
+from baselines.core.tables import cell, csv_table, markdown_table
 from baselines.tiles.data import TileSplit
 
 COLUMNS = (
@@ -62,19 +61,10 @@ def error_table(
     return rows
 
 
-def _cell(value) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
-
-
 def markdown(rows: Sequence[dict]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_cell(r[c]) for c in COLUMNS) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+    return markdown_table(COLUMNS, [[cell(r[c]) for c in COLUMNS] for r in rows])
 
 
 def csv_text(rows: Sequence[dict]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({c: _cell(r[c]) for c in COLUMNS} for r in rows)
-    return buffer.getvalue()
+    """Every row, COLUMNS in order, floats to 4 decimals (as in the markdown)."""
+    return csv_table(COLUMNS, [[cell(r[c]) for c in COLUMNS] for r in rows])
