@@ -489,6 +489,17 @@ def test_scoring_head_gated_equals_the_head_on_the_gated_concatenation(num_confi
     want = head(tf.constant(joined)).numpy()
     assert got.shape == (3, num_configs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # Traced with the config count unknown (ranking's calls): the choice is made in the graph.
+    dynamic = tf.function(
+        lambda k, c, g: head.score_gated(k, c, g, projection),
+        input_signature=[
+            tf.TensorSpec([None, 5]),
+            tf.TensorSpec([None, None, 6]),
+            tf.TensorSpec([None, 4]),
+        ],
+    )
+    traced = dynamic(*map(tf.constant, (kernel, configs, gate))).numpy()
+    np.testing.assert_allclose(traced, want, rtol=1e-4, atol=1e-5)
     assert folding_pays(num_configs, 6, hidden_dims[0]) == (num_configs == 7)
     with pytest.raises(ValueError, match="linear projection"):
         head.score_gated(kernel, configs, gate, PointwiseDense(4, activation="relu"))

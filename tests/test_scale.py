@@ -118,3 +118,22 @@ def test_growth_target_holds_costs_not_reference_rows(k, verdict):
     rows = {label: (measured, v) for label, measured, v in scale.targets({}, k)}
     ((measured, got),) = [v for label, v in rows.items() if label.startswith("nothing grows")]
     assert got == verdict and "cold load s" in measured
+
+
+@pytest.mark.parametrize(
+    "epoch, wall, verdicts",
+    [(8.9, 14 * 60, ("met", "met")), (9.1, 16 * 60, ("MISSED", "MISSED"))],
+)
+def test_speed_targets_read_the_steady_epoch_and_the_full_training(epoch, wall, verdicts):
+    train = {"peak_rss_mb": 1000.0, "steady_epoch_s": epoch}
+    full = {
+        "train": {"recommended": train},
+        "predict": {},
+        "steps": {"floor_epoch_s": epoch / 2},
+        "full_training": {"wall_s": wall, "epochs_run": 90, "val_top5_err": 0.01},
+    }
+    rows = {label: (measured, v) for label, measured, v in scale.targets({"full": full}, {})}
+    (steady,) = [v for label, v in rows.items() if "steady-state epoch" in label]
+    (training,) = [v for label, v in rows.items() if "full training" in label]
+    assert steady == (f"{epoch:.1f} s (2.0x its arithmetic floor {epoch / 2:.1f} s)", verdicts[0])
+    assert training[1] == verdicts[1] and f"{wall / 60:.1f} min" in training[0]

@@ -15,6 +15,9 @@ or whole layout programs):
 - `ResumableEarlyStopping`: Keras' `EarlyStopping` on val OPA that always ends
   on the best weights, and keeps its state beside `BackupAndRestore`'s backup,
   so that a resumed run stops and restores exactly as an uninterrupted one.
+- `compile_trainer`: Keras `compile` running `STEPS_PER_EXECUTION` steps per
+  call of the compiled train (and eval) function, with `StepProgress` as its
+  step-accurate progress bar.
 - `resumable_fit`: `fit` with those, live TensorBoard scalars (learning rate
   included) and `BackupAndRestore`, so that a killed run resumes at its last
   finished epoch; a failed log write is one line.
@@ -148,6 +151,174 @@ class RankingTrainer(tf.keras.Model):
         runtimes = tf.reshape(batch["config_runtimes"], [-1, self.num_configs])
         scores = self(batch, training=False)
         return self._update(batch, scores, self.loss_fn(runtimes, scores))
+
+    def make_train_function(self, force: bool = False):
+        if not self._looping():
+            return super().make_train_function(force)
+        if force or self.train_function is None:
+            self.train_function = self._step_loop(self.train_step, self._train_counter)
+        return self.train_function
+
+    def make_test_function(self, force: bool = False):
+        if not self._looping():
+            return super().make_test_function(force)
+        if force or self.test_function is None:
+            self.test_function = self._step_loop(self.test_step, self._test_counter)
+        return self.test_function
+
+    def _looping(self) -> bool:
+        spe = self._steps_per_execution
+        return (
+            spe is not None
+            and int(spe.numpy()) > 1
+            and self.distribute_strategy.num_replicas_in_sync == 1
+        )
+
+    def _step_loop(self, step: Callable, counter: tf.Variable) -> Callable:
+        """`steps_per_execution` steps in one compiled call, `step` traced once.
+
+        Keras' own loop starts with its outputs undefined, so AutoGraph traces
+        the step once more to learn their structure (twice the tracing, which
+        is seconds for a GNN); here they start as the metrics' current values,
+        which have the step's structure. One replica only (`compile_trainer`).
+        """
+
+        def run(iterator) -> dict[str, tf.Tensor]:
+            outputs = {m.name: m.result() for m in self.metrics}
+            for _ in tf.range(self._steps_per_execution):
+                outputs = step(next(iterator))
+                with tf.control_dependencies(list(outputs.values())):
+                    counter.assign_add(1)
+            return outputs
+
+        return tf.function(run, reduce_retracing=True)
+
+
+# Train (and eval) steps that Keras runs inside one call of its compiled
+# function (a loop in the graph). Called once per step, Keras' `fit` spent as
+# long between steps (Python, iterator hand-off) as in a recommended tile step
+# itself on 2 cores (docs/performance.md); 32 steps per call leave that cost
+# to one step in 32 and still return to Python (callbacks, progress, early
+# stopping's check) every few seconds. The steps, their order and their
+# arithmetic are unchanged.
+STEPS_PER_EXECUTION = 32
+
+
+def compile_trainer(trainer: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer) -> None:
+    """`trainer.compile` with `STEPS_PER_EXECUTION` steps per call of the compiled loop.
+
+    Same updates as one step per call: only the Python round trips between
+    steps go. Under a strategy with several replicas it stays one step per
+    call: in TF 2.15 the replicas' all-reduce of sparse (embedding) gradients
+    inside Keras' step loop pairs up gathers of different shapes and fails.
+
+        compile_trainer(trainer, tf.keras.optimizers.Adam())
+    """
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    steps = STEPS_PER_EXECUTION if replicas == 1 else 1
+    trainer.compile(optimizer=optimizer, steps_per_execution=steps)
+
+
+class StepProgress(tf.keras.callbacks.Callback):
+    """A tqdm bar of training steps per epoch, with the epoch's loss and OPA when it ends.
+
+    tqdm's own Keras callback counts one step per batch callback; with several
+    steps per call (`compile_trainer`) Keras reports the last step's index
+    instead, so this bar advances by the steps actually run.
+
+        trainer.fit(..., callbacks=[StepProgress("train LateJoinGAT")])
+    """
+
+    def __init__(self, desc: str):
+        super().__init__()
+        self.desc = desc
+        self._bar = None
+        self._done = 0
+
+    def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        import tqdm
+
+        self._close()
+        total = self.params.get("steps") if self.params else None
+        self._bar = tqdm.tqdm(total=total, desc=f"{self.desc} epoch {epoch + 1}", unit="step")
+        self._done = 0
+
+    def on_train_batch_end(self, batch: int, logs=None) -> None:
+        if self._bar is not None:
+            self._bar.update(batch + 1 - self._done)
+            self._done = batch + 1
+
+    def on_epoch_end(self, epoch: int, logs=None) -> None:
+        if self._bar is not None:
+            shown = {k: logs[k] for k in ("loss", "opa", "val_opa") if logs and k in logs}
+            self._bar.set_postfix({k: f"{v:.4f}" for k, v in shown.items()})
+        self._close()
+
+    def on_train_end(self, logs=None) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+class EpochTimer(tf.keras.callbacks.Callback):
+    """Wall seconds of each epoch's parts: training steps, validation, and the callbacks after.
+
+    `train_s[i]` runs from epoch i's start to its validation (or its end), so
+    the first epoch's holds the tracing of the train step; `val_s[i]` is 0.0
+    for an epoch that does not validate; `callbacks_s[i]` runs from the
+    epoch's end to the next epoch's start (the other callbacks' end-of-epoch
+    work: backup, logs). Listed first, it sees the others' work as its own
+    `callbacks_s`.
+
+        timer = EpochTimer()
+        trainer.fit(..., callbacks=[timer, ...])
+        steady = statistics.median(timer.train_s[1:])
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.train_s: list[float] = []
+        self.val_s: list[float] = []
+        self.callbacks_s: list[float] = []
+        self._mark = 0.0
+        self._epoch_end: float | None = None
+
+    def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        now = time.perf_counter()
+        if self._epoch_end is not None:
+            self.callbacks_s.append(now - self._epoch_end)
+        self._mark = now
+        self.val_s.append(0.0)
+        self.train_s.append(0.0)
+
+    def on_test_begin(self, logs=None) -> None:
+        if self.train_s:  # inside fit (not a separate evaluate)
+            self.train_s[-1] = time.perf_counter() - self._mark
+            self._mark = time.perf_counter()
+
+    def on_test_end(self, logs=None) -> None:
+        if self.val_s:
+            self.val_s[-1] = time.perf_counter() - self._mark
+
+    def on_epoch_end(self, epoch: int, logs=None) -> None:
+        now = time.perf_counter()
+        if not self.val_s[-1]:
+            self.train_s[-1] = now - self._mark
+        self._epoch_end = now
+
+    def on_train_end(self, logs=None) -> None:
+        if self._epoch_end is not None and len(self.callbacks_s) < len(self.train_s):
+            self.callbacks_s.append(time.perf_counter() - self._epoch_end)
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {
+            "epoch_train_s": [round(t, 3) for t in self.train_s],
+            "epoch_val_s": [round(t, 3) for t in self.val_s],
+            "epoch_callbacks_s": [round(t, 3) for t in self.callbacks_s],
+        }
 
 
 class LearningRateLogger(tf.keras.callbacks.Callback):

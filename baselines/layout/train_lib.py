@@ -37,6 +37,8 @@ from baselines.core.keras_fit import (
     EpochBatches,
     RankingTrainer,
     ResumableEarlyStopping,
+    StepProgress,
+    compile_trainer,
     resumable_fit,
 )
 from baselines.layout.batching import (
@@ -221,7 +223,7 @@ def train_layout(
         if not model.built:
             model.create_variables()
         trainer = RankingTrainer(model, loss_fn, configs, to_graph=to_model_inputs)
-        trainer.compile(optimizer=tf.keras.optimizers.Adam(learning_rate=lr, clipnorm=clip_norm))
+        compile_trainer(trainer, tf.keras.optimizers.Adam(learning_rate=lr, clipnorm=clip_norm))
         # Slots made inside the first step would trace the step a second time.
         trainer.optimizer.build(model.trainable_variables)
 
@@ -233,9 +235,7 @@ def train_layout(
         )
         last: list[tf.keras.callbacks.Callback] = []
         if progress:
-            from tqdm.keras import TqdmCallback
-
-            last.append(TqdmCallback(verbose=1, desc=f"train {type(model).__name__}"))
+            last.append(StepProgress(f"train {type(model).__name__}"))
         train_seconds = resumable_fit(
             trainer,
             train_batches,

@@ -11,9 +11,13 @@ import tensorflow as tf
 from baselines.core import keras_fit as core
 from baselines.core.keras_fit import (  # noqa: F401 (the loop's other parts, for callers)
     CURVE_KEYS,
+    STEPS_PER_EXECUTION,
+    EpochTimer,
     LearningRateLogger,
     PooledOPA,
     ResumableEarlyStopping,
+    StepProgress,
+    compile_trainer,
     replica_chunks,
     resumable_fit,
 )

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hparams_api
-from tqdm.keras import TqdmCallback
 
 from baselines.core import distribution, metrics
 from baselines.core.errors import PipelineError
@@ -314,7 +313,7 @@ def train(
         trainer = keras_fit.RankingTrainer(
             model, metrics.make_loss_fn(metrics.parse_losses(args.losses)), configs
         )
-        trainer.compile(optimizer=make_optimizer(args, train_batches.steps))
+        keras_fit.compile_trainer(trainer, make_optimizer(args, train_batches.steps))
         # Slots made inside the first step would trace the step a second time.
         trainer.optimizer.build(model.trainable_variables)
 
@@ -344,7 +343,8 @@ def train(
             )
         )
     if progress:
-        last.append(TqdmCallback(verbose=1, desc=f"train {args.model}"))
+        last.append(keras_fit.StepProgress(f"train {args.model}"))
+    timer = keras_fit.EpochTimer()
     train_seconds = keras_fit.resumable_fit(
         trainer,
         train_batches,
@@ -355,6 +355,7 @@ def train(
         tb_dir=out_dir / f"tb_{run_hash}",
         backup_dir=backup_dir,
         validation_freq=args.validation_epochs(),
+        first=[timer],
         last=last,
         log=log,
     )
@@ -399,6 +400,7 @@ def train(
         "model": args.model,
         "model_kwargs": args.model_kwargs(),
         "configs": configs,
+        "steps_per_epoch": train_batches.steps,
         "opcode_vocab_size": OPCODE_VOCAB_SIZE,
         "feature_stats": stats.to_dict(),
         "data_root": str(root),
@@ -406,7 +408,7 @@ def train(
         "train_curve": curve,
         "best_epoch": best_epoch,
         "best_val_opa": float(early_stopping.best),
-        "timings": {**timings, "train_s": train_seconds},
+        "timings": {**timings, "train_s": train_seconds, **timer.to_dict()},
         "traces": dict(trainer.traces, predict=scorer.traces),
         "replicas": replicas,
         "final_error": final_error,

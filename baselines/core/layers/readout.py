@@ -144,8 +144,15 @@ class ConfigScoringHead(tf.keras.layers.Layer):
             gated = gate[:, None, :] * pointwise_matmul(config_states, projection.kernel)
             return pointwise_matmul(config_states, w_config) + pointwise_matmul(gated, w_gated)
 
-        fold = folding_pays(tf.shape(config_states)[1], dc, first.units)
-        x = tf.cond(fold, folded, unfolded) + per_kernel[:, None, :]
+        num_configs = config_states.shape[1]
+        if num_configs is not None:
+            # Known when traced (training's fixed slots): one path in the graph,
+            # no cond whose gradient keeps both branches' intermediates.
+            x = folded() if folding_pays(num_configs, dc, first.units) else unfolded()
+        else:
+            fold = folding_pays(tf.shape(config_states)[1], dc, first.units)
+            x = tf.cond(fold, folded, unfolded)
+        x += per_kernel[:, None, :]
         if first.use_bias:
             x = tf.nn.bias_add(x, first.bias)
         return self._from_first(first.activation(x), training)
