@@ -24,7 +24,7 @@ from baselines.layout.batching import (
 from baselines.layout.data import load_layout_split
 from baselines.layout.graph import LayoutGraph
 from baselines.layout.models import ConfigAttention, LayoutSAGE, ResModel
-from baselines.layout.train_lib import SCORE_CHUNK, GraphScorer
+from baselines.layout.train_lib import SCORE_CHUNK, SCORE_SLOT_BUDGET, GraphScorer
 
 MODEL_CLASSES = (ResModel, LayoutSAGE)
 TOY = Path(__file__).resolve().parents[1] / "data" / "layout_toy" / "xla" / "default"
@@ -464,3 +464,96 @@ def test_graph_scorer_never_assembles_more_than_score_chunk_slots(cls, monkeypat
     attending = LayoutSAGE(8, hidden_dim=8, config_attention_heads=2).create_variables()
     GraphScorer(attending).score(graph)
     assert [(k, slots) for k, slots, _ in assembled] == [(count, count)]
+
+
+def wide_graph(nodes: int, configurable: int, configs: int) -> LayoutGraph:
+    """A chain of `nodes` ops, `configurable` of them spread along it, random features
+    and layouts: many nodes per configuration, as the release's whole graphs."""
+    rng = np.random.default_rng(nodes + configs)
+    return LayoutGraph(
+        graph_id=f"wide_{nodes}",
+        node_feat=rng.integers(0, 4, size=(nodes, 140)).astype(np.float32),
+        node_opcode=rng.integers(0, 100, size=nodes).astype(np.int32),
+        edge_index=np.stack([np.arange(1, nodes), np.arange(nodes - 1)], 1).astype(np.int32),
+        node_config_ids=np.linspace(0, nodes - 1, configurable).astype(np.int32),
+        node_config_feat=rng.integers(-1, 6, size=(configs, configurable, 18)).astype(np.int8),
+        config_runtime=rng.integers(100, 200, size=configs).astype(np.int64),
+        node_splits=np.array([0, nodes], np.int64),
+    )
+
+
+# (model, slot budget, expected configurations per call) for a graph of 300 nodes, 12 of
+# them configurable: ResModel holds states of every node per configuration, LayoutSAGE
+# of the configurable ones only (its op states are per graph).
+WIDE_NODES, WIDE_CONFIGURABLE, WIDE_CONFIGS = 300, 12, 37
+
+
+@pytest.mark.parametrize(
+    "cls, budget, per_call",
+    [
+        (ResModel, 1000, 3),  # 1000 // 300 node slots
+        (ResModel, 299, 1),  # fewer slots than nodes: still one configuration a call
+        (ResModel, SCORE_SLOT_BUDGET, 37),  # 2**18 // 300 = 873 > 37: all in one call
+        (LayoutSAGE, 1000, 37),  # 1000 // 12 = 83 > 37 configurable-node slots
+        (LayoutSAGE, 60, 5),  # 60 // 12
+    ],
+)
+def test_graph_scorer_sizes_chunks_to_the_graph_within_the_slot_budget(
+    cls, budget, per_call, monkeypatch
+):
+    """A graph's chunks hold at most `slot_budget` node-configuration slots (nodes as the
+    model holds them per configuration), and never fewer than one configuration; every
+    configuration once, in order. Catches a chunk that ignores the node count (the
+    ResModel cases assemble 37 slots of 300 nodes per call), that can fall to 0 (range()
+    refuses a step of 0) or that counts every node for LayoutSAGE (chunks of 3, not 37)."""
+    (graph,) = prepare_graphs([wide_graph(WIDE_NODES, WIDE_CONFIGURABLE, WIDE_CONFIGS)])
+    assembled: list[dict[str, np.ndarray]] = []
+    real = train_lib.assemble_batch
+
+    def spy(graphs, ids, slots, num_configs):
+        batch = real(graphs, ids, slots, num_configs)
+        assembled.append(batch)
+        return batch
+
+    monkeypatch.setattr(train_lib, "assemble_batch", spy)
+    tf.keras.utils.set_random_seed(5)
+    model = cls(8, hidden_dim=8).create_variables()
+    scores = GraphScorer(model, slot_budget=budget).score(graph)
+    assert scores.shape == (WIDE_CONFIGS,) and np.all(np.isfinite(scores))
+    held = "node_sizes" if cls is ResModel else "cfg_sizes"
+    configs = [b["config_values"].shape[1] for b in assembled]
+    slots = [int(b[held].sum()) * k for b, k in zip(assembled, configs, strict=True)]
+    assert configs == [per_call] * (WIDE_CONFIGS // per_call) + (
+        [WIDE_CONFIGS % per_call] if WIDE_CONFIGS % per_call else []
+    )
+    assert per_call == 1 or max(slots) <= budget
+    index = [i for b in assembled for i in b["config_index"].tolist()]
+    assert index == list(range(WIDE_CONFIGS))
+
+
+@pytest.mark.parametrize("cls", MODEL_CLASSES)
+def test_graph_scorer_scores_do_not_depend_on_the_slot_budget(cls):
+    """Scores of a 300-node graph's 37 configurations are the same whether they are
+    scored in one call (the default budget), 3 to a call with a last call of one
+    (budget 1000 for ResModel), or one per call (a budget below the node count).
+
+    Tolerance as in test_once_per_graph_scores_equal_one_configuration_per_call: each
+    configuration goes through the same float32 ops on the same values in every chunk;
+    only the summation order inside matmul kernels (picked by the call's row count: a
+    chunk of one configuration makes the head a [1, d] x [d, 1] dot) may differ. The
+    longest such sum is over the 162 embedded layout values (LayoutSAGE; ResModel's
+    widest is the hidden width 16), off by at most 162 * 1.2e-7 = 2e-5 of its
+    operands' magnitude: 2e-5 of the largest score bounds it. A slot scored with
+    another configuration's values or in the wrong place moves a score by a sizeable
+    part of the spread, which is required to be far above the bound: a chunk's slots
+    read in reverse (`np.arange(start, ...)[::-1]` in `GraphScorer.score`) fail.
+    """
+    (graph,) = prepare_graphs([wide_graph(WIDE_NODES, WIDE_CONFIGURABLE, WIDE_CONFIGS)])
+    tf.keras.utils.set_random_seed(13)
+    model = cls(8, hidden_dim=16).create_variables()
+    whole = GraphScorer(model).score(graph)
+    bound = 2e-5 * float(np.max(np.abs(whole)))
+    assert np.ptp(whole) > 50 * bound  # the configurations are told apart
+    for budget in (1000, 60, 1):
+        chunked = GraphScorer(model, slot_budget=budget).score(graph)
+        np.testing.assert_allclose(chunked, whole, rtol=0, atol=bound)

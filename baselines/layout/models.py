@@ -140,6 +140,15 @@ class LayoutModel(tf.keras.Model):
         """Whether a score depends on the other configurations scored with it."""
         return False
 
+    def nodes_per_config(self, num_nodes: int, num_configurable: int) -> int:
+        """How many nodes' states a scoring call holds per configuration of a graph.
+
+        A call's memory is about this x configurations x state width, so
+        `train_lib.GraphScorer` sizes its chunks by it. Every node here: a
+        subclass whose per-configuration states live on fewer nodes says so.
+        """
+        return num_nodes
+
     def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
         """Scores [graphs, K], lower = predicted faster; K is read from `config_values`."""
         raise NotImplementedError
@@ -338,6 +347,11 @@ class LayoutSAGE(LayoutModel):
     @property
     def attends_across_configs(self) -> bool:
         return self.config_attention is not None
+
+    def nodes_per_config(self, num_nodes: int, num_configurable: int) -> int:
+        # The op states are [nodes, hidden], once per call; only the
+        # configurable nodes' states ([NC, K, ...]) are held per configuration.
+        return num_configurable
 
     def embed_values(self, inputs: dict) -> tf.Tensor:
         """[NC, K, 18 * (e + 1)]: per slot, embed(slot, value, value == reference) ; dim size.

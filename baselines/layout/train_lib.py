@@ -12,10 +12,11 @@ epoch's weights), and Kendall's tau on the same sample (`ValidationKendallTau`).
 TensorBoard scalars are written after every epoch, and a run with a backup
 folder resumes at its last finished epoch (`keras_fit.resumable_fit`, shared
 with the tile pipeline). Then every validation graph is ranked with all its
-configurations (in chunks, or in one call for a model that attends across
-configurations, so chunking never changes a score) and Kendall's tau, OPA and
-slowdown@k are reported. On CPU a seed gives the same run: pass an unbuilt model, its weights
-are created after the seed is set.
+configurations (in chunks of at most `SCORE_SLOT_BUDGET` node-configuration
+slots, so a large graph's calls stay bounded; or in one call for a model that
+attends across configurations, so chunking never changes its scores) and
+Kendall's tau, OPA and slowdown@k are reported. On CPU a seed gives the same
+run: pass an unbuilt model, its weights are created after the seed is set.
 """
 
 from __future__ import annotations
@@ -56,7 +57,21 @@ from baselines.layout.metrics import kendall_tau, slowdown_at_k
 from baselines.layout.models import LayoutModel
 
 SLOWDOWN_KS = (1, 10, 100)
-SCORE_CHUNK = 256  # configurations per scoring call
+SCORE_CHUNK = 256  # configurations per scoring call, at most
+# Node-configuration slots per scoring call: a graph of n nodes (as the model
+# counts them, `LayoutModel.nodes_per_config`) is scored SCORE_SLOT_BUDGET // n
+# configurations per call (1 to SCORE_CHUNK). With a fixed count the largest
+# graph set the peak: an early-join model (ResModel) holds [nodes, configs,
+# hidden] float32 states, a few at once. Measured on a 19.5k-node graph with 256
+# configurations per call: one call peaked at ~3.3 such states per slot (2.0 GB
+# at hidden 32, 8.0 GB at hidden 128), and whole prediction runs at ~6 (most
+# likely the allocator keeping freed blocks between calls of other shapes; 4.15
+# GB at hidden 32). Taking 6 states x 128 hidden x 4 B = 3 KiB per slot, 2**18
+# slots are at most ~0.8 GB per call at hidden 128 whatever the graph's size (a
+# 20k-node graph: 13 configurations per call; measured 0.37 GB), well under 4 GB
+# beside the ~0.6 GB the rest of a prediction process holds; ~0.2 GB at the
+# baseline's hidden 32.
+SCORE_SLOT_BUDGET = 2**18
 
 
 def set_determinism(seed: int) -> None:
@@ -66,16 +81,23 @@ def set_determinism(seed: int) -> None:
 
 
 class GraphScorer:
-    """Scores every configuration of a prepared graph, `chunk` configurations per call.
+    """Scores every configuration of a prepared graph, in chunks sized to the graph.
 
-    One traced function serves every graph and chunk size (all dimensions are
-    dynamic in its signature). A model that attends across configurations
-    (`attends_across_configs`) scores all of a graph's configurations in one
-    call instead, so its scores do not depend on `chunk`.
+    A chunk holds at most `chunk` configurations and at most `slot_budget`
+    node-configuration slots (`chunk_for`), so one call's memory is bounded
+    whatever the graph's size. A configuration's score does not depend on its
+    chunk beyond float32 rounding (a kernel may sum in another order for another
+    row count, e.g. a chunk of one configuration). One traced function serves
+    every graph and chunk size (all dimensions are dynamic in its signature). A
+    model that attends across configurations (`attends_across_configs`) scores
+    all of a graph's configurations in one call instead, so its scores do not
+    depend on the chunking (and its memory is not bounded by the budget).
     """
 
-    def __init__(self, model: LayoutModel, chunk: int = SCORE_CHUNK):
-        self.model, self.chunk = model, chunk
+    def __init__(
+        self, model: LayoutModel, chunk: int = SCORE_CHUNK, slot_budget: int = SCORE_SLOT_BUDGET
+    ):
+        self.model, self.chunk, self.slot_budget = model, chunk, slot_budget
         self._score = tf.function(
             lambda batch: model.forward(to_model_inputs(batch), None, training=False),
             input_signature=[BATCH_SIGNATURE],
@@ -85,9 +107,22 @@ class GraphScorer:
         """[graphs, configs] scores of an assembled batch (padding slots scored too)."""
         return self._score(to_tensors(batch)).numpy()
 
+    def chunk_for(self, graph: PreparedGraph) -> int:
+        """Configurations per call for `graph`: slot_budget // its nodes, 1 to `chunk`.
+
+        The nodes are those the model holds states of per configuration
+        (`nodes_per_config`); never below 1, so a graph larger than the budget
+        is still scored, one configuration per call.
+        """
+        if self.model.attends_across_configs:
+            return max(graph.num_configs, 1)
+        nodes = self.model.nodes_per_config(graph.node_feats.shape[0], graph.cfg_node.shape[0])
+        return min(max(self.slot_budget // max(nodes, 1), 1), self.chunk)
+
     def score(self, graph: PreparedGraph) -> np.ndarray:
+        """[configs] scores of every configuration of `graph`, in file order."""
         parts = []
-        chunk = max(graph.num_configs, 1) if self.model.attends_across_configs else self.chunk
+        chunk = self.chunk_for(graph)
         for start in range(0, graph.num_configs, chunk):
             slots = np.arange(start, min(start + chunk, graph.num_configs))
             batch = assemble_batch([graph], [0], [slots], len(slots))
