@@ -26,7 +26,9 @@ release`), with a warm cache. Each part runs in a fresh process:
    128] matmul gives the arithmetic floor of an epoch.
 4. **Prediction**: `tiles_gen_predictions_csv.py` on the test split with the
    model of part 2, end to end (median of `--repeats`), and the ranking
-   loop's own time it prints.
+   loop's own time it prints; its arithmetic floor: the FLOPs of the
+   scoring calls (a sample, traced with static shapes, scaled to every
+   configuration slot) over the same matmul throughput.
 
 Writes `<out>/profile.json` and `<out>/profile.md` (a table: stage,
 seconds, per epoch or per run, what it includes).
@@ -238,6 +240,39 @@ def part_steps(spec: dict) -> dict:
     return result
 
 
+def part_scoring_flops(spec: dict) -> dict:
+    """FLOPs per configuration slot of the prediction's scoring calls (a sample of them)."""
+    from baselines.core.startup import prepare_tensorflow_import
+
+    prepare_tensorflow_import()
+    import numpy as np
+
+    from baselines.tiles.data import load_split
+    from baselines.tiles.graph import assemble_batch, graph_from_batch, to_tensors
+    from baselines.tiles.model_base import configs_per_kernel
+    from baselines.tiles.predict import SavedRanker
+
+    ranker = SavedRanker.load(spec["model_dir"])
+    raw = load_split(Path(spec["data_root"]) / "test", name="test", progress=False)
+    split = ranker.stats.normalize_split(raw, estimates=ranker.scorer.model.analytic_inputs)
+    scorer = ranker.scorer
+    calls = scorer.plan(split)
+
+    def forward(batch):
+        graph = graph_from_batch(batch)
+        return scorer.model.forward(graph, configs_per_kernel(graph), training=False)
+
+    flops = slots = 0
+    for call in calls[:: max(1, len(calls) // spec["flop_batches"])]:
+        ids = [i for i, _, _ in call.ranges]
+        ranges = [np.arange(start, stop) for _, start, stop in call.ranges]
+        batch = to_tensors(assemble_batch(split, ids, ranges, call.slots))
+        flops += _flops(forward, batch)
+        slots += len(call.ranges) * call.slots
+    all_slots = sum(len(call.ranges) * call.slots for call in calls)
+    return {"scoring_gflop": flops / slots * all_slots / 1e9, "calls": len(calls)}
+
+
 def part_predict(spec: dict) -> dict:
     cmd = [
         PY,
@@ -262,7 +297,13 @@ def part_predict(spec: dict) -> dict:
     return {"wall_s": wall, "ranking_s": float(found[3]), "configs": int(found[2])}
 
 
-PARTS = {"import": part_import, "train": part_train, "steps": part_steps, "predict": part_predict}
+PARTS = {
+    "import": part_import,
+    "train": part_train,
+    "steps": part_steps,
+    "scoring_flops": part_scoring_flops,
+    "predict": part_predict,
+}
 
 
 def profile(spec: dict, repeats: int) -> dict:
@@ -278,6 +319,9 @@ def profile(spec: dict, repeats: int) -> dict:
         k: statistics.median(p[k] for p in predictions) for k in ("wall_s", "ranking_s")
     }
     result["predict"]["configs"] = predictions[0]["configs"]
+    result["predict"].update(
+        _child("scoring_flops", {**spec, "model_dir": result["train"]["model_dir"]})
+    )
     return result
 
 
@@ -317,11 +361,18 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
         ),
         ("prediction of the test split, end to end", _fmt(p["wall_s"]), "per run"),
         ("prediction: its ranking loop", _fmt(p["ranking_s"]), "per run"),
+        (
+            f"prediction arithmetic floor: {p['scoring_gflop']:.0f} GFLOP "
+            f"at {s['matmul_gflops']:.0f} GFLOP/s",
+            _fmt(p["scoring_gflop"] / s["matmul_gflops"]),
+            "per run",
+        ),
     ]
 
 
 def markdown(result: dict) -> str:
     s, t = result["profile"]["steps"], result["profile"]["train"]
+    p = result["profile"]["predict"]
     floor_s = s["gflop_per_step"] * s["steps_per_epoch"] / s["matmul_gflops"]
     lines = [
         f"# Tile profile: {result['recipe']} on {result['data_root']}",
@@ -330,7 +381,10 @@ def markdown(result: dict) -> str:
         f"{s['configs_per_step']} configurations; steady epoch = "
         f"{t['steady_epoch_s'] / floor_s:.2f}x the arithmetic floor, "
         f"{s['steps_per_epoch'] / t['steady_epoch_s']:.1f} steps/s, "
-        f"{s['steps_per_epoch'] * s['configs_per_step'] / t['steady_epoch_s']:,.0f} configs/s.",
+        f"{s['steps_per_epoch'] * s['configs_per_step'] / t['steady_epoch_s']:,.0f} configs/s. "
+        f"Prediction ranks {result['profile']['predict']['configs'] / p['ranking_s']:,.0f} "
+        f"configs/s, {p['ranking_s'] / (p['scoring_gflop'] / s['matmul_gflops']):.2f}x "
+        "its arithmetic floor.",
         "",
         "| stage | s | per |",
         "|---|---|---|",

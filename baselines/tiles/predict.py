@@ -164,6 +164,16 @@ class ConfigScorer:
                         progress.update(1)
         return scores
 
+    def plan(self, split: TileSplit) -> list[Call]:
+        """The calls that score every configuration of `split` once, within this scorer's bounds."""
+        return plan_calls(
+            split.num_configs,
+            split.num_nodes,
+            self.max_elements,
+            self.max_configs,
+            early_join=self.early_join,
+        )
+
     def score_kernel(self, split: TileSplit, i: int) -> np.ndarray:
         """Scores of all configurations of kernel i, in file order."""
         one = split.replace(
@@ -178,13 +188,7 @@ class ConfigScorer:
         self, split: TileSplit, progress: bool = True, desc: str | None = None
     ) -> list[np.ndarray]:
         """Scores of every kernel's configurations, in file order."""
-        calls = plan_calls(
-            split.num_configs,
-            split.num_nodes,
-            self.max_elements,
-            self.max_configs,
-            early_join=self.early_join,
-        )
+        calls = self.plan(split)
         with tqdm.tqdm(
             total=len(split),
             desc=desc or f"rank {split.name}",
