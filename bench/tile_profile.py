@@ -62,7 +62,7 @@ QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
 MATMUL_SHAPE = (4096, 128, 128)  # rows x inner x columns: a head / GAT-sized matmul
 
 
-def _child(part: str, spec: dict) -> dict:
+def run_part(part: str, spec: dict) -> dict:
     """Runs `part` of this script in a fresh process; its last stdout line is JSON."""
     proc = subprocess.run(
         [PY, __file__, f"--_{part}", json.dumps(spec)],
@@ -96,6 +96,18 @@ def part_import(spec: dict) -> dict:
     return {"import_s": time.perf_counter() - started}
 
 
+def epoch_figures(timings: dict) -> dict[str, float]:
+    """A run record's per-epoch timings (`EpochTimer`) summarized: the first epoch (its
+    training steps trace the train step) and the medians of the later ones."""
+    return {
+        "first_epoch_s": timings["epoch_train_s"][0],
+        "steady_epoch_s": statistics.median(timings["epoch_train_s"][1:]),
+        "first_val_s": timings["epoch_val_s"][0],
+        "val_s": statistics.median(timings["epoch_val_s"][1:]),
+        "callbacks_s": statistics.median(timings["epoch_callbacks_s"]),
+    }
+
+
 def part_train(spec: dict) -> dict:
     from baselines.core.startup import prepare_tensorflow_import
 
@@ -115,11 +127,7 @@ def part_train(spec: dict) -> dict:
     return {
         "run_s": time.perf_counter() - started,
         "load_s": t["load_s"],
-        "first_epoch_s": t["epoch_train_s"][0],
-        "steady_epoch_s": statistics.median(t["epoch_train_s"][1:]),
-        "first_val_s": t["epoch_val_s"][0],
-        "val_s": statistics.median(t["epoch_val_s"][1:]),
-        "callbacks_s": statistics.median(t["epoch_callbacks_s"]),
+        **epoch_figures(t),
         "val_ranking_s": t["val_eval_s"],
         "test_ranking_s": t["test_eval_s"],
         "model_dir": str(Path(args.out_dir) / f"model_{record['run_hash']}"),
@@ -237,6 +245,9 @@ def part_steps(spec: dict) -> dict:
         c = tf.linalg.matmul(a, b)
     c.numpy()
     result["matmul_gflops"] = 2 * n * k * m * repeats / (time.perf_counter() - started) / 1e9
+    result["floor_epoch_s"] = (
+        result["gflop_per_step"] * result["steps_per_epoch"] / result["matmul_gflops"]
+    )
     return result
 
 
@@ -307,12 +318,12 @@ PARTS = {
 
 
 def profile(spec: dict, repeats: int) -> dict:
-    imports = [_child("import", spec)["import_s"] for _ in range(repeats)]
+    imports = [run_part("import", spec)["import_s"] for _ in range(repeats)]
     result = {"import_s": statistics.median(imports)}
-    result["train"] = _child("train", spec)
-    result["steps"] = _child("steps", spec)
+    result["train"] = run_part("train", spec)
+    result["steps"] = run_part("steps", spec)
     predictions = [
-        _child("predict", {**spec, "model_dir": result["train"]["model_dir"]})
+        run_part("predict", {**spec, "model_dir": result["train"]["model_dir"]})
         for _ in range(repeats)
     ]
     result["predict"] = {
@@ -320,7 +331,7 @@ def profile(spec: dict, repeats: int) -> dict:
     }
     result["predict"]["configs"] = predictions[0]["configs"]
     result["predict"].update(
-        _child("scoring_flops", {**spec, "model_dir": result["train"]["model_dir"]})
+        run_part("scoring_flops", {**spec, "model_dir": result["train"]["model_dir"]})
     )
     return result
 
@@ -329,7 +340,6 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
     """(stage, seconds, what it includes) for the markdown table."""
     t, s, p = r["train"], r["steps"], r["predict"]
     per_epoch = s["steps_per_epoch"] / 1000
-    floor_s = s["gflop_per_step"] * s["steps_per_epoch"] / s["matmul_gflops"]
     return [
         ("import TensorFlow + TF-GNN", _fmt(r["import_s"]), "per process"),
         ("load: read the cache, normalize 3 splits", _fmt(t["load_s"]), "per run"),
@@ -356,7 +366,7 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
         (
             f"arithmetic floor: {s['gflop_per_step'] * s['steps_per_epoch'] / 1000:.2f} TFLOP "
             f"at {s['matmul_gflops']:.0f} GFLOP/s",
-            _fmt(floor_s),
+            _fmt(s["floor_epoch_s"]),
             "per epoch",
         ),
         ("prediction of the test split, end to end", _fmt(p["wall_s"]), "per run"),
@@ -373,13 +383,12 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
 def markdown(result: dict) -> str:
     s, t = result["profile"]["steps"], result["profile"]["train"]
     p = result["profile"]["predict"]
-    floor_s = s["gflop_per_step"] * s["steps_per_epoch"] / s["matmul_gflops"]
     lines = [
         f"# Tile profile: {result['recipe']} on {result['data_root']}",
         "",
         f"Commit {result['commit']}; {s['steps_per_epoch']} steps an epoch of "
         f"{s['configs_per_step']} configurations; steady epoch = "
-        f"{t['steady_epoch_s'] / floor_s:.2f}x the arithmetic floor, "
+        f"{t['steady_epoch_s'] / s['floor_epoch_s']:.2f}x the arithmetic floor, "
         f"{s['steps_per_epoch'] / t['steady_epoch_s']:.1f} steps/s, "
         f"{s['steps_per_epoch'] * s['configs_per_step'] / t['steady_epoch_s']:,.0f} configs/s. "
         f"Prediction ranks {result['profile']['predict']['configs'] / p['ranking_s']:,.0f} "

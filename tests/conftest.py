@@ -144,12 +144,17 @@ def copy_repository(dest: Path) -> Path:
 def run_repo_script(
     script: str, *flags: str, cwd: Path = ROOT, timeout: float = 300
 ) -> subprocess.CompletedProcess:
-    """Runs one of the repository's entry scripts with this interpreter; output captured."""
+    """Runs one of the repository's entry scripts with this interpreter; output captured.
+
+    TensorFlow's C++ start-up log is off (as the entry scripts set it by default),
+    so stderr holds what the script itself says.
+    """
     return subprocess.run(
         [sys.executable, str(ROOT / script), *flags],
         capture_output=True,
         text=True,
         cwd=cwd,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
         timeout=timeout,
     )
 

@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import json
 import math
-import os
 import re
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT, TOY_ROOT
+from conftest import TOY_ROOT, run_repo_script
 
 import tiles_beam_experiments as beam_script
 from baselines.core.errors import PipelineError
 from baselines.tiles import model_builder, sweeps
 from baselines.tiles.run_files import build_from_record, load_trained_model, read_run_file
 from baselines.tiles.train_args import TrainArgs
-
-SCRIPT = str(ROOT / "tiles_beam_experiments.py")
 
 # Upstream's sweep, written out here from its source (tpu_graphs tiles_beam_experiments.py):
 # (model, kwargs) rows crossed with losses x run ids x clip norms x learning rates.
@@ -40,15 +36,7 @@ UPSTREAM_GNNS = ["EarlyJoinSAGE", "LateJoinSAGE", "EarlyJoinResGCN", "LateJoinRe
 UPSTREAM_LOSSES = ["ListMLELoss:1,MSE:0.02", "MSE:1", "ListMLELoss:1"]
 
 
-def run_script(*argv, cwd, timeout=300):
-    return subprocess.run(
-        [sys.executable, SCRIPT, *argv],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-        timeout=timeout,
-    )
+run_script = functools.partial(run_repo_script, "tiles_beam_experiments.py")
 
 
 # --- the paper grid --------------------------------------------------------------------

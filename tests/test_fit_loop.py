@@ -91,11 +91,11 @@ def test_step_progress_counts_every_step_when_keras_reports_once_per_call():
 
 
 def test_epoch_timer_splits_each_epoch_into_training_validation_and_callbacks(monkeypatch):
-    clock = iter([0.0, 5.0, 5.0, 6.0, 6.5, 7.0, 10.0, 10.2])
+    clock = iter([0.0, 5.0, 6.0, 6.5, 7.0, 10.0, 10.2])
     monkeypatch.setattr(core_fit.time, "perf_counter", lambda: next(clock))
     timer = EpochTimer()
     timer.on_epoch_begin(0)  # 0.0
-    timer.on_test_begin()  # 5.0: 5 s of training; 5.0 again: validation starts
+    timer.on_test_begin()  # 5.0: 5 s of training, and validation starts
     timer.on_test_end()  # 6.0: 1 s of validation
     timer.on_epoch_end(0)  # 6.5: the other callbacks start
     timer.on_epoch_begin(1)  # 7.0: they took 0.5 s

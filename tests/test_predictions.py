@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from conftest import run_repo_script
 
 from baselines.tiles import data
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
@@ -22,18 +20,7 @@ from baselines.tiles.graph import assemble_batch, graph_from_batch, to_tensors
 from baselines.tiles.predict import ConfigScorer, SavedRanker, plan_calls
 from baselines.tiles.run_files import load_trained_model
 
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-
-
-def run_script(script, *flags, cwd):
-    return subprocess.run(
-        [sys.executable, str(ROOT / script), *flags],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=600,
-    )
+run_script = functools.partial(run_repo_script, timeout=600)
 
 
 def read_rows(path):

@@ -296,8 +296,9 @@ class EpochTimer(tf.keras.callbacks.Callback):
 
     def on_test_begin(self, logs=None) -> None:
         if self.train_s:  # inside fit (not a separate evaluate)
-            self.train_s[-1] = time.perf_counter() - self._mark
-            self._mark = time.perf_counter()
+            now = time.perf_counter()
+            self.train_s[-1] = now - self._mark
+            self._mark = now
 
     def on_test_end(self, logs=None) -> None:
         if self.val_s:
