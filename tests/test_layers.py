@@ -180,6 +180,37 @@ def test_gat_block_keeps_width_and_uses_neighbours():
     assert not np.allclose(out2[2], out[2]) and np.allclose(out2[0], out[0], atol=1e-6)
 
 
+def test_gat_block_computes_what_tf_gnns_einsum_logits_compute():
+    """HeadLogits (a multiply and a sum) against TF-GNN's EinsumDense, same weights.
+
+    Both sum 4 float32 products per head; tolerances are a few ulps of the
+    O(1) outputs. A wrong transpose or reduced axis changes them by O(1).
+    """
+    rng = np.random.default_rng(5)
+    block = GATv2Block(8, num_heads=2)
+    graph = tiny_graph()
+    states = tf.constant(rng.normal(size=(4, 8)).astype(np.float32))
+    out = block(graph, states).numpy()
+    reference = GATv2Block(8, num_heads=2)
+    for conv in (reference.forward_conv, reference.backward_conv):
+        conv._attention_logits_fn = tf.keras.layers.EinsumDense(
+            "...ik,ki->...i", output_shape=(2,), name="attn_logits"
+        )
+    reference(graph, states)
+    reference.set_weights(block.get_weights())
+
+    def inner(weights):  # names below the block's own (which Keras numbers per instance)
+        return [w.name.split("/", 1)[1] for w in weights]
+
+    assert inner(reference.weights) == inner(block.weights)
+    np.testing.assert_allclose(out, reference(graph, states).numpy(), rtol=1e-5, atol=1e-6)
+    # The heads' kernels differ, so a swapped head would show.
+    kernel = block.forward_conv._attention_logits_fn.kernel.numpy()
+    assert kernel.shape == (4, 2) and not np.allclose(kernel[:, 0], kernel[:, 1])
+    ops = tf.function(lambda s: block(graph, s)).get_concrete_function(states).graph
+    assert not [op.type for op in ops.get_operations() if "Einsum" in op.type]
+
+
 def test_kernel_pooling_per_component():
     graph = tiny_graph()
     states = tf.constant(np.arange(8, dtype=np.float32).reshape(4, 2))
@@ -341,6 +372,8 @@ def test_per_dim_tokens_from_distinct_rows_match_every_token_computed_alone():
     bounds = np.stack([first, first])  # [b=2, k=4, 6, 3]
     kernel_dims = rng.normal(size=(2, 6, 2 * heads)).astype(np.float32)
     got = encoder.encode_tokens(tf.constant(bounds), tf.constant(kernel_dims)).numpy()
+    assert got.shape == (6, 2, 4, 4)  # dimension-major
+    got = got.transpose(1, 2, 0, 3)  # [b, k, 6, units], as `want` is built
 
     (w0, b0), (w1, b1) = ((la.kernel.numpy(), la.bias.numpy()) for la in encoder.token_layers)
     want = np.zeros((2, 4, 6, 4), np.float32)

@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from baselines.core import distribution, metrics
 from baselines.core.errors import PipelineError
+from baselines.core.fused_adam import FusedAdam
 from baselines.core.io_utils import atomic_output
 from baselines.core.keras_fit import (
     EpochBatches,
@@ -258,7 +259,7 @@ def train_layout(
         if not model.built:
             model.create_variables()
         trainer = RankingTrainer(model, loss_fn, configs, to_graph=to_model_inputs)
-        compile_trainer(trainer, tf.keras.optimizers.Adam(learning_rate=lr, clipnorm=clip_norm))
+        compile_trainer(trainer, FusedAdam(learning_rate=lr, clipnorm=clip_norm))
         # Slots made inside the first step would trace the step a second time.
         trainer.optimizer.build(model.trainable_variables)
 

@@ -27,6 +27,7 @@ from tensorboard.plugins.hparams import api as hparams_api
 
 from baselines.core import distribution, metrics
 from baselines.core.errors import PipelineError
+from baselines.core.fused_adam import FusedAdam, FusedAdamW
 from baselines.core.io_utils import (
     describe_write_error,
     remove_stale_temporaries,
@@ -106,13 +107,17 @@ def learning_rate(
 
 
 def make_optimizer(args: TrainArgs, steps_per_epoch: int) -> tf.keras.optimizers.Optimizer:
-    """Adam (the baseline) or AdamW, at `learning_rate(args, steps_per_epoch)`."""
+    """Adam (the baseline) or AdamW, at `learning_rate(args, steps_per_epoch)`.
+
+    Keras' optimizers with fewer ops per variable (`fused_adam`): the same
+    updates, a shorter step on CPU.
+    """
     rate = learning_rate(args, steps_per_epoch)
     if args.optimizer == "adamw":
-        return tf.keras.optimizers.AdamW(
+        return FusedAdamW(
             learning_rate=rate, weight_decay=args.weight_decay, clipnorm=args.clip_norm
         )
-    return tf.keras.optimizers.Adam(learning_rate=rate, clipnorm=args.clip_norm)
+    return FusedAdam(learning_rate=rate, clipnorm=args.clip_norm)
 
 
 # Flags that name where things are, not what was trained: left out of HParams.
