@@ -59,17 +59,13 @@ class _FusedUpdate:
     def _apply_weight_decay(self, variables):
         if self.weight_decay is None:
             return
+        fused = [v for v in variables if v.dtype == tf.float32 and self._use_weight_decay(v)]
+        super()._apply_weight_decay([v for v in variables if v.dtype != tf.float32])
 
         def apply(distribution, variables, **kwargs):
             rate = tf.cast(self.learning_rate, tf.float32) * tf.cast(self.weight_decay, tf.float32)
 
             def decay(variable):
-                if not self._use_weight_decay(variable):
-                    return
-                if variable.dtype != tf.float32:
-                    lr = tf.cast(self.learning_rate, variable.dtype)
-                    variable.assign_sub(variable * tf.cast(self.weight_decay, variable.dtype) * lr)
-                    return
                 tf.raw_ops.ResourceApplyGradientDescent(
                     var=variable.handle, alpha=rate, delta=variable.read_value()
                 )
@@ -78,7 +74,7 @@ class _FusedUpdate:
                 distribution.extended.update(variable, decay, group=False)
 
         tf.__internal__.distribute.interim.maybe_merge_call(
-            apply, self._distribution_strategy, variables
+            apply, self._distribution_strategy, fused
         )
 
     def _distributed_apply_gradients_fn(self, distribution, grads_and_vars, **kwargs):
