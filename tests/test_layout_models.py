@@ -10,7 +10,6 @@ import pytest
 import tensorflow as tf
 
 from baselines.core.keras_fit import EpochBatches
-from baselines.layout import train_lib
 from baselines.layout.batching import (
     BATCH_SIGNATURE,
     SEGMENT_KEY,
@@ -441,15 +440,15 @@ def test_graph_scorer_never_assembles_more_than_score_chunk_slots(cls, monkeypat
     count = 2 * SCORE_CHUNK + 37
     (graph,) = prepare_graphs([many_config_graph(count, "big")])
     assembled: list[tuple[int, int, list[int]]] = []
-    real = train_lib.assemble_batch
+    real = GraphScorer._call
 
-    def spy(graphs, ids, slots, num_configs):
-        batch = real(graphs, ids, slots, num_configs)
-        index = batch["config_index"].tolist()
-        assembled.append((num_configs, batch["config_values"].shape[1], index))
-        return batch
+    def spy(self, tensors, part):
+        index = tensors["config_index"].numpy().tolist()
+        k = tensors["config_mask"].shape[0]
+        assembled.append((k, tensors["config_values"].shape[1], index))
+        return real(self, tensors, part)
 
-    monkeypatch.setattr(train_lib, "assemble_batch", spy)
+    monkeypatch.setattr(GraphScorer, "_call", spy)
     tf.keras.utils.set_random_seed(5)
     model = cls(8, hidden_dim=8).create_variables()
     assert not model.attends_across_configs
@@ -508,14 +507,13 @@ def test_graph_scorer_sizes_chunks_to_the_graph_within_the_slot_budget(
     refuses a step of 0) or that counts every node for LayoutSAGE (chunks of 3, not 37)."""
     (graph,) = prepare_graphs([wide_graph(WIDE_NODES, WIDE_CONFIGURABLE, WIDE_CONFIGS)])
     assembled: list[dict[str, np.ndarray]] = []
-    real = train_lib.assemble_batch
+    real = GraphScorer._call
 
-    def spy(graphs, ids, slots, num_configs):
-        batch = real(graphs, ids, slots, num_configs)
-        assembled.append(batch)
-        return batch
+    def spy(self, tensors, part):
+        assembled.append({key: value.numpy() for key, value in tensors.items()})
+        return real(self, tensors, part)
 
-    monkeypatch.setattr(train_lib, "assemble_batch", spy)
+    monkeypatch.setattr(GraphScorer, "_call", spy)
     tf.keras.utils.set_random_seed(5)
     model = cls(8, hidden_dim=8).create_variables()
     scores = GraphScorer(model, slot_budget=budget).score(graph)
@@ -557,3 +555,56 @@ def test_graph_scorer_scores_do_not_depend_on_the_slot_budget(cls):
     for budget in (1000, 60, 1):
         chunked = GraphScorer(model, slot_budget=budget).score(graph)
         np.testing.assert_allclose(chunked, whole, rtol=0, atol=bound)
+
+
+class ForwardOnlyResModel(ResModel):
+    """A model written as most are: `forward` only, no split into graph and config parts."""
+
+    def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
+        return self.config_part(inputs, self.op_encoder(inputs["graph"]), training)
+
+
+@pytest.mark.parametrize(
+    "cls, budget, calls",
+    [(ResModel, 1000, 13), (LayoutSAGE, 60, 8), (ForwardOnlyResModel, 1000, 13)],
+)
+def test_graph_part_is_computed_once_per_graph_and_chunks_score_as_one_forward(
+    cls, budget, calls, monkeypatch
+):
+    """A model split in two (`graph_part`, `config_part`) has its graph part computed
+    once per graph however many calls its configurations take, and every chunk scores
+    as one `forward` over all 37 configurations does; a model with only `forward` is
+    scored through it, in the same chunks, with the same scores.
+
+    The reference is the model called once on a batch of all 37 configurations,
+    assembled by `assemble_batch`, not by the scorer. Tolerance as in
+    test_graph_scorer_scores_do_not_depend_on_the_slot_budget (same float32 ops on the
+    same values, only matmul summation order may differ with a call's row count).
+    Catches a graph part recomputed per chunk, a chunk scored with the first chunk's
+    configurations (fields not replaced), and a split path whose config part misreads
+    the graph part.
+    """
+    (graph,) = prepare_graphs([wide_graph(WIDE_NODES, WIDE_CONFIGURABLE, WIDE_CONFIGS)])
+    tf.keras.utils.set_random_seed(17)
+    model = cls(8, hidden_dim=16).create_variables()
+    assert model.splits_graph_part == (cls is not ForwardOnlyResModel)
+    batch = assemble_batch([graph], [0], [np.arange(WIDE_CONFIGS)], WIDE_CONFIGS)
+    reference = model(to_tensors(batch)).numpy()[0]
+    bound = 2e-5 * float(np.max(np.abs(reference)))
+    assert np.ptp(reference) > 50 * bound
+
+    scorer = GraphScorer(model, slot_budget=budget)
+    graph_parts, scored = [], []
+    real_part, real_call = scorer._graph_part, GraphScorer._call
+    scorer._graph_part = lambda tensors: graph_parts.append(1) or real_part(tensors)
+
+    def spy(self, tensors, part):
+        scored.append(part is not None)
+        return real_call(self, tensors, part)
+
+    monkeypatch.setattr(GraphScorer, "_call", spy)
+    for _ in range(2):  # the same graph twice: once per scoring, never per chunk
+        np.testing.assert_allclose(scorer.score(graph), reference, rtol=0, atol=bound)
+    assert len(scored) == 2 * calls
+    assert len(graph_parts) == (2 if model.splits_graph_part else 0)
+    assert all(scored) == model.splits_graph_part and any(scored) == model.splits_graph_part

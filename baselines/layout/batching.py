@@ -184,6 +184,38 @@ def prepare_graphs(graphs: Sequence[LayoutGraph]) -> list[PreparedGraph]:
     return [prepare_graph(g) for g in graphs]
 
 
+CONFIG_FIELDS = ("config_values", "config_runtimes", "config_mask", "config_index")
+
+
+def config_fields(graph: PreparedGraph, slots: np.ndarray, num_configs: int) -> dict:
+    """The per-configuration fields (`CONFIG_FIELDS`) of one graph's K slots, -1 = padding.
+
+    What `assemble_batch` holds for this graph's slots, padded to `num_configs`:
+    `config_values` [nc, K, 18] and the [K] runtimes, mask and indices. A
+    scorer that keeps a graph's other fields between calls replaces only these.
+    """
+    k = int(num_configs)
+    slots = np.asarray(slots, dtype=np.int64)
+    if slots.shape[0] > k:
+        raise ValueError(f"{slots.shape[0]} config slots for a batch of {k}")
+    slots = np.concatenate([slots, np.full(k - slots.shape[0], -1, np.int64)])
+    pad = slots < 0
+    real = np.where(pad, 0, slots)
+    if graph.num_configs:
+        values = graph.config_block(real)
+        runtimes = graph.runtimes[real]
+    else:  # no configuration at all: every slot is padding
+        values = np.zeros((k, graph.cfg_node.shape[0], NODE_CONFIG_FEAT_DIM), np.int8)
+        runtimes = np.zeros(k, np.float32)
+    values = np.where(pad[:, None, None], np.int8(PAD_VALUE), values)
+    return {
+        "config_values": values.transpose(1, 0, 2),  # [nc, K, 18]
+        "config_runtimes": np.where(pad, -1.0, runtimes).astype(np.float32),
+        "config_mask": (~pad).astype(np.float32),
+        "config_index": slots.astype(np.int32),
+    }
+
+
 def assemble_batch(
     graphs: Sequence[PreparedGraph],
     graph_ids: Sequence[int],
@@ -199,11 +231,6 @@ def assemble_batch(
     node_base = cfg_base = 0
     for gid, slots in zip(graph_ids, config_slots):
         g = graphs[gid]
-        slots = np.asarray(slots, dtype=np.int64)
-        if slots.shape[0] > k:
-            raise ValueError(f"{slots.shape[0]} config slots for a batch of {k}")
-        slots = np.concatenate([slots, np.full(k - slots.shape[0], -1, np.int64)])
-        pad = slots < 0
         n, nc = g.node_feats.shape[0], g.cfg_node.shape[0]
         parts["node_sizes"].append(n)
         parts["edge_sizes"].append(g.edge_index.shape[0])
@@ -218,16 +245,8 @@ def assemble_batch(
         parts["cfg_target"].append(g.cfg_edges[:, 1] + cfg_base)
         parts["cfg_ref"].append(g.cfg_ref)
         parts["cfg_dims"].append(g.cfg_dims)
-        values = g.config_block(np.where(pad, 0, slots)) if g.num_configs else None
-        if values is None:  # no configuration at all: every slot is padding
-            values = np.zeros((k, nc, NODE_CONFIG_FEAT_DIM), np.int8)
-        values = np.where(pad[:, None, None], np.int8(PAD_VALUE), values)
-        parts["config_values"].append(values.transpose(1, 0, 2))  # [nc, K, 18]
-        real = np.where(pad, 0, slots)
-        runtimes = g.runtimes[real] if g.num_configs else np.zeros(k, np.float32)
-        parts["config_runtimes"].append(np.where(pad, -1.0, runtimes))
-        parts["config_mask"].append((~pad).astype(np.float32))
-        parts["config_index"].append(slots)
+        for key, value in config_fields(g, slots, k).items():
+            parts[key].append(value)
         parts["graph_id"].append(np.array([g.graph_id.encode()], dtype=object))
         node_base += n
         cfg_base += nc

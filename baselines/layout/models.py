@@ -7,7 +7,10 @@ it and trained weights can be copied in (`set_weights`). `forward(inputs,
 num_configs)` reads `batching.to_model_inputs(batch)` and returns scores
 [graphs, K], lower = predicted faster (the core losses' convention: they rank by
 -score). K is read off the batch, so one model scores any number of
-configurations.
+configurations. A model may instead define `forward` in two parts:
+`graph_part(inputs)`, what does not depend on the configurations (read once
+per graph by `train_lib.GraphScorer`, however many calls its configurations
+take), and `config_part(inputs, graph_part)`, the scores. Both models here do.
 
 - `ResModel`: upstream's layout baseline in spirit. Opcode embedding + node
   features (once per graph), each configuration's 18 layout values placed on its
@@ -96,7 +99,8 @@ class LayoutModel(tf.keras.Model):
 
     A subclass calls `super().__init__(num_configs, num_ops, kwargs, at_least)`
     with its resolved kwargs dict and the least value of each integer kwarg
-    (checked here, with `directed` a bool), and implements `forward`.
+    (checked here, with `directed` a bool), and implements `forward`, or
+    `graph_part` and `config_part`.
     """
 
     def __init_subclass__(cls, **kwargs):
@@ -150,8 +154,35 @@ class LayoutModel(tf.keras.Model):
         return num_nodes
 
     def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
-        """Scores [graphs, K], lower = predicted faster; K is read from `config_values`."""
+        """Scores [graphs, K], lower = predicted faster; K is read from `config_values`.
+
+        A model split in two (`graph_part` and `config_part`) need not write it.
+        """
+        return self.config_part(inputs, self.graph_part(inputs, training), training)
+
+    # Optional split of `forward`, so that a graph's configuration-independent
+    # work is done once however many calls score its configurations
+    # (`train_lib.GraphScorer`): forward(x) == config_part(x, graph_part(x)).
+    def graph_part(self, inputs: dict, training=None):
+        """The configuration-independent states of the batch's graphs (a tensor or a dict).
+
+        Reads only the graph fields of `inputs`, never `config_values`.
+        """
         raise NotImplementedError
+
+    def config_part(self, inputs: dict, graph_part, training=None) -> tf.Tensor:
+        """Scores [graphs, K] of the batch's configurations, given `graph_part(inputs)`."""
+        raise NotImplementedError
+
+    @property
+    def splits_graph_part(self) -> bool:
+        """Whether `graph_part` and `config_part` compute `forward` (a subclass defines them)."""
+        own = type(self)
+        return (
+            own.graph_part is not LayoutModel.graph_part
+            and own.config_part is not LayoutModel.config_part
+            and own.forward is LayoutModel.forward
+        )
 
 
 def backprop_segment(inputs: dict, states: tf.Tensor, training=None) -> tf.Tensor:
@@ -241,9 +272,11 @@ class ResModel(LayoutModel):
         ]
         self.head = ConfigScoringHead([hidden_dim] * final_mlp_layers, hidden_activation)
 
-    def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
-        graph = inputs["graph"]
-        op_part = self.op_encoder(graph)  # [N, h], once per graph
+    def graph_part(self, inputs: dict, training=None) -> tf.Tensor:
+        return self.op_encoder(inputs["graph"])  # [N, h]
+
+    def config_part(self, inputs: dict, graph_part: tf.Tensor, training=None) -> tf.Tensor:
+        graph, op_part = inputs["graph"], graph_part
         values = tf.cast(inputs["config_values"], tf.float32)  # [NC, K, 18]
         placed = _place_on_nodes(inputs, self.config_proj(values))  # [N, K, h]
         states = self.activation(op_part[:, None, :] + placed)
@@ -397,17 +430,19 @@ class LayoutSAGE(LayoutModel):
                 pooled.append(tf.where(cfg.sizes[:, None, None] > 0, top, 0.0))
         return tf.concat(pooled, axis=-1)
 
-    def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
+    def graph_part(self, inputs: dict, training=None) -> dict[str, tf.Tensor]:
+        """Op states pooled per graph ([G, h * r]) and joined on the configurable nodes [NC, h]."""
         graph = inputs["graph"]
-        # Config-independent, once per graph: op states and the graph state.
         encoded = backprop_segment(inputs, self.op_encoder(graph), training)
         states = encoded
         for conv in self.convs:
             states = conv(graph, states)
-        graph_state = self.graph_pool(graph, states)  # [G, h * r]
-        node_part = self.join_node(
-            tf.gather(tf.concat([encoded, states], -1), inputs["cfg_node"])
-        )  # [NC, h]
+        node_part = self.join_node(tf.gather(tf.concat([encoded, states], -1), inputs["cfg_node"]))
+        return {"graph_state": self.graph_pool(graph, states), "node_part": node_part}
+
+    def config_part(self, inputs: dict, graph_part: dict, training=None) -> tf.Tensor:
+        graph = inputs["graph"]
+        graph_state, node_part = graph_part["graph_state"], graph_part["node_part"]
         # Per configuration: the configurable nodes' layout values.
         embedded = self.embed_values(inputs)  # [NC, K, 18 * (e + 1)]
         x = self.activation(node_part[:, None, :] + self.join_config(embedded))
