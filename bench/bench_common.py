@@ -39,6 +39,23 @@ def growth_exponent(sizes: list[float], values: list[float]) -> float:
     return float((x * (y - y.mean())).sum() / (x * x).sum())
 
 
+def growth_exponents(
+    sizes: list[float], tables: list[dict[str, float]], keep=lambda label: True
+) -> dict[str, float]:
+    """k (`growth_exponent`) of every figure positive in all `tables`, one table per size.
+
+    A figure missing or not positive at any size, or refused by `keep(label)`, gets no
+    k; fewer than two sizes give none.
+    """
+    if len(tables) < 2:
+        return {}
+    return {
+        label: growth_exponent(sizes, [t[label] for t in tables])
+        for label in tables[0]
+        if all(t.get(label, 0) > 0 for t in tables) and keep(label)
+    }
+
+
 def medians(runs: list[dict]) -> dict:
     """The median of every key over repeated runs (the keys of the first run)."""
     return {k: statistics.median(r[k] for r in runs) for k in runs[0]}

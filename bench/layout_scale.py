@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import run_bench  # a fresh process per step, its wall time and peak RSS
-from bench_common import SIZE_ORDER, SIZES, code_version, dir_mb, fmt, growth_exponent, medians
+from bench_common import SIZE_ORDER, SIZES, code_version, dir_mb, fmt, growth_exponents, medians
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
@@ -144,15 +144,9 @@ def figures(r: dict) -> dict[str, float]:
 def growth(by_size: dict[str, dict]) -> dict[str, float]:
     """k of every figure of one collection measured at two sizes or more (size: node_configs)."""
     sizes = [s for s in SIZE_ORDER if s in by_size]
-    if len(sizes) < 2:
-        return {}
-    x = [by_size[s]["load"]["node_configs"] for s in sizes]
-    table = {s: figures(by_size[s]) for s in sizes}
-    return {
-        label: growth_exponent(x, [table[s][label] for s in sizes])
-        for label in table[sizes[0]]
-        if all(table[s].get(label, 0) > 0 for s in sizes)
-    }
+    return growth_exponents(
+        [by_size[s]["load"]["node_configs"] for s in sizes], [figures(by_size[s]) for s in sizes]
+    )
 
 
 def _verdict(ok: bool) -> str:

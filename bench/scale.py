@@ -63,7 +63,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import run_bench  # the measuring helpers: a fresh process per step, its wall time and peak RSS
 import tile_profile  # the train step part by part, and a run's epoch figures
-from bench_common import SIZE_ORDER, SIZES, growth_exponent
+from bench_common import SIZE_ORDER, SIZES, growth_exponents
 from bench_common import code_version as _code_version
 from bench_common import dir_mb as _dir_mb
 from bench_common import fmt as _fmt
@@ -509,18 +509,17 @@ def figures(r: dict) -> dict[str, float]:
 
 def growth(results: dict) -> dict[str, float]:
     sizes = [s for s in SIZE_ORDER if s in results]
-    if len(sizes) < 2:
-        return {}
-    configs = [results[s]["load"]["configs"] for s in sizes]
-    table = {s: figures(results[s]) for s in sizes}
-    return {
-        label: growth_exponent(configs, [table[s][label] for s in sizes])
-        for label in table[sizes[0]]
-        if all(table[s].get(label, 0) > 0 for s in sizes)
-        and not any(
+
+    def own_model(label: str) -> bool:  # a size that ranked another size's model is left out
+        return not any(
             results[s]["predict"].get(label.split()[0], {}).get("model_from", s) != s for s in sizes
         )
-    }
+
+    return growth_exponents(
+        [results[s]["load"]["configs"] for s in sizes],
+        [figures(results[s]) for s in sizes],
+        own_model,
+    )
 
 
 def growth_plot(results: dict):

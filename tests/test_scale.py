@@ -24,21 +24,34 @@ def _load_scale():
 
 
 scale = _load_scale()
+import bench_common  # noqa: E402  (bench/ is on the path above)
 
 
 def test_growth_exponent_on_hand_made_numbers():
-    assert scale.growth_exponent([1, 2, 4, 8], [3, 6, 12, 24]) == pytest.approx(1.0)
-    assert scale.growth_exponent([1, 2, 4], [5, 20, 80]) == pytest.approx(2.0)
-    assert scale.growth_exponent([10, 1000], [7, 7]) == pytest.approx(0.0)
+    assert bench_common.growth_exponent([1, 2, 4, 8], [3, 6, 12, 24]) == pytest.approx(1.0)
+    assert bench_common.growth_exponent([1, 2, 4], [5, 20, 80]) == pytest.approx(2.0)
+    assert bench_common.growth_exponent([10, 1000], [7, 7]) == pytest.approx(0.0)
     # Not on one line: log2 sizes 0, 1, 2 and log2 values 0, 2, 3 give slope
     # sum((x - 1) * (y - 5/3)) / sum((x - 1)^2) = (5/3 + 0 + 4/3) / 2 = 1.5.
-    assert scale.growth_exponent([1, 2, 4], [1, 4, 8]) == pytest.approx(1.5)
+    assert bench_common.growth_exponent([1, 2, 4], [1, 4, 8]) == pytest.approx(1.5)
     # A constant start-up cost bends the curve below linear.
-    assert scale.growth_exponent([1, 2, 4, 8], [5 + s for s in (1, 2, 4, 8)]) < 0.6
+    assert bench_common.growth_exponent([1, 2, 4, 8], [5 + s for s in (1, 2, 4, 8)]) < 0.6
     with pytest.raises(ValueError):
-        scale.growth_exponent([1], [1])
+        bench_common.growth_exponent([1], [1])
     with pytest.raises(ValueError):
-        scale.growth_exponent([2, 2], [1, 3])
+        bench_common.growth_exponent([2, 2], [1, 3])
+
+
+def test_growth_exponents_skip_figures_missing_or_not_positive_at_some_size():
+    """One k per figure present and positive at every size, none with one size;
+    `keep` refuses a figure by its label."""
+    tables = [{"a": 2.0, "b": 1.0, "c": 3.0, "d": 5.0}, {"a": 8.0, "b": 0.0, "d": 5.0}]
+    k = bench_common.growth_exponents([1, 4], tables)
+    assert k == pytest.approx({"a": 1.0, "d": 0.0})  # b is 0 at size 4, c missing there
+    assert bench_common.growth_exponents([1, 4], tables, keep=lambda label: label != "a") == {
+        "d": pytest.approx(0.0)
+    }
+    assert bench_common.growth_exponents([1], tables[:1]) == {}
 
 
 def test_early_join_flops_by_hand():
