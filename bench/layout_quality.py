@@ -4,10 +4,13 @@
     .venv/bin/python bench/layout_quality.py --counts train=8,valid=3,test=3 --seeds 0,1,2
     .venv/bin/python bench/layout_quality.py --cost_models standard,alternate --collections all
     .venv/bin/python bench/layout_quality.py --ablation --collections xla:default
+    .venv/bin/python bench/layout_quality.py --preset release_eighth --collections xla:default
 
 For each cost model (`--cost_models`) a synthetic layout set is generated with
-`baselines.layout.synthetic.write_layout_dataset` (`--counts` files per split,
-`--data_seed`, test split labelled: `test_labels=True`) under
+`baselines.layout.synthetic.write_layout_dataset` (`--counts` toy-size files per
+split, `--data_seed`, test split labelled: `test_labels=True`), or with
+`--preset` by `write_release_dataset` (release-size graphs, the preset's counts
+per split, the chosen collections only), under
 `<out>/sets/<cost model>-<digest of its parameters>/`, and reused while those
 parameters are unchanged. A cost model other than "standard" is passed as the
 generator's `cost_model=` keyword; a generator without that keyword refuses it
@@ -51,7 +54,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +66,14 @@ from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import atomic_write_text
 from baselines.core.quality_report import names, pm
+from baselines.layout.synthetic.release import PRESETS, preset_counts
 
 RECIPES = ROOT / "configs" / "layout"
 COLLECTIONS = ("xla:default", "xla:random", "nlp:default", "nlp:random")
 COST_MODELS = ("standard", "alternate")
 SPLITS = ("train", "valid", "test")
 REFERENCE = "recommended"  # what --ablation compares its variants with
+DEFAULT_COUNTS = "train=8,valid=3,test=3"
 
 
 def recipe_path(name: str) -> Path:
@@ -123,20 +128,43 @@ def cost_model_kwargs(cost_model: str, writer: Callable[..., Any]) -> dict[str, 
     return {"cost_model": cost_model}
 
 
-def generate(out: Path, cost_model: str, counts: Mapping[str, int], seed: int) -> Path:
+def generate(
+    out: Path,
+    cost_model: str,
+    counts: Mapping[str, int] | None,
+    seed: int,
+    preset: str | None = None,
+    collections: Sequence[str] = COLLECTIONS,
+) -> Path:
     """The set of one cost model (test labelled), made once and reused while its parameters
-    (counts, seed, cost model) are unchanged: `<out>/sets/<cost model>-<digest>`."""
-    from baselines.layout.synthetic import write_layout_dataset
+    are unchanged: `<out>/sets/<cost model>-<digest>`.
 
-    extra = cost_model_kwargs(cost_model, write_layout_dataset)
-    params = {"counts": dict(counts), "seed": seed, "cost_model": cost_model, "test_labels": True}
+    Without `preset`: `write_layout_dataset`, `counts` toy-size graphs per split and
+    collection. With one (`release_eighth` ... `release`): `write_release_dataset`,
+    release-size graphs of `collections`, as many per split as the preset gives.
+    """
+    from baselines.layout.synthetic import write_layout_dataset
+    from baselines.layout.synthetic.release import write_release_dataset
+
+    params: dict[str, Any] = {"seed": seed, "cost_model": cost_model, "test_labels": True}
+    if preset is None:
+        extra = cost_model_kwargs(cost_model, write_layout_dataset)
+        params["counts"] = dict(counts or {})
+    else:
+        extra = cost_model_kwargs(cost_model, write_release_dataset)
+        params.update(preset=preset, collections=sorted(collections))
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
     root = out / "sets" / f"{cost_model}-{digest}"
     marker = root.with_suffix(".json")
     if root.is_dir() and marker.is_file() and json.loads(marker.read_text()) == params:
         return root
     shutil.rmtree(root, ignore_errors=True)
-    write_layout_dataset(root, counts, seed, test_labels=True, **extra)
+    if preset is None:
+        write_layout_dataset(root, counts, seed, test_labels=True, **extra)
+    else:
+        write_release_dataset(
+            root, preset, seed, collections=sorted(collections), test_labels=True, **extra
+        )
     atomic_write_text(marker, json.dumps(params, sort_keys=True) + "\n")
     return root
 
@@ -147,11 +175,17 @@ class LayoutQuality:
     def __init__(self, args) -> None:
         self.out = args.out.expanduser().resolve()
         self.commit = commit()  # at the start: the code that trains, not the code at the end
-        self.counts, self.data_seed, self.epochs = (
-            parse_counts(args.counts),
-            args.data_seed,
-            args.epochs,
-        )
+        self.preset = args.preset
+        if self.preset is not None and args.counts is not None:
+            raise PipelineError(
+                "--counts and --preset: give one (a preset sets the graphs per split)"
+            )
+        if self.preset is not None and self.preset not in PRESETS:
+            raise PipelineError(
+                f"--preset: unknown {self.preset!r}; choose from {', '.join(PRESETS)}"
+            )
+        self.counts = None if self.preset else parse_counts(args.counts or DEFAULT_COUNTS)
+        self.data_seed, self.epochs = args.data_seed, args.epochs
         self.cost_models = names(args.cost_models, "--cost_models")
         from baselines.layout.synthetic import write_layout_dataset
 
@@ -223,7 +257,10 @@ class LayoutQuality:
         from baselines.layout.run_data import load_run_split
 
         results: dict[str, dict[str, dict[str, Any]]] = {}
-        roots = {cm: generate(self.out, cm, self.counts, self.data_seed) for cm in self.cost_models}
+        roots = {
+            cm: generate(self.out, cm, self.counts, self.data_seed, self.preset, self.collections)
+            for cm in self.cost_models
+        }
         for cost_model, root in roots.items():
             for collection in self.collections:
                 source, search = collection.split(":")
@@ -313,11 +350,25 @@ def report(bench: LayoutQuality, results: dict, roots: dict[str, Path], ablation
             for collection, by_recipe in by_collection.items():
                 for v in quality.verdicts(by_recipe, bench.baseline):
                     entries.append({"cost_model": cost_model, "collection": collection, **v})
+    if bench.preset is None:
+        sizes = (
+            f"{bench.counts['train']}/{bench.counts['valid']}/{bench.counts['test']} toy-size "
+            "graphs train/valid/test per collection"
+        )
+    else:
+        sizes = (
+            f"release-size graphs, preset {bench.preset} ("
+            + "; ".join(
+                f"{c} {'/'.join(str(n) for n in preset_counts(bench.preset, c).values())}"
+                for c in bench.collections
+            )
+            + " train/valid/test)"
+        )
     world = (
-        f"synthetic layout sets from `write_layout_dataset` (cost model(s) "
-        f"{', '.join(bench.cost_models)}, data seed {bench.data_seed}, "
-        f"{bench.counts['train']}/{bench.counts['valid']}/{bench.counts['test']} graphs "
-        "train/valid/test per collection; valid and test programs never trained on); "
+        f"synthetic layout sets from "
+        f"`{'write_layout_dataset' if bench.preset is None else 'write_release_dataset'}` "
+        f"(cost model(s) {', '.join(bench.cost_models)}, data seed {bench.data_seed}, "
+        f"{sizes}; valid and test programs never trained on); "
         f"seeds {', '.join(map(str, bench.seeds))}; epochs "
         f"{bench.epochs if bench.epochs is not None else 'as each recipe says'}; "
         f"commit {bench.commit}"
@@ -327,6 +378,7 @@ def report(bench: LayoutQuality, results: dict, roots: dict[str, Path], ablation
         "world": world,
         "commit": bench.commit,
         "counts": bench.counts,
+        "preset": bench.preset,
         "data_seed": bench.data_seed,
         "sets": {cm: str(p) for cm, p in roots.items()},
         "seeds": bench.seeds,
@@ -368,7 +420,15 @@ def build_parser():
         help=f"comma-separated cost models of the generated sets ({', '.join(COST_MODELS)})",
     )
     parser.add_argument(
-        "--counts", default="train=8,valid=3,test=3", help="graphs per split and collection"
+        "--counts",
+        default=None,
+        help=f"toy-size graphs per split and collection (default {DEFAULT_COUNTS})",
+    )
+    parser.add_argument(
+        "--preset",
+        default=None,
+        help=f"release-size sets instead of --counts: one of {', '.join(PRESETS)} "
+        "(data/make_synthetic.py --collection layout --preset)",
     )
     parser.add_argument("--data_seed", type=int, default=0, help="seed of the generated sets")
     parser.add_argument(

@@ -188,6 +188,49 @@ def test_counts_flag():
             bench.parse_counts(bad)
 
 
+def test_preset_generates_release_size_sets_of_the_chosen_collections(tmp_path, monkeypatch):
+    """--preset hands the set to the release writer (test labelled, the cost model, only
+    the collections asked for) instead of the toy writer; a set is reused while its
+    parameters hold and made anew when the collections change; --counts beside --preset
+    and an unknown preset are refused in one line."""
+    from baselines.layout.synthetic import release
+
+    bench = load_bench()
+    calls = []
+
+    def fake_release(out, preset, seed, collections, test_labels, cost_model="standard"):
+        calls.append((preset, seed, tuple(collections), test_labels, cost_model))
+        (out / "xla").mkdir(parents=True)
+
+    def no_toy(*args, **kwargs):
+        raise AssertionError("the toy writer was used for a preset")
+
+    monkeypatch.setattr(release, "write_release_dataset", fake_release)
+    monkeypatch.setattr("baselines.layout.synthetic.write_layout_dataset", no_toy)
+    root = bench.generate(tmp_path, "alternate", None, 3, "release_eighth", ["xla:default"])
+    assert calls == [("release_eighth", 3, ("xla:default",), True, "alternate")]
+    assert bench.generate(tmp_path, "alternate", None, 3, "release_eighth", ["xla:default"]) == root
+    assert len(calls) == 1  # reused
+    other = bench.generate(tmp_path, "alternate", None, 3, "release_eighth", ["nlp:random"])
+    assert other != root and len(calls) == 2
+
+    args = bench.build_parser().parse_args(
+        ["--preset=release_eighth", "--counts=train=1,valid=1,test=1"]
+    )
+    with pytest.raises(PipelineError, match="--counts and --preset") as e:
+        bench.LayoutQuality(args)
+    assert "\n" not in str(e.value)
+    with pytest.raises(PipelineError, match="--preset: unknown 'release_tenth'"):
+        bench.LayoutQuality(bench.build_parser().parse_args(["--preset=release_tenth"]))
+    quality = bench.LayoutQuality(bench.build_parser().parse_args(["--preset=release_half"]))
+    assert quality.counts is None and quality.preset == "release_half"
+    assert bench.LayoutQuality(bench.build_parser().parse_args([])).counts == {
+        "train": 8,
+        "valid": 3,
+        "test": 3,
+    }
+
+
 def test_ablation_lists_the_recommended_recipe_then_every_variant():
     bench = load_bench()
     names = bench.ablation_recipes()
