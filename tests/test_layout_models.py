@@ -581,8 +581,8 @@ def test_graph_part_is_computed_once_per_graph_and_chunks_score_as_one_forward(
     test_graph_scorer_scores_do_not_depend_on_the_slot_budget (same float32 ops on the
     same values, only matmul summation order may differ with a call's row count).
     Catches a graph part recomputed per chunk, a chunk scored with the first chunk's
-    configurations (fields not replaced), and a split path whose config part misreads
-    the graph part.
+    configurations (fields not replaced), and a forward-only model scored through
+    `config_part` (`splits_graph_part` ignoring an overridden `forward`).
     """
     (graph,) = prepare_graphs([wide_graph(WIDE_NODES, WIDE_CONFIGURABLE, WIDE_CONFIGS)])
     tf.keras.utils.set_random_seed(17)

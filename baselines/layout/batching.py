@@ -184,11 +184,8 @@ def prepare_graphs(graphs: Sequence[LayoutGraph]) -> list[PreparedGraph]:
     return [prepare_graph(g) for g in graphs]
 
 
-CONFIG_FIELDS = ("config_values", "config_runtimes", "config_mask", "config_index")
-
-
 def config_fields(graph: PreparedGraph, slots: np.ndarray, num_configs: int) -> dict:
-    """The per-configuration fields (`CONFIG_FIELDS`) of one graph's K slots, -1 = padding.
+    """The per-configuration fields of one graph's K slots (-1 = padding), as batch keys.
 
     What `assemble_batch` holds for this graph's slots, padded to `num_configs`:
     `config_values` [nc, K, 18] and the [K] runtimes, mask and indices. A

@@ -89,11 +89,15 @@ class GraphScorer:
     node-configuration slots (`chunk_for`), so one call's memory is bounded
     whatever the graph's size. A configuration's score does not depend on its
     chunk beyond float32 rounding (a kernel may sum in another order for another
-    row count, e.g. a chunk of one configuration). One traced function serves
-    every graph and chunk size (all dimensions are dynamic in its signature). A
-    model that attends across configurations (`attends_across_configs`) scores
-    all of a graph's configurations in one call instead, so its scores do not
-    depend on the chunking (and its memory is not bounded by the budget).
+    row count, e.g. a chunk of one configuration). A graph's fields are
+    assembled once and only its configurations' fields change between its
+    chunks; a model split in two (`LayoutModel.splits_graph_part`) has its graph
+    part computed once per graph and each chunk scored by `config_part`. Each
+    traced function serves every graph and chunk size (all dimensions but the
+    state widths are dynamic in its signature). A model that attends across
+    configurations (`attends_across_configs`) scores all of a graph's
+    configurations in one call instead, so its scores do not depend on the
+    chunking (and its memory is not bounded by the budget).
     """
 
     def __init__(
