@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +34,7 @@ from baselines.layout.batching import (
     prepare_graphs,
     segment_source,
 )
-from baselines.layout.graph import LayoutGraph
+from baselines.layout.graph import LayoutGraph, read_config_rows
 from baselines.layout.models import LayoutSAGE
 from baselines.layout.prune import prune_to_configurable
 from baselines.layout.run_data import load_run_split
@@ -535,3 +537,79 @@ def test_a_reduced_graph_is_written_as_its_selected_configurations(tmp_path, mon
     (back,), problem = layout_cache.check_layout_cache(target)
     assert problem is None and back.config_rows is None
     assert_same_graphs([back], [graph])
+
+
+def _resident_kb(path: Path) -> int | None:
+    """This process's resident kB of its mappings of `path` (/proc/self/smaps); None off Linux."""
+    smaps = Path("/proc/self/smaps")
+    if not smaps.exists():
+        return None
+    total, inside = 0, False
+    for line in smaps.read_text().splitlines():
+        head = line.split(maxsplit=1)[0] if line.strip() else ""
+        if re.fullmatch(r"[0-9a-f]+-[0-9a-f]+", head):
+            inside = line.rstrip().endswith(str(path))  # a mapping's first line names its file
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+def test_reading_a_memory_mapped_split_leaves_none_of_it_resident(tmp_path):
+    """Dedup, a training step's configurations and a checksum all read a cached split
+    through its memory map, and a map keeps every page it read resident (counted in
+    RSS) until released: one dedup pass over a real nlp split would report its ~40 GB.
+    After each read, none of the file may stay resident (a few pages of the kernel's
+    fault-around aside), while the same read without the release leaves it all."""
+    c, nc = 1400, 1000  # 25.2 MB of int8 configurations: two dedup and checksum blocks
+    path = tmp_path / "node_config_feat.npy"
+    rng = np.random.default_rng(0)
+    stored = rng.integers(-1, 6, size=(c, nc, 18), dtype=np.int8)
+    stored[700] = stored[3]  # one repeat for dedup to find
+    np.save(path, stored)
+    values = np.load(path, mmap_mode="r")
+    if _resident_kb(path) is None:
+        pytest.skip("needs /proc/self/smaps (Linux) to see which pages are resident")
+    file_kb, slack_kb = values.nbytes / 1024, 1024
+
+    np.asarray(values).max()  # the control: a plain read keeps what it touched
+    assert _resident_kb(path) > 0.9 * file_kb
+    array_cache.release_mapped_pages(values)
+    assert _resident_kb(path) < slack_kb
+
+    np.testing.assert_array_equal(read_config_rows(values, None, np.arange(c)), stored)
+    assert _resident_kb(path) < slack_kb, "a contiguous read stayed resident"
+    slots = rng.permutation(c)[: c // 2]
+    np.testing.assert_array_equal(read_config_rows(values, None, slots), stored[slots])
+    assert _resident_kb(path) < slack_kb, "a read of scattered rows stayed resident"
+
+    graph = LayoutGraph(
+        graph_id="g",
+        node_feat=np.zeros((nc, 140), np.float32),
+        node_opcode=np.zeros(nc, np.int32),
+        edge_index=np.zeros((0, 2), np.int32),
+        node_config_ids=np.arange(nc, dtype=np.int32),
+        node_config_feat=values,
+        config_runtime=np.arange(1, c + 1, dtype=np.int64),
+        node_splits=np.array([nc], np.int64),
+    )
+    kept, dropped = prune.dedup_configs(graph)
+    assert dropped == 1 and kept.num_configs == c - 1
+    assert _resident_kb(path) < slack_kb, "dedup's pass stayed resident"
+
+    want = hashlib.blake2b(stored.tobytes(), digest_size=16).hexdigest()
+    assert array_cache.array_digest(values) == want
+    assert _resident_kb(path) < slack_kb, "the checksum's pass stayed resident"
+
+
+def test_a_memory_mapped_array_hashed_in_blocks_has_the_digest_of_its_bytes(tmp_path, monkeypatch):
+    """Verifying a cache hashes a memory map a block at a time; the digest must be
+    that of all its bytes (meta.json recorded it in one pass when writing), with
+    blocks that do not divide the array."""
+    monkeypatch.setattr(array_cache, "DIGEST_BLOCK_BYTES", 1000)  # 125 int64 per block
+    path = tmp_path / "a.npy"
+    stored = np.random.default_rng(1).integers(-(2**40), 2**40, size=(77, 13), dtype=np.int64)
+    np.save(path, stored)
+    values = np.load(path, mmap_mode="r")
+    want = hashlib.blake2b(stored.tobytes(), digest_size=16).hexdigest()
+    assert array_cache.array_digest(values) == want
+    assert array_cache.array_digest(stored) == want

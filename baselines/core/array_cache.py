@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import mmap
 import os
 import shutil
 import struct
@@ -56,6 +57,9 @@ FINGERPRINT_TAIL_BYTES = 4096
 # final shape is known only at the end); 64-byte aligned, as numpy aligns.
 _CHUNKED_HEADER_BYTES = 128
 
+# Bytes of a memory-mapped array that `array_digest` hashes (and holds resident) at a time.
+DIGEST_BLOCK_BYTES = 1 << 24
+
 
 def _file_tail(path: Path) -> bytes:
     with open(path, "rb") as f:
@@ -79,12 +83,52 @@ def files_fingerprint(files: Sequence[Path], salt: str) -> str:
     return h.hexdigest()[:24]
 
 
+def release_mapped_pages(view: np.ndarray) -> None:
+    """Drops this process's resident pages under `view`, a C-contiguous slice of a np.memmap.
+
+        block = np.array(values[start:stop])   # read (a copy)
+        release_mapped_pages(values[start:stop])
+
+    A read-only memory map keeps every page it has read resident, and counted
+    in the process's RSS, until the kernel needs the memory: one pass over a
+    cache of tens of GB (dedup, a checksum) would report tens of GB. After
+    this the bytes stay in the page cache, so reading them again costs a minor
+    fault, not a disk read. Any other array (in memory, or not contiguous) is
+    left alone: nothing to release.
+    """
+    mapping = getattr(view, "_mmap", None)
+    if mapping is None or view.nbytes == 0 or not view.flags.c_contiguous:
+        return
+    if not hasattr(mmap, "MADV_DONTNEED"):  # Windows: no madvise; pages stay resident
+        return
+    base = np.frombuffer(mapping, dtype=np.uint8)  # where the mapping starts
+    start = view.ctypes.data - base.ctypes.data
+    del base  # a live export would keep the mapping from being closed
+    first = start - start % mmap.PAGESIZE  # madvise takes page-aligned starts
+    length = min(start + view.nbytes, len(mapping)) - first
+    if 0 <= first and length > 0:
+        mapping.madvise(mmap.MADV_DONTNEED, first, length)
+
+
 def array_digest(array: np.ndarray) -> str:
     """BLAKE2b of an array's bytes in C order (hashlib drops the GIL on large buffers).
 
     array_digest(np.arange(3))  # 32 hex digits, the value meta.json records
+
+    A memory-mapped array is hashed `DIGEST_BLOCK_BYTES` at a time, each
+    block's pages released after it (`release_mapped_pages`), so verifying a
+    cache never holds it resident; the digest is the same (BLAKE2b streams).
     """
-    return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).hexdigest()
+    if getattr(array, "_mmap", None) is None or not array.flags.c_contiguous:
+        return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).hexdigest()
+    flat = array.reshape(-1)  # still a np.memmap: reshaping keeps the subclass
+    step = max(1, DIGEST_BLOCK_BYTES // max(array.itemsize, 1))
+    hasher = hashlib.blake2b(digest_size=16)
+    for start in range(0, flat.size, step):
+        block = flat[start : start + step]
+        hasher.update(block.data)
+        release_mapped_pages(block)
+    return hasher.hexdigest()
 
 
 def discard_directory(path: Path) -> None:

@@ -11,7 +11,8 @@ config and pruning helpers in `baselines.layout.prune` take and give back:
 Selecting configurations never copies `node_config_feat` (for a cached split a
 read-only memory map of tens of GB): the graph keeps the stored array and the
 rows it selects (`config_rows`), and every reader goes through `config_block`,
-which reads only the rows it is asked for.
+which reads only the rows it is asked for and then releases the map's pages it
+read, so a pass over a split holds a block resident, not the split.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+
+from baselines.core.array_cache import release_mapped_pages
 
 NODE_CONFIG_FEAT_DIM = 18
 # Layout groups hold minor-to-major dimension numbers of tensors of rank <= 6,
@@ -121,7 +124,13 @@ def read_config_rows(
     rows = slots if config_rows is None else np.asarray(config_rows)[slots]
     contiguous = rows.size and 0 <= rows[0] and rows[-1] < values.shape[0]
     if contiguous and np.all(np.diff(rows) == 1):
-        return np.asarray(values[rows[0] : rows[-1] + 1], dtype=np.int8).copy()
+        block = np.asarray(values[rows[0] : rows[-1] + 1], dtype=np.int8).copy()
+        release_mapped_pages(values[rows[0] : rows[-1] + 1])
+        return block
     unique, inverse = np.unique(rows, return_inverse=True)
     block = np.asarray(values[unique], dtype=np.int8)
+    if unique.size:
+        # A memory map's pages, once read, stay resident: over an epoch that
+        # would be every configuration a graph holds. The copy is what is kept.
+        release_mapped_pages(values[unique[0] : unique[-1] + 1])
     return block if unique.size == rows.size and np.array_equal(unique, rows) else block[inverse]

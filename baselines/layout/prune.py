@@ -57,7 +57,8 @@ def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
     Rows are compared by a 256-bit BLAKE2b digest of their bytes (a collision
     is beyond reach), read `DEDUP_BLOCK_BYTES` at a time, so finding the repeats
     holds one block and 32 bytes a configuration, never the graph's
-    configurations (a memory-mapped cache's stay on disk).
+    configurations (a memory-mapped cache's stay on disk, and each block's
+    pages are released once read: `read_config_rows`).
     """
     c = graph.num_configs
     if graph.num_configurable == 0:
