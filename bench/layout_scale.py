@@ -54,6 +54,7 @@ from bench_common import SIZE_ORDER, SIZES, code_version, dir_mb, fmt, growth_ex
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import atomic_write_text
+from baselines.layout.synthetic.release import parse_nlp_configs
 
 COLLECTIONS = ("xla:random", "xla:default", "nlp:random", "nlp:default")
 SPLITS = ("train", "valid", "test")
@@ -230,7 +231,12 @@ def markdown(result: dict) -> str:
         f"Machine: {result['machine']}; code {result['code']}; {result['repeats']} repeat(s), "
         f"medians; seed {result['seed']}. Synthetic release-size layout sets "
         "(data/make_synthetic.py --collection layout). Size = Σ kept nodes x configurations "
-        "(3 splits, 1-hop pruned). Recommended on nlp: --max_configs=1000.",
+        "(3 splits, 1-hop pruned). Recommended on nlp: --max_configs=1000."
+        + (
+            f" nlp train/valid configurations per graph: {result['nlp_configs']}."
+            if result.get("nlp_configs")
+            else ""
+        ),
     ]
     for collection, by_size in result["results"].items():
         sizes = [s for s in SIZE_ORDER if s in by_size]
@@ -328,16 +334,26 @@ def _validate_child(spec_json: str) -> int:
 # Steps.
 
 
-def generate(work: Path, collection: str, size: str, seed: int) -> tuple[Path, float | None]:
-    """The data root of one collection and size (generated once, marked by its parameters)."""
+def generate(
+    work: Path, collection: str, size: str, seed: int, nlp_configs: str | None = None
+) -> tuple[Path, float | None]:
+    """The data root of one collection and size (generated once, marked by its parameters).
+
+    `nlp_configs` ("LOW,HIGH", nlp collections only) is make_synthetic's --nlp_configs.
+    """
     tag = f"{SIZES[size]}_s{seed}_{collection.replace(':', '_')}"
-    root, marker = work / "data" / tag, work / "data" / f"{tag}.json"
     params = {"preset": SIZES[size], "seed": seed, "collection": collection}
+    if nlp_configs is not None and collection.startswith("nlp:"):
+        tag += f"_c{nlp_configs.replace(',', '-')}"
+        params["nlp_configs"] = nlp_configs
+    root, marker = work / "data" / tag, work / "data" / f"{tag}.json"
     if marker.is_file() and json.loads(marker.read_text()) == params and root.is_dir():
         return root, None
     cmd = [sys.executable, str(ROOT / "data" / "make_synthetic.py"), "--collection=layout"]
     cmd += [f"--preset={SIZES[size]}", f"--collections={collection}", f"--seed={seed}"]
     cmd += [f"--out={root}", "--quiet"]
+    if "nlp_configs" in params:
+        cmd.append(f"--nlp_configs={nlp_configs}")
     print(f"generating {root} ...", flush=True)
     started = time.perf_counter()
     proc = subprocess.run(cmd, env=run_bench.ENV, capture_output=True, text=True)
@@ -473,7 +489,7 @@ def _recorded(result: dict, step: str, name: str, call) -> dict | None:
 
 def bench_one(collection: str, size: str, args: argparse.Namespace, work: Path) -> dict:
     """Every step of one collection at one size."""
-    data_root, gen_s = generate(work, collection, size, args.seed)
+    data_root, gen_s = generate(work, collection, size, args.seed, args.nlp_configs)
     folder = data_root / Path(*collection.split(":"))
     scratch = work / "runs" / f"{collection.replace(':', '_')}_{size}"
     if scratch.exists():
@@ -549,6 +565,13 @@ def main() -> int:
         "--recipes", default="baseline,recommended", help="baseline and/or recommended"
     )
     parser.add_argument("--keep_runs", action="store_true", help="keep caches and models")
+    parser.add_argument(
+        "--nlp_configs",
+        default=None,
+        metavar="LOW,HIGH",
+        help="nlp configurations per train/valid graph (make_synthetic's --nlp_configs; "
+        "default its 9000,11000, the real release 56000,66000)",
+    )
     args = parser.parse_args()
     collections = [c.strip() for c in args.collections.split(",")]
     sizes = [s.strip() for s in args.sizes.split(",")]
@@ -561,12 +584,14 @@ def main() -> int:
         )
     if args.repeats < 1:
         raise PipelineError(f"--repeats: must be at least 1, got {args.repeats}")
+    parse_nlp_configs(args.nlp_configs)  # a bad value is one line before anything runs
     work = Path(args.work).expanduser().resolve()
     work.mkdir(parents=True, exist_ok=True)
     result: dict = {
         "machine": f"{os.cpu_count()} cores, {run_bench._mem_gb():.0f} GiB",
         "repeats": args.repeats,
         "seed": args.seed,
+        "nlp_configs": args.nlp_configs,
         "code": code_version(),
         "results": {},
     }

@@ -87,6 +87,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(default) or alternate (a (32, 128) vector tile, other transpose and padding costs)",
     )
     parser.add_argument(
+        "--nlp_configs",
+        default=None,
+        metavar="LOW,HIGH",
+        help="with --collection layout: configurations per nlp train/valid graph, drawn "
+        "evenly in [LOW, HIGH] (default 9000,11000; the real release holds 56000,66000, "
+        "which takes ~6x the disk and generation time)",
+    )
+    parser.add_argument(
         "--preset",
         choices=sorted(synthetic.PRESETS),
         default=None,
@@ -256,7 +264,11 @@ def _parse_collections(text: str | None) -> list[str]:
 
 def _main_layout(args: argparse.Namespace) -> int:
     """The layout path: a release-size preset of the layout collections."""
-    from baselines.layout.synthetic.release import SPLITS, write_release_dataset
+    from baselines.layout.synthetic.release import (
+        SPLITS,
+        parse_nlp_configs,
+        write_release_dataset,
+    )
 
     tile_only = [f"--{flag}" for flag, _, _ in SIZE_FLAGS if getattr(args, flag) is not None]
     tile_only += ["--world"] * (args.world != "default") + ["--hardware"] * bool(args.hardware)
@@ -267,6 +279,9 @@ def _main_layout(args: argparse.Namespace) -> int:
     if args.seed < 0:
         raise PipelineError(f"--seed must be non-negative, got {args.seed}")
     collections = _parse_collections(args.collections)
+    nlp_configs = parse_nlp_configs(args.nlp_configs)
+    if nlp_configs is not None and not any(c.startswith("nlp:") for c in collections):
+        raise PipelineError("--nlp_configs: no nlp collection in --collections; drop one of them")
     out = Path(args.out).expanduser().resolve()
     infos = write_release_dataset(
         out,
@@ -277,6 +292,7 @@ def _main_layout(args: argparse.Namespace) -> int:
         args.test_labels,
         args.cost_model or "standard",
         log=None if args.quiet else print,
+        nlp_configs=nlp_configs,
     )
     for collection in collections:
         mine = [i for i in infos if i.collection == collection]
@@ -297,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.collection == "layout":
         return _main_layout(args)
-    for flag in ("collections", "cost_model"):
+    for flag in ("collections", "cost_model", "nlp_configs"):
         if getattr(args, flag) is not None:
             raise PipelineError(f"--{flag} is a layout flag; add --collection layout or drop it")
     counts, options = _check_args(args)

@@ -489,6 +489,55 @@ def test_release_cli_writes_the_plan_identically_for_any_worker_count(tmp_path, 
     assert not list(tmp_path.glob("*.tmp-*"))
 
 
+def test_nlp_configs_sets_the_configurations_of_nlp_graphs_only(tmp_path, monkeypatch):
+    """--nlp_configs LOW,HIGH (up to the real release's 56,000-66,000) moves every nlp
+    train/valid graph's configuration count into [LOW, HIGH], the mean to its middle,
+    and leaves the nlp test graphs (1,000) and the xla collections as they were."""
+    from baselines.layout.synthetic import release
+
+    planned = {}
+
+    def record(out, preset, seed, collections, *rest, nlp_configs=None, **kw):
+        nlp = release.nlp_targets(nlp_configs)
+        for c in collections:
+            planned[c] = release.release_plan(preset, c, seed, nlp if c[:4] == "nlp:" else None)
+        return []
+
+    monkeypatch.setattr(release, "write_release_dataset", record)
+    args = ["--collection", "layout", "--preset", "release", "--out", str(tmp_path / "x")]
+    args += ["--collections", "xla:default,nlp:random", "--nlp_configs", "56000,66000"]
+    assert _load_make_synthetic().main(args) == 0
+    for split in SPLITS:
+        configs = [c for _, c in planned["nlp:random"][split]]
+        if split == "test":
+            assert set(configs) == {1_000}
+        else:
+            assert min(configs) >= 56_000 and max(configs) <= 66_000, split
+            assert _within(np.mean(configs), 61_000, 0.01), (split, np.mean(configs))
+    assert planned["xla:default"] == release.release_plan("release", "xla:default", 0)
+
+
+def test_written_nlp_graphs_hold_the_configurations_nlp_configs_asks_for(tmp_path, monkeypatch):
+    """The writer plans nlp graphs with the given counts (tiny nodes keep it fast)."""
+    from baselines.layout.synthetic import release
+
+    monkeypatch.setitem(
+        release.RELEASE_TARGETS, "nlp", release.SizeTargets(800, 0.3, 700, 30, 40, 10)
+    )
+    infos = release.write_release_dataset(
+        tmp_path / "set",
+        "release_eighth",
+        collections=["nlp:default"],
+        workers=1,
+        nlp_configs=(61, 67),
+    )
+    for info in infos:
+        if info.split == "test":
+            assert info.num_configs == 10
+        else:
+            assert 61 <= info.num_configs <= 67, info
+
+
 @pytest.mark.parametrize(
     "extra, match",
     [
@@ -500,6 +549,15 @@ def test_release_cli_writes_the_plan_identically_for_any_worker_count(tmp_path, 
         ),
         (["--collection", "layout", "--preset", "release", "--workers", "0"], "workers"),
         (["--cost_model", "alternate"], "layout flag"),
+        (["--nlp_configs", "56000,66000"], "layout flag"),
+        (["--collection", "layout", "--preset", "release", "--nlp_configs", "66000"], "LOW,HIGH"),
+        (["--collection", "layout", "--preset", "release", "--nlp_configs", "9,5"], "LOW <= HIGH"),
+        (["--collection", "layout", "--preset", "release", "--nlp_configs", "0,5"], "LOW <= HIGH"),
+        (
+            ["--collection", "layout", "--preset", "release", "--collections", "xla:default"]
+            + ["--nlp_configs", "5,9"],
+            "no nlp collection",
+        ),
     ],
 )
 def test_bad_release_flags_are_refused_in_one_line(tmp_path, extra, match):

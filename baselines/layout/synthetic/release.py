@@ -93,6 +93,38 @@ RELEASE_TARGETS: dict[str, SizeTargets] = {
 }
 
 
+def nlp_targets(configs: tuple[int, int] | None) -> SizeTargets:
+    """The nlp targets with train/valid configurations per graph in `configs` (low, high).
+
+    None keeps 9,000-11,000; the real release holds 56,000-66,000:
+        nlp_targets((56_000, 66_000)).configs_mean == 61_000
+    """
+    if configs is None:
+        return RELEASE_TARGETS["nlp"]
+    low, high = configs
+    if not 1 <= low <= high:
+        raise PipelineError(
+            f"nlp configurations per graph {low},{high}: need 1 <= LOW <= HIGH (e.g. 56000,66000)"
+        )
+    return dataclasses.replace(RELEASE_TARGETS["nlp"], configs_low=low, configs_high=high)
+
+
+def parse_nlp_configs(text: str | None) -> tuple[int, int] | None:
+    """A --nlp_configs value "LOW,HIGH" as two integers with 1 <= LOW <= HIGH.
+
+    parse_nlp_configs("56000,66000") == (56_000, 66_000); parse_nlp_configs(None) is None
+    """
+    if text is None:
+        return None
+    parts = text.split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise PipelineError(f"--nlp_configs {text!r}: expected LOW,HIGH, e.g. 56000,66000")
+    low, high = int(parts[0]), int(parts[1])
+    if not 1 <= low <= high:
+        raise PipelineError(f"--nlp_configs {text!r}: need 1 <= LOW <= HIGH, e.g. 56000,66000")
+    return low, high
+
+
 def _check_collection(collection: str) -> tuple[str, str]:
     if collection not in RELEASE_COUNTS:
         raise PipelineError(
@@ -267,15 +299,21 @@ def write_release_dataset(
     test_labels: bool = False,
     cost_model: str = "standard",
     log: Callable[[str], None] | None = None,
+    nlp_configs: tuple[int, int] | None = None,
 ) -> list[FileInfo]:
     """Writes out/<source>/<search>/<split>/<graph_id>.npz of a preset's collections atomically.
 
     One pool task per file (`workers` processes, default one per core); the files
-    do not depend on `workers`. Returns what was written, in plan order:
+    do not depend on `workers`. `nlp_configs` (low, high) sets the nlp train/valid
+    configurations per graph (`nlp_targets`). Returns what was written, in plan order:
         write_release_dataset(Path("/tmp/rel"), "release_eighth", collections=["xla:default"])
     """
     cost_constants(cost_model)
-    plans = {c: release_plan(preset, c, seed) for c in dict.fromkeys(collections)}
+    nlp = nlp_targets(nlp_configs)
+    plans = {
+        c: release_plan(preset, c, seed, nlp if c.startswith("nlp:") else None)
+        for c in dict.fromkeys(collections)
+    }
     if workers is not None and workers < 1:
         raise PipelineError(f"--workers must be at least 1, got {workers}")
     workers = workers or os.cpu_count() or 1
