@@ -124,8 +124,9 @@ def read_config_rows(
     rows = slots if config_rows is None else np.asarray(config_rows)[slots]
     contiguous = rows.size and 0 <= rows[0] and rows[-1] < values.shape[0]
     if contiguous and np.all(np.diff(rows) == 1):
-        block = np.asarray(values[rows[0] : rows[-1] + 1], dtype=np.int8).copy()
-        release_mapped_pages(values[rows[0] : rows[-1] + 1])
+        span = values[rows[0] : rows[-1] + 1]
+        block = np.asarray(span, dtype=np.int8).copy()
+        release_mapped_pages(span)
         return block
     unique, inverse = np.unique(rows, return_inverse=True)
     block = np.asarray(values[unique], dtype=np.int8)

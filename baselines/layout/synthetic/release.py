@@ -103,14 +103,12 @@ def nlp_targets(configs: tuple[int, int] | None) -> SizeTargets:
         return RELEASE_TARGETS["nlp"]
     low, high = configs
     if not 1 <= low <= high:
-        raise PipelineError(
-            f"nlp configurations per graph {low},{high}: need 1 <= LOW <= HIGH (e.g. 56000,66000)"
-        )
+        raise PipelineError(f"--nlp_configs {low},{high}: need 1 <= LOW <= HIGH, e.g. 56000,66000")
     return dataclasses.replace(RELEASE_TARGETS["nlp"], configs_low=low, configs_high=high)
 
 
 def parse_nlp_configs(text: str | None) -> tuple[int, int] | None:
-    """A --nlp_configs value "LOW,HIGH" as two integers with 1 <= LOW <= HIGH.
+    """A --nlp_configs value "LOW,HIGH" as two integers, checked by `nlp_targets`.
 
     parse_nlp_configs("56000,66000") == (56_000, 66_000); parse_nlp_configs(None) is None
     """
@@ -119,10 +117,9 @@ def parse_nlp_configs(text: str | None) -> tuple[int, int] | None:
     parts = text.split(",")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
         raise PipelineError(f"--nlp_configs {text!r}: expected LOW,HIGH, e.g. 56000,66000")
-    low, high = int(parts[0]), int(parts[1])
-    if not 1 <= low <= high:
-        raise PipelineError(f"--nlp_configs {text!r}: need 1 <= LOW <= HIGH, e.g. 56000,66000")
-    return low, high
+    configs = (int(parts[0]), int(parts[1]))
+    nlp_targets(configs)  # 1 <= LOW <= HIGH, or one line saying so
+    return configs
 
 
 def _check_collection(collection: str) -> tuple[str, str]:
