@@ -117,11 +117,14 @@ class ConfigScorer:
     `max_elements` bounds ops x configuration slots per call for early-join
     models (their state size) and ops per call for the others; `max_configs`
     bounds configuration slots per call (default 8192 for early-join models,
-    4096 for late-join ones). The early-join default keeps states at 8 MiB
+    16384 for late-join ones). The early-join default keeps states at 8 MiB
     (32k x 64 floats), which stay in cache: much larger calls fall out of it,
-    much smaller ones pay the per-call overhead. Late-join models cut a large
-    kernel by configurations only: cutting it by ops x configurations would
-    rerun its message passing once per chunk (docs/performance.md measures both).
+    much smaller ones pay the per-call overhead. A late-join call's ops work on
+    [configs, ...] rows, each op's fixed cost is paid once per call, so fewer,
+    larger calls are faster until their states outgrow the cache. Late-join
+    models cut a large kernel by configurations only: cutting it by ops x
+    configurations would rerun its message passing once per chunk
+    (docs/performance.md measures both defaults).
     """
 
     def __init__(
@@ -130,7 +133,7 @@ class ConfigScorer:
         self.model = model
         self.early_join = isinstance(model, EarlyJoinModel)
         self.max_elements = max_elements
-        self.max_configs = max_configs or (8192 if self.early_join else 4096)
+        self.max_configs = max_configs or (8192 if self.early_join else 16384)
         self.traces = 0
         self._score = tf.function(
             self._score_batch, input_signature=[BATCH_SIGNATURE], autograph=False
