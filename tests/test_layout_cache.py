@@ -581,6 +581,14 @@ def test_reading_a_memory_mapped_split_leaves_none_of_it_resident(tmp_path):
     slots = rng.permutation(c)[: c // 2]
     np.testing.assert_array_equal(read_config_rows(values, None, slots), stored[slots])
     assert _resident_kb(path) < slack_kb, "a read of scattered rows stayed resident"
+    # Batching holds np.asarray(memmap) (prepare_graph): a plain ndarray that reaches
+    # the map only through .base, and its reads must be released all the same.
+    plain = np.asarray(values, dtype=np.int8)
+    assert not isinstance(plain, np.memmap)
+    np.testing.assert_array_equal(read_config_rows(plain, None, slots), stored[slots])
+    assert _resident_kb(path) < slack_kb, "a read through a plain view of the map stayed resident"
+    np.testing.assert_array_equal(read_config_rows(plain, None, np.arange(c)), stored)
+    assert _resident_kb(path) < slack_kb, "a contiguous read of a plain view stayed resident"
 
     graph = LayoutGraph(
         graph_id="g",

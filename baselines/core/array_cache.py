@@ -83,8 +83,23 @@ def files_fingerprint(files: Sequence[Path], salt: str) -> str:
     return h.hexdigest()[:24]
 
 
+def _mapping_under(array: np.ndarray) -> mmap.mmap | None:
+    """The memory map under `array`, or None for an array in memory.
+
+    A np.memmap carries it as `_mmap`, but `np.asarray(memmap)` (how callers
+    take an int8 view without a copy) is a plain ndarray, and so are its
+    slices: they reach the memmap only through `.base`.
+    """
+    while isinstance(array, np.ndarray):
+        mapping = getattr(array, "_mmap", None)
+        if mapping is not None:
+            return mapping
+        array = array.base
+    return array if isinstance(array, mmap.mmap) else None
+
+
 def release_mapped_pages(view: np.ndarray) -> None:
-    """Drops this process's resident pages under `view`, a C-contiguous slice of a np.memmap.
+    """Drops this process's resident pages under `view`, a C-contiguous slice of a memory map.
 
         block = np.array(values[start:stop])   # read (a copy)
         release_mapped_pages(values[start:stop])
@@ -96,7 +111,7 @@ def release_mapped_pages(view: np.ndarray) -> None:
     fault, not a disk read. Any other array (in memory, or not contiguous) is
     left alone: nothing to release.
     """
-    mapping = getattr(view, "_mmap", None)
+    mapping = _mapping_under(view)
     if mapping is None or view.nbytes == 0 or not view.flags.c_contiguous:
         return
     if not hasattr(mmap, "MADV_DONTNEED"):  # Windows: no madvise; pages stay resident
@@ -119,9 +134,9 @@ def array_digest(array: np.ndarray) -> str:
     block's pages released after it (`release_mapped_pages`), so verifying a
     cache never holds it resident; the digest is the same (BLAKE2b streams).
     """
-    if getattr(array, "_mmap", None) is None or not array.flags.c_contiguous:
+    if _mapping_under(array) is None or not array.flags.c_contiguous:
         return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).hexdigest()
-    flat = array.reshape(-1)  # still a np.memmap: reshaping keeps the subclass
+    flat = array.reshape(-1)  # a view: still over the memory map
     step = max(1, DIGEST_BLOCK_BYTES // max(array.itemsize, 1))
     hasher = hashlib.blake2b(digest_size=16)
     for start in range(0, flat.size, step):
