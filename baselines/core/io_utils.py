@@ -138,7 +138,7 @@ def remove_stale_temporaries(
     # /tmp can hold tens of thousands of entries (0.6 s as Paths).
     for name in sorted(n for n in os.listdir(folder) if ".tmp-" in n):
         entry = folder / name
-        match = _TEMP_NAME.search(entry.name)
+        match = _TEMP_NAME.search(name)
         if match and match.group(2) == _host_tag():
             pid = int(match.group(1))
             stale = pid != os.getpid() and not _process_alive(pid)
