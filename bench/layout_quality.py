@@ -20,9 +20,12 @@ For every collection, recipe (`configs/layout/<name>.flags`, or a path) and
 seed, the recipe trains as `layout_train.py --flagfile=<recipe>` would (its
 parser, `split_kwargs()`, `train_kwargs()`, model and kwargs; `--epochs`
 overrides every recipe's) on the train split, with the valid split for early
-stopping. Nothing is chosen on test: the test graphs are only scored, after
-training. Each seed's model ranks every configuration of every valid and test
-graph; `baselines.layout.evaluate.evaluation_rows` gives Kendall's tau and
+stopping, every split read through the layout cache in `<out>/cache`. Nothing
+is chosen on test: the test graphs are only scored, after training. A run's
+training wall seconds run from the first epoch to the best epoch's weights
+restored (loading and the scoring below not included). Each seed's model ranks
+every configuration of every valid and test graph;
+`baselines.layout.evaluate.evaluation_rows` gives Kendall's tau and
 slowdown@1/10/100 per graph, program and overall, for each seed and for the
 seeds' ensemble (`predict.ensemble_scores`). A run's scores are kept in
 `<out>/runs/...` and reused while the resolved flags (the run hash) and the set
@@ -217,7 +220,7 @@ class LayoutQuality:
 
         source, search = collection.split(":")
         argv = [f"--flagfile={recipe}", f"--source={source}", f"--search={search}"]
-        argv += [f"--seed={seed}", f"--data_root={root}"]
+        argv += [f"--seed={seed}", f"--data_root={root}", f"--cache_dir={self.out / 'cache'}"]
         if self.epochs is not None:
             argv.append(f"--epochs={self.epochs}")
         run = layout_train.parse_args(argv)
@@ -312,17 +315,35 @@ def train_and_score(run, folder: Path) -> dict[str, Any]:
     valid = load_run_split(folder / "valid", training=True, **reduce)
     model = build_model(run.model, run.model_kwargs())
     started = time.perf_counter()
-    trained = train_layout(train, valid, model, **run.train_kwargs(), progress=False, log=quiet)
+    # No final validation: every configuration of valid is scored below.
+    trained = train_layout(
+        train,
+        valid,
+        model,
+        **run.train_kwargs(),
+        progress=False,
+        log=quiet,
+        final_validation=False,
+    )
     record: dict[str, Any] = {
         "wall_s": time.perf_counter() - started,
         "best_epoch": trained["best_epoch"],
+        "epochs_run": len(trained["train_curve"]["epoch"]),
         "run_hash": run.run_hash(),
     }
+    started = time.perf_counter()
     scorer = GraphScorer(model)
     for split in ("valid", "test"):
-        graphs = load_run_split(folder / split, training=False, prune_hops=run.prune_hops, log=None)
+        graphs = load_run_split(
+            folder / split,
+            training=False,
+            prune_hops=run.prune_hops,
+            log=None,
+            cache_dir=run.cache_dir,
+        )
         record[f"{split}_graphs"] = [g.graph_id for g in graphs]
         record[split] = [scorer.score(g) for g in prepare_graphs(graphs)]
+    record["score_s"] = time.perf_counter() - started
     return record
 
 

@@ -86,3 +86,24 @@ def test_graphs_without_runtimes_are_refused(toy):
     test = load_layout_split(TOY / "test", log=None)
     with pytest.raises(PipelineError, match="runtimes"):
         train_layout(train, test, ResModel(4), epochs=1, **RECIPE)
+
+
+def test_epochs_are_timed_and_the_final_validation_can_be_left_out(toy):
+    train, valid = toy
+    small = dict(RECIPE, configs=8, batch=2)
+    record = train_layout(
+        train[:4],
+        valid[:1],
+        LayoutSAGE(8, hidden_dim=16),
+        epochs=3,
+        final_validation=False,
+        **small,
+    )
+    assert "val" not in record
+    timings = record["timings"]
+    assert "val_eval_s" not in timings
+    # Every epoch validates, so each has steps, a validation pass and callbacks.
+    for part in ("epoch_train_s", "epoch_val_s", "epoch_callbacks_s"):
+        assert len(timings[part]) == 3 and min(timings[part]) > 0, (part, timings)
+    epochs_s = sum(map(sum, (timings[p] for p in ("epoch_train_s", "epoch_val_s"))))
+    assert epochs_s <= timings["train_s"]

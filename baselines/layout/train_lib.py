@@ -37,6 +37,7 @@ from baselines.core.fused_adam import FusedAdam
 from baselines.core.io_utils import atomic_output
 from baselines.core.keras_fit import (
     EpochBatches,
+    EpochTimer,
     RankingTrainer,
     ResumableEarlyStopping,
     StepProgress,
@@ -244,6 +245,7 @@ def train_layout(
     backup_dir: Path | None = None,
     tb_dir: Path | None = None,
     log: Callable[[str], None] = print,
+    final_validation: bool = True,
 ) -> dict[str, Any]:
     """Trains `model` in place and returns its record (curve, best epoch, validation metrics).
 
@@ -265,7 +267,9 @@ def train_layout(
     `keep_nodes`: segment training (`batching.segment_source`; models stop the
     gradient outside each graph's segment, `models.backprop_segment`); None
     trains through every node. With `out_dir`, the record (`layout_record.json`) and the weights
-    (`layout_weights.npz`) are written there.
+    (`layout_weights.npz`) are written there. `final_validation=False` leaves out the
+    ranking of every configuration of `valid_graphs` after training (the record has no
+    "val"), for a caller that scores the graphs itself.
     """
     if not train_graphs or not valid_graphs:
         raise PipelineError("train_layout needs at least one train and one validation graph")
@@ -314,6 +318,7 @@ def train_layout(
         last: list[tf.keras.callbacks.Callback] = []
         if progress:
             last.append(StepProgress(f"train {type(model).__name__}"))
+        timer = EpochTimer()
         train_seconds = resumable_fit(
             trainer,
             train_batches,
@@ -323,8 +328,10 @@ def train_layout(
             early_stopping=stopping,
             tb_dir=tb_dir,
             backup_dir=backup_dir,
-            # Before early stopping and TensorBoard, which read what it adds.
-            first=[ValidationKendallTau(GraphScorer(model), val_batches)],
+            # The timer first: its callbacks_s holds the others' end-of-epoch work
+            # (the tau pass, backup, logs). The tau before early stopping and
+            # TensorBoard, which read what it adds.
+            first=[timer, ValidationKendallTau(GraphScorer(model), val_batches)],
             last=last,
             log=log,
         )
@@ -349,9 +356,11 @@ def train_layout(
     }
     if not chief:
         return {**record, "chief": False}
-    clock = time.perf_counter()
-    record["val"] = evaluate_graphs(model, valid)
-    record["timings"] = {"train_s": train_seconds, "val_eval_s": time.perf_counter() - clock}
+    record["timings"] = {"train_s": train_seconds, **timer.to_dict()}
+    if final_validation:
+        clock = time.perf_counter()
+        record["val"] = evaluate_graphs(model, valid)
+        record["timings"]["val_eval_s"] = time.perf_counter() - clock
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         with atomic_output(out / "layout_weights.npz") as tmp:
