@@ -146,7 +146,7 @@ def generate(
     collection. With one (`release_eighth` ... `release`): `write_release_dataset`,
     release-size graphs of `collections`, as many per split as the preset gives.
     """
-    from baselines.layout.synthetic import write_layout_dataset
+    from baselines.layout.synthetic import RELEASE_NOISE_SIGMA, write_layout_dataset
     from baselines.layout.synthetic.release import write_release_dataset
 
     params: dict[str, Any] = {"seed": seed, "cost_model": cost_model, "test_labels": True}
@@ -155,7 +155,10 @@ def generate(
         params["counts"] = dict(counts or {})
     else:
         extra = cost_model_kwargs(cost_model, write_release_dataset)
-        params.update(preset=preset, collections=sorted(collections))
+        # The noise level is in the marker: sets written with another are not reused.
+        params.update(
+            preset=preset, collections=sorted(collections), noise_sigma=RELEASE_NOISE_SIGMA
+        )
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
     root = out / "sets" / f"{cost_model}-{digest}"
     marker = root.with_suffix(".json")

@@ -193,7 +193,7 @@ def test_preset_generates_release_size_sets_of_the_chosen_collections(tmp_path, 
     the collections asked for) instead of the toy writer; a set is reused while its
     parameters hold and made anew when the collections change; --counts beside --preset
     and an unknown preset are refused in one line."""
-    from baselines.layout.synthetic import release
+    from baselines.layout.synthetic import RELEASE_NOISE_SIGMA, release
 
     bench = load_bench()
     calls = []
@@ -211,8 +211,16 @@ def test_preset_generates_release_size_sets_of_the_chosen_collections(tmp_path, 
     assert calls == [("release_eighth", 3, ("xla:default",), True, "alternate")]
     assert bench.generate(tmp_path, "alternate", None, 3, "release_eighth", ["xla:default"]) == root
     assert len(calls) == 1  # reused
+    # A set of the code before the release noise level (its marker names no noise: the
+    # toy set's 1% it was measured with) is made anew, not reused.
+    marker = root.with_suffix(".json")
+    before = json.loads(marker.read_text())
+    assert before.pop("noise_sigma") == RELEASE_NOISE_SIGMA
+    marker.write_text(json.dumps(before))
+    assert bench.generate(tmp_path, "alternate", None, 3, "release_eighth", ["xla:default"]) == root
+    assert len(calls) == 2
     other = bench.generate(tmp_path, "alternate", None, 3, "release_eighth", ["nlp:random"])
-    assert other != root and len(calls) == 2
+    assert other != root and len(calls) == 3
 
     args = bench.build_parser().parse_args(
         ["--preset=release_eighth", "--counts=train=1,valid=1,test=1"]

@@ -42,6 +42,7 @@ from baselines.layout.synthetic.cost_model import (
     GROUP_KERNEL,
     GROUP_OUT,
     GROUP_WIDTH,
+    NOISE_SIGMA,
     OP_RESHAPE,
     cost_constants,
     group_tensor,
@@ -174,11 +175,13 @@ def program_arrays(
     split: str,
     test_labels: bool,
     cost_model: str,
+    noise_sigma: float = NOISE_SIGMA,
 ) -> dict[str, np.ndarray]:
     """A file's arrays (real keys, order, dtypes) from a program and its configurations.
 
-    Runtimes are the cost model's, measured with noise from `rng`; 0 in test files
-    unless `test_labels`: program_arrays(p, feat, rng, "train", False, "standard")
+    Runtimes are the cost model's, measured with relative noise `noise_sigma` from
+    `rng`; 0 in test files unless `test_labels`:
+    program_arrays(p, feat, rng, "train", False, "standard")
     """
     runtime = measure(
         layout_runtime_ns(
@@ -190,6 +193,7 @@ def program_arrays(
             cost_model,
         ),
         rng,
+        noise_sigma,
     )
     if split == "test" and not test_labels:
         runtime = np.zeros_like(runtime)

@@ -37,7 +37,7 @@ import numpy as np
 
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_directory
-from baselines.layout.synthetic.cost_model import cost_constants
+from baselines.layout.synthetic.cost_model import RELEASE_NOISE_SIGMA, cost_constants
 from baselines.layout.synthetic.generate import (
     DUPLICATE_FRACTION,
     SEARCHES,
@@ -248,7 +248,7 @@ def generate_planned_file(
     make = random_configs if search == "random" else sized_default_configs
     feat = make(rng, program, configs)
     _add_duplicates(rng, feat, DUPLICATE_FRACTION[search])
-    arrays = program_arrays(program, feat, rng, split, test_labels, cost_model)
+    arrays = program_arrays(program, feat, rng, split, test_labels, cost_model, RELEASE_NOISE_SIGMA)
     return f"{family}_{program.etype.name}_{index:03d}", arrays
 
 
