@@ -164,6 +164,10 @@ def generate(
     marker = root.with_suffix(".json")
     if root.is_dir() and marker.is_file() and json.loads(marker.read_text()) == params:
         return root
+    if preset is not None:
+        wider = _set_holding(out / "sets", cost_model, params)
+        if wider is not None:
+            return wider
     shutil.rmtree(root, ignore_errors=True)
     if preset is None:
         write_layout_dataset(root, counts, seed, test_labels=True, **extra)
@@ -173,6 +177,28 @@ def generate(
         )
     atomic_write_text(marker, json.dumps(params, sort_keys=True) + "\n")
     return root
+
+
+def _set_holding(sets: Path, cost_model: str, params: dict[str, Any]) -> Path | None:
+    """A release-size set made with the same parameters for more collections, if one exists.
+
+    Each collection's files depend only on the preset, seed, cost model and noise level, never on
+    the other collections written beside them, so a set of all four serves a run of one (and
+    keeps its runs' cache, which is keyed by the set's name).
+    """
+    wanted = set(params["collections"])
+    same = {k: v for k, v in params.items() if k != "collections"}
+    for marker in sorted(sets.glob(f"{cost_model}-*.json")):
+        try:
+            found = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            continue  # an unreadable marker: that set is not reused
+        if not isinstance(found, dict) or not marker.with_suffix("").is_dir():
+            continue
+        rest = {k: v for k, v in found.items() if k != "collections"}
+        if rest == same and wanted <= set(found.get("collections", [])):
+            return marker.with_suffix("")
+    return None
 
 
 class LayoutQuality:

@@ -221,6 +221,18 @@ def test_preset_generates_release_size_sets_of_the_chosen_collections(tmp_path, 
     assert len(calls) == 2
     other = bench.generate(tmp_path, "alternate", None, 3, "release_eighth", ["nlp:random"])
     assert other != root and len(calls) == 3
+    # A set of more collections, same parameters otherwise, serves a subset of them; one of
+    # another seed or cost model does not.
+    both = ["xla:random", "xla:default"]
+    wide = bench.generate(tmp_path / "w", "standard", None, 3, "release_eighth", both)
+    assert len(calls) == 4
+    assert bench.generate(tmp_path / "w", "standard", None, 3, "release", both) != wide
+    assert len(calls) == 5  # another preset is made anew
+    assert bench.generate(tmp_path / "w", "standard", None, 3, "release_eighth", both[:1]) == wide
+    assert len(calls) == 5
+    assert bench.generate(tmp_path / "w", "standard", None, 4, "release_eighth", both[:1]) != wide
+    assert bench.generate(tmp_path / "w", "alternate", None, 3, "release_eighth", both[:1]) != wide
+    assert len(calls) == 7
 
     args = bench.build_parser().parse_args(
         ["--preset=release_eighth", "--counts=train=1,valid=1,test=1"]
