@@ -153,6 +153,8 @@ def check_parses(command: str, monkeypatch) -> None:
     # `python x.py | bash`: the script is what is checked.
     first = first_of_pipeline(command)
     words = shlex.split(first, comments=True)
+    while re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*", words[0]):  # VAR=value command
+        words = words[1:]
     while words[0] in ("time", "/usr/bin/time"):  # a timed command: check the command
         words = words[1:]
         while words[0].startswith("-"):
