@@ -144,7 +144,8 @@ def generate(
 
     Without `preset`: `write_layout_dataset`, `counts` toy-size graphs per split and
     collection. With one (`release_eighth` ... `release`): `write_release_dataset`,
-    release-size graphs of `collections`, as many per split as the preset gives.
+    release-size graphs of `collections`, as many per split as the preset gives; a
+    release-size set made for more collections, same parameters otherwise, is reused.
     """
     from baselines.layout.synthetic import RELEASE_NOISE_SIGMA, write_layout_dataset
     from baselines.layout.synthetic.release import write_release_dataset
