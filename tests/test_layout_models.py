@@ -120,6 +120,12 @@ def test_hand_made_batch_equals_hand_computed_arrays():
     np.testing.assert_allclose(batch["cfg_dims"][0, 6:9], np.log1p([4, 2, 3]), rtol=1e-6)
     np.testing.assert_allclose(batch["cfg_dims"][2, 6:8], np.log1p([8, 128]), rtol=1e-6)
     np.testing.assert_array_equal(batch["cfg_dims"][1], np.zeros(18))
+    # Configurable operands: node 3's operand 1 is node 1 (configurable id 1 of the
+    # batch); every other operand is not configurable or missing.
+    np.testing.assert_array_equal(batch["cfg_operand"], [[-1, 1], [-1, -1], [-1, -1]])
+    # With g0 first, g1's ids move up by g0's one configurable node.
+    swapped = assemble_batch(prepared, [0, 1], [np.array([1]), np.array([2, 0])], 2)
+    np.testing.assert_array_equal(swapped["cfg_operand"], [[-1, -1], [-1, 2], [-1, -1]])
 
 
 def many_config_graph(c: int, graph_id: str) -> LayoutGraph:
@@ -217,6 +223,7 @@ def test_config_score_does_not_depend_on_batch_companions(cls, toy_graphs):
         (LayoutSAGE, {"hidden_dim": 16, "config_layers": 2, "reduction": "sum+mean+max"}),
         (LayoutSAGE, {"num_gnns": 1, "directed": False, "config_embed_dim": 3}),
         (LayoutSAGE, {"hidden_dim": 16, "config_attention_heads": 2}),
+        (LayoutSAGE, {"hidden_dim": 16, "tile_padding": True, "relayout_copies": True}),
     ],
 )
 def test_get_config_round_trip_scores_identically(cls, kwargs, toy_graphs):
@@ -398,6 +405,7 @@ def test_attending_model_scores_a_graph_the_same_however_it_is_chunked(toy_graph
     [
         (LayoutSAGE, {}),
         (LayoutSAGE, {"config_layers": 2, "reduction": "sum+mean+max"}),
+        (LayoutSAGE, {"tile_padding": True, "relayout_copies": True}),
         (ResModel, {}),
     ],
 )

@@ -27,7 +27,9 @@ configurable nodes, all summed over the G graphs; ids are global in the batch):
   tensor's rank or where the operand is missing; `cfg_dims` [NC, 18] float32: the
   same three tensors' shape dims, log1p (0 past the rank). Operand i is the
   node's i-th edge row in file order (the synthetic files write edges in operand
-  order; for the real files it is a guess, and only a feature);
+  order; for the real files it is a guess, and only a feature); `cfg_operand`
+  [NC, 2] int32: the configurable id of operands 0 and 1 where that operand is
+  itself configurable, else -1;
 - `config_values` [NC, K, 18] int8: slot k's layout values (-1..5) of each
   configurable node. Configurable nodes first and slots second, so the
   config-independent part of a node's state is one [NC, d] row broadcast over K.
@@ -79,6 +81,7 @@ BATCH_SIGNATURE = {
     "cfg_target": tf.TensorSpec([None], tf.int32),
     "cfg_ref": tf.TensorSpec([None, NODE_CONFIG_FEAT_DIM], tf.int8),
     "cfg_dims": tf.TensorSpec([None, NODE_CONFIG_FEAT_DIM], tf.float32),
+    "cfg_operand": tf.TensorSpec([None, 2], tf.int32),
     "config_values": tf.TensorSpec([None, None, NODE_CONFIG_FEAT_DIM], tf.int8),
     "config_runtimes": tf.TensorSpec([None], tf.float32),
     "config_mask": tf.TensorSpec([None], tf.float32),
@@ -115,6 +118,7 @@ class PreparedGraph:
     cfg_edges: np.ndarray  # int32 [mc, 2], ids into the nc configurable nodes
     cfg_ref: np.ndarray  # int8 [nc, 18], reference layouts (own, operand 0, operand 1)
     cfg_dims: np.ndarray  # float32 [nc, 18], log1p shape dims of the same tensors
+    cfg_operand: np.ndarray  # int32 [nc, 2], configurable ids of operands 0 and 1, or -1
     config_values: np.ndarray  # int8 [s, nc, 18], the stored configurations (never copied)
     runtimes: np.ndarray  # float32 [c], runtime / smallest runtime (0 when hidden)
     raw_runtimes: np.ndarray  # int64 [c], as in the file
@@ -129,10 +133,11 @@ class PreparedGraph:
         return read_config_rows(self.config_values, self.config_rows, slots)
 
 
-def reference_layouts(graph: LayoutGraph) -> tuple[np.ndarray, np.ndarray]:
-    """(cfg_ref int8 [nc, 18], cfg_dims float32 [nc, 18]) of a graph (module docstring)."""
-    m2m = layout_minor_to_major(graph.node_feat)  # [n, 6], -1 past the rank
-    dims = np.log1p(np.maximum(graph.node_feat[:, SHAPE_DIMS], 0)).astype(np.float32)
+def operand_nodes(graph: LayoutGraph) -> np.ndarray:
+    """int64 [nc, 3]: each configurable node's own node id, operand 0's and operand 1's (-1: none).
+
+    Operand i is the node's i-th edge row in file order (module docstring).
+    """
     nc = graph.num_configurable
     tensors = np.full((nc, 3), -1, dtype=np.int64)  # own, operand 0, operand 1
     tensors[:, 0] = graph.node_config_ids
@@ -147,11 +152,28 @@ def reference_layouts(graph: LayoutGraph) -> tuple[np.ndarray, np.ndarray]:
     operand = np.arange(owner.size) - first  # 0 for a node's first row, 1 for its second...
     keep = operand < 2
     tensors[owner[keep], 1 + operand[keep]] = producer[keep]
+    return tensors
+
+
+def reference_layouts(graph: LayoutGraph) -> tuple[np.ndarray, np.ndarray]:
+    """(cfg_ref int8 [nc, 18], cfg_dims float32 [nc, 18]) of a graph (module docstring)."""
+    m2m = layout_minor_to_major(graph.node_feat)  # [n, 6], -1 past the rank
+    dims = np.log1p(np.maximum(graph.node_feat[:, SHAPE_DIMS], 0)).astype(np.float32)
+    nc = graph.num_configurable
+    tensors = operand_nodes(graph)
     present = tensors >= 0
     ref = np.where(present[:, :, None], m2m[np.maximum(tensors, 0)], -1)
     size = np.where(present[:, :, None], dims[np.maximum(tensors, 0)], 0)
     width = NODE_CONFIG_FEAT_DIM
     return ref.reshape(nc, width).astype(np.int8), size.reshape(nc, width).astype(np.float32)
+
+
+def configurable_operands(graph: LayoutGraph) -> np.ndarray:
+    """int32 [nc, 2]: the configurable id of each configurable node's operands 0 and 1,
+    -1 where the operand is missing or not configurable (`cfg_operand`)."""
+    cfg_of_node = np.full(graph.num_nodes + 1, -1, dtype=np.int64)  # [-1] = no operand
+    cfg_of_node[graph.node_config_ids] = np.arange(graph.num_configurable)
+    return cfg_of_node[operand_nodes(graph)[:, 1:]].astype(np.int32)
 
 
 def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
@@ -173,6 +195,7 @@ def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
         cfg_edges=cfg_edges,
         cfg_ref=cfg_ref,
         cfg_dims=cfg_dims,
+        cfg_operand=configurable_operands(graph),
         config_values=np.asarray(graph.node_config_feat, dtype=np.int8),
         runtimes=(raw / scale).astype(np.float32),
         raw_runtimes=raw,
@@ -242,6 +265,7 @@ def assemble_batch(
         parts["cfg_target"].append(g.cfg_edges[:, 1] + cfg_base)
         parts["cfg_ref"].append(g.cfg_ref)
         parts["cfg_dims"].append(g.cfg_dims)
+        parts["cfg_operand"].append(np.where(g.cfg_operand >= 0, g.cfg_operand + cfg_base, -1))
         for key, value in config_fields(g, slots, k).items():
             parts[key].append(value)
         parts["graph_id"].append(np.array([g.graph_id.encode()], dtype=object))
@@ -319,7 +343,7 @@ def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
     `feats`) and `cfg` (the configurable nodes, no features), edge sets `feed`
     (op -> op, consumer -> producer, as the core layers expect) and `cfg_feed`
     (cfg -> cfg). Returned beside it: `config_values` [NC, K, 18] (int8) and
-    `cfg_node` [NC] (each configurable node's op id), `cfg_ref` and `cfg_dims`,
+    `cfg_node` [NC] (each configurable node's op id), `cfg_ref`, `cfg_dims` and `cfg_operand`,
     `node_segment` [N] bool (None when the batch has none: every node) and
     `config_mask` [G * K] (1 = real configuration, 0 = padding slot).
     """
@@ -353,6 +377,7 @@ def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
         "cfg_node": batch["cfg_node"],
         "cfg_ref": batch["cfg_ref"],
         "cfg_dims": batch["cfg_dims"],
+        "cfg_operand": batch["cfg_operand"],
         "node_segment": batch.get(SEGMENT_KEY),
         "config_mask": batch["config_mask"],
     }

@@ -50,6 +50,8 @@ from baselines.core.layers import (
 )
 from baselines.layout.batching import dummy_batch, to_model_inputs, to_tensors
 from baselines.layout.graph import CONFIG_VALUE_MAX, CONFIG_VALUE_MIN, NODE_CONFIG_FEAT_DIM
+from baselines.layout.relayout import relayout_copies as copy_features
+from baselines.layout.tile_padding import tile_padding as padding_features
 
 KERAS_PACKAGE = "tpugraphs_layout"
 NUM_CONFIG_VALUES = CONFIG_VALUE_MAX - CONFIG_VALUE_MIN + 1  # -1..5: 7 values
@@ -300,8 +302,12 @@ class LayoutSAGE(LayoutModel):
     x += act(W_s x + W_p mean_producers(x) + W_c mean_consumers(x)) over edges
     between configurable nodes; c[k] = pool_w x[w, k], with
     `config_attention_heads` > 0 followed by `ConfigAttention` across the
-    graph's configurations; the score is head([g ; c[k]]). In
-    segment training the gradient stops at OpEncoder outside the segment.
+    graph's configurations; the score is head([g ; c[k]]). With
+    `tile_padding`, e[w, k] also holds how much the configuration's layouts pad
+    w's three tensors to the TPU's vector tiles (`tile_padding.tile_padding`);
+    with `relayout_copies`, which of them the configuration makes the compiler
+    copy into another layout (`relayout.relayout_copies`). In segment training
+    the gradient stops at OpEncoder outside the segment.
     """
 
     def __init__(
@@ -319,7 +325,12 @@ class LayoutSAGE(LayoutModel):
         directed: bool = True,
         dropout: float = 0.0,
         config_attention_heads: int = 0,
+        tile_padding: bool = False,
+        relayout_copies: bool = False,
     ):
+        for flag, value in (("tile_padding", tile_padding), ("relayout_copies", relayout_copies)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{flag} must be true or false, got {value!r}")
         super().__init__(
             num_configs,
             num_ops,
@@ -335,6 +346,8 @@ class LayoutSAGE(LayoutModel):
                 directed=directed,
                 dropout=dropout,
                 config_attention_heads=config_attention_heads,
+                tile_padding=tile_padding,
+                relayout_copies=relayout_copies,
             ),
             at_least={
                 "op_embed_dim": 1,
@@ -348,6 +361,8 @@ class LayoutSAGE(LayoutModel):
         )
         self.hidden_dim = hidden_dim
         self.config_embed_dim = config_embed_dim
+        self.tile_padding = tile_padding
+        self.relayout_copies = relayout_copies
         self.activation = tf.keras.activations.get(hidden_activation)
         reductions = _reductions(reduction)
         self.graph_pool = KernelPooling(reductions, name="graph_pool")
@@ -445,6 +460,19 @@ class LayoutSAGE(LayoutModel):
         graph_state, node_part = graph_part["graph_state"], graph_part["node_part"]
         # Per configuration: the configurable nodes' layout values.
         embedded = self.embed_values(inputs)  # [NC, K, 18 * (e + 1)]
+        if self.tile_padding:
+            padding = padding_features(
+                inputs["config_values"], inputs["cfg_ref"], inputs["cfg_dims"]
+            )
+            embedded = tf.concat([embedded, padding], axis=-1)
+        if self.relayout_copies:
+            copies = copy_features(
+                inputs["config_values"],
+                inputs["cfg_ref"],
+                inputs["cfg_operand"],
+                inputs["cfg_dims"],
+            )
+            embedded = tf.concat([embedded, copies], axis=-1)
         x = self.activation(node_part[:, None, :] + self.join_config(embedded))
         x = self.config_mlp(x)  # [NC, K, h]
         if self.config_rounds:

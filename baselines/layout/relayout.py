@@ -1,0 +1,67 @@
+"""Which tensors a layout configuration makes the compiler copy into another layout.
+
+XLA's layout assignment gives every tensor one layout where it is produced; a
+consumer that reads it in another layout gets a copy (a relayout, often a
+transpose) inserted between them. Whether a configuration causes one is a
+comparison of layouts along an edge, so it holds for every program family:
+
+    feats = relayout_copies(values, cfg_ref, cfg_operand, cfg_dims)   # [NC, K, 6]
+
+Per configurable node w and configuration, with every group resolved (all -1:
+the compiler's default, i.e. its reference layout `cfg_ref`):
+
+- operand 0 and operand 1: 1 where w reads the operand (input and kernel group)
+  in another layout than the operand is produced in: the operand's own output
+  group when it is configurable (`cfg_operand`), its file layout otherwise;
+- its output: 1 where w's output layout differs from its file layout, which every
+  consumer that does not choose its own layout reads it in;
+
+then the same three indicators times the tensor's log element count / 10, so that
+a model can weigh a copy by the bytes it moves.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from baselines.layout.tile_padding import GROUP_WIDTH, log_elements, resolved_group, shape_dims
+
+RELAYOUT_DIM = 6
+
+
+def relayout_copies(
+    values: tf.Tensor, cfg_ref: tf.Tensor, cfg_operand: tf.Tensor, cfg_dims: tf.Tensor
+) -> tf.Tensor:
+    """[NC, K, RELAYOUT_DIM] float32 copy indicators (module docstring).
+
+    values: [NC, K, 18] layout values (-1..5); cfg_ref: [NC, 18] reference
+    layouts; cfg_operand: [NC, 2] configurable ids of operands 0 and 1 (-1:
+    none, or not configurable); cfg_dims: [NC, 18] log1p shape dims.
+    """
+    values = tf.cast(values, tf.int32)
+    ref = tf.cast(cfg_ref, tf.int32)[:, None, :]  # [NC, 1, 18]
+    output = resolved_group(values, ref, 0)  # [NC, K, 6]
+    dims = shape_dims(cfg_dims)
+    flags, weights = [], []
+    for operand in (0, 1):
+        group = 1 + operand
+        start = group * GROUP_WIDTH
+        read = resolved_group(values, ref, group)
+        producer_id = cfg_operand[:, operand]  # [NC]
+        configurable = producer_id >= 0
+        produced = tf.where(
+            configurable[:, None, None],
+            tf.gather(output, tf.maximum(producer_id, 0)),
+            ref[..., start : start + GROUP_WIDTH],
+        )
+        present = ref[..., start] >= 0  # [NC, 1]: the node has this operand
+        differs = tf.reduce_any(tf.not_equal(read, produced), axis=-1)  # [NC, K]
+        flags.append(tf.cast(differs & present, tf.float32))
+        weights.append(dims[:, start : start + GROUP_WIDTH])
+    moved = tf.reduce_any(tf.not_equal(output, ref[..., :GROUP_WIDTH]), axis=-1)
+    flags.append(tf.cast(moved, tf.float32))
+    weights.append(dims[:, :GROUP_WIDTH])
+    weighted = []
+    for flag, group_dims in zip(flags, weights):
+        weighted.append(flag * log_elements(group_dims)[:, None] / 10.0)
+    return tf.stack(flags + weighted, axis=-1)

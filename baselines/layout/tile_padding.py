@@ -1,0 +1,84 @@
+"""How much a layout pads its tensor to the TPU's vector tiles: per configuration, per tensor.
+
+A TPU stores an array in tiles of (sublanes, 128 lanes) over its two most-minor
+dimensions: (8, 128) for 4-byte elements, (16, 128) for 2-byte and (32, 128) for
+1-byte ones. A layout that puts a dimension of 3 in the lanes stores 128 lanes for
+it, 43x its size; one that puts a multiple of 128 there stores none extra. Which
+dimension is most-minor is exactly what a layout configuration chooses, so the
+padding it causes is a fact of the hardware, not of any one program family:
+
+    feats = tile_padding(values, cfg_ref, cfg_dims)   # [NC, K, 15]
+
+For each of a configurable node's three tensors (its output, operand 0, operand
+1: the `config_values` groups) and each configuration, the features are the log
+of the padded-to-stored size ratio of the lanes (most-minor dimension to a
+multiple of 128) and of the sublanes (second-minor dimension to a multiple of 8,
+16 and 32), and the tensor's log element count / 10 (so that a model can weigh
+the padding by the bytes it moves). A group of all -1 is the compiler's default
+and resolves to the reference layout (`cfg_ref`); a missing tensor, or a
+dimension past its rank, gives 0.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from baselines.layout.graph import NODE_CONFIG_FEAT_DIM
+
+LANES = 128
+SUBLANE_TILES = (8, 16, 32)  # 4-, 2- and 1-byte elements
+GROUP_WIDTH = 6  # layout values per tensor (output, operand 0, operand 1)
+NUM_GROUPS = NODE_CONFIG_FEAT_DIM // GROUP_WIDTH
+FEATURES_PER_GROUP = 2 + len(SUBLANE_TILES)
+TILE_PADDING_DIM = NUM_GROUPS * FEATURES_PER_GROUP
+
+
+def resolved_group(values: tf.Tensor, ref: tf.Tensor, group: int) -> tf.Tensor:
+    """[NC, K, 6]: group `group`'s layout (int32 values [NC, K, 18], ref [NC, 1, 18]),
+    the reference where the configuration keeps the compiler's default (all -1)."""
+    start = group * GROUP_WIDTH
+    chosen = values[..., start : start + GROUP_WIDTH]
+    return tf.where(chosen[..., :1] < 0, ref[..., start : start + GROUP_WIDTH], chosen)
+
+
+def shape_dims(cfg_dims: tf.Tensor) -> tf.Tensor:
+    """[NC, 18] float32 dimension sizes back from their log1p (0 past a tensor's rank)."""
+    # Rounded: float32 log1p then expm1 gives the integer back below 2**16; above,
+    # it may miss by about size * 2**-20, a change of the log ratios under 1e-4.
+    return tf.math.round(tf.math.expm1(tf.cast(cfg_dims, tf.float32)))
+
+
+def log_elements(group_dims: tf.Tensor) -> tf.Tensor:
+    """[NC]: log of a tensor's element count from its [NC, 6] sizes (0 past the rank)."""
+    return tf.reduce_sum(tf.math.log(tf.maximum(group_dims, 1.0)), axis=-1)
+
+
+def _log_pad_ratio(size: tf.Tensor, present: tf.Tensor, tile: int) -> tf.Tensor:
+    """log(ceil(size / tile) * tile / size) where `present`, else 0 (size >= 1)."""
+    padded = tf.math.ceil(size / tile) * tile
+    return tf.where(present, tf.math.log(padded / size), 0.0)
+
+
+def tile_padding(values: tf.Tensor, cfg_ref: tf.Tensor, cfg_dims: tf.Tensor) -> tf.Tensor:
+    """[NC, K, TILE_PADDING_DIM] float32 padding features (module docstring).
+
+    values: [NC, K, 18] layout values (-1..5); cfg_ref: [NC, 18] reference
+    layouts; cfg_dims: [NC, 18] log1p of the three tensors' shape dims (0 past
+    the rank), as `batching` builds them.
+    """
+    values = tf.cast(values, tf.int32)
+    ref = tf.cast(cfg_ref, tf.int32)[:, None, :]  # [NC, 1, 18]
+    dims = shape_dims(cfg_dims)  # [NC, 18]
+    feats = []
+    for group in range(NUM_GROUPS):
+        minor = resolved_group(values, ref, group)[..., :2]  # most-minor, second-minor
+        present = minor >= 0
+        group_dims = dims[:, group * GROUP_WIDTH : (group + 1) * GROUP_WIDTH]  # [NC, 6]
+        size = tf.gather(group_dims, tf.maximum(minor, 0), batch_dims=1)  # [NC, K, 2]
+        size = tf.maximum(size, 1.0)
+        feats.append(_log_pad_ratio(size[..., 0], present[..., 0], LANES))
+        for tile in SUBLANE_TILES:
+            feats.append(_log_pad_ratio(size[..., 1], present[..., 1], tile))
+        elements = log_elements(group_dims)
+        feats.append(tf.broadcast_to(elements[:, None] / 10.0, tf.shape(size[..., 0])))
+    return tf.stack(feats, axis=-1)
