@@ -81,6 +81,18 @@ def test_dimensions_up_to_two_to_the_sixteen_round_trip_exactly(lanes):
         assert abs(got[0, 0, 0] - expected) < 4e-7
 
 
+def test_exact_multiples_of_the_tiles_pad_nothing():
+    # (24, 768) stored (1, 0): 768 lanes = 6 x 128 and 24 sublanes = 3 x 8 fill their
+    # tiles; 16- and 32-row tiles hold 32 rows for 24. float32 expm1(log1p(768)) is
+    # 768.00006, so sizes must be rounded back to integers for this to hold.
+    ref, dims = _node((24, 768), (), op0_ref=(), out_ref=(1, 0))
+    got = tile_padding(
+        tf.constant(_config()[None, None]), tf.constant(ref[None]), tf.constant(dims[None])
+    ).numpy()
+    assert got[0, 0, 0] == 0.0 and got[0, 0, 1] == 0.0
+    np.testing.assert_allclose(got[0, 0, 2:4], [math.log(32 / 24)] * 2, rtol=1e-6)
+
+
 def test_a_million_wide_dimension_is_off_by_at_most_its_rounding():
     # Above 2**16 the round trip may miss the size by about size * 13.8 * 2**-24
     # (0.8 at 1e6); one element of 1e6 changes the log ratio by about 1e-6.
