@@ -155,12 +155,15 @@ def operand_nodes(graph: LayoutGraph) -> np.ndarray:
     return tensors
 
 
-def reference_layouts(graph: LayoutGraph) -> tuple[np.ndarray, np.ndarray]:
-    """(cfg_ref int8 [nc, 18], cfg_dims float32 [nc, 18]) of a graph (module docstring)."""
+def reference_layouts(
+    graph: LayoutGraph, tensors: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(cfg_ref int8 [nc, 18], cfg_dims float32 [nc, 18]) of a graph (module docstring);
+    `tensors`: its `operand_nodes`, when the caller has them already."""
     m2m = layout_minor_to_major(graph.node_feat)  # [n, 6], -1 past the rank
     dims = np.log1p(np.maximum(graph.node_feat[:, SHAPE_DIMS], 0)).astype(np.float32)
     nc = graph.num_configurable
-    tensors = operand_nodes(graph)
+    tensors = operand_nodes(graph) if tensors is None else tensors
     present = tensors >= 0
     ref = np.where(present[:, :, None], m2m[np.maximum(tensors, 0)], -1)
     size = np.where(present[:, :, None], dims[np.maximum(tensors, 0)], 0)
@@ -168,12 +171,14 @@ def reference_layouts(graph: LayoutGraph) -> tuple[np.ndarray, np.ndarray]:
     return ref.reshape(nc, width).astype(np.int8), size.reshape(nc, width).astype(np.float32)
 
 
-def configurable_operands(graph: LayoutGraph) -> np.ndarray:
+def configurable_operands(operands: np.ndarray, cfg_of_node: np.ndarray) -> np.ndarray:
     """int32 [nc, 2]: the configurable id of each configurable node's operands 0 and 1,
-    -1 where the operand is missing or not configurable (`cfg_operand`)."""
-    cfg_of_node = np.full(graph.num_nodes + 1, -1, dtype=np.int64)  # [-1] = no operand
-    cfg_of_node[graph.node_config_ids] = np.arange(graph.num_configurable)
-    return cfg_of_node[operand_nodes(graph)[:, 1:]].astype(np.int32)
+    -1 where the operand is missing or not configurable (`cfg_operand`).
+
+    operands: `operand_nodes` [nc, 3]; cfg_of_node: [n], each node's configurable id or -1.
+    """
+    nodes = operands[:, 1:]
+    return np.where(nodes >= 0, cfg_of_node[np.maximum(nodes, 0)], -1).astype(np.int32)
 
 
 def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
@@ -183,7 +188,8 @@ def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
     ends = cfg_of_node[graph.edge_index.reshape(-1, 2)]
     cfg_edges = ends[(ends >= 0).all(axis=1)].astype(np.int32).reshape(-1, 2)
     raw = np.asarray(graph.config_runtime, dtype=np.int64)
-    cfg_ref, cfg_dims = reference_layouts(graph)
+    operands = operand_nodes(graph)
+    cfg_ref, cfg_dims = reference_layouts(graph, operands)
     positive = raw[raw > 0]
     scale = float(positive.min()) if positive.size else 1.0
     return PreparedGraph(
@@ -195,7 +201,7 @@ def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
         cfg_edges=cfg_edges,
         cfg_ref=cfg_ref,
         cfg_dims=cfg_dims,
-        cfg_operand=configurable_operands(graph),
+        cfg_operand=configurable_operands(operands, cfg_of_node),
         config_values=np.asarray(graph.node_config_feat, dtype=np.int8),
         runtimes=(raw / scale).astype(np.float32),
         raw_runtimes=raw,
