@@ -155,15 +155,12 @@ def operand_nodes(graph: LayoutGraph) -> np.ndarray:
     return tensors
 
 
-def reference_layouts(
-    graph: LayoutGraph, tensors: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+def reference_layouts(graph: LayoutGraph, tensors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(cfg_ref int8 [nc, 18], cfg_dims float32 [nc, 18]) of a graph (module docstring);
-    `tensors`: its `operand_nodes`, when the caller has them already."""
+    `tensors`: its `operand_nodes` [nc, 3]."""
     m2m = layout_minor_to_major(graph.node_feat)  # [n, 6], -1 past the rank
     dims = np.log1p(np.maximum(graph.node_feat[:, SHAPE_DIMS], 0)).astype(np.float32)
     nc = graph.num_configurable
-    tensors = operand_nodes(graph) if tensors is None else tensors
     present = tensors >= 0
     ref = np.where(present[:, :, None], m2m[np.maximum(tensors, 0)], -1)
     size = np.where(present[:, :, None], dims[np.maximum(tensors, 0)], 0)
