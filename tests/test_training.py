@@ -252,6 +252,7 @@ def test_diverged_training_is_refused_and_writes_nothing(tmp_path):
         ({"sampling": "weighted"}, "--sampling: 'weighted'"),
         ({"weight_decay": 0.01}, "--weight_decay: 0.01 needs --optimizer=adamw"),
         ({"warmup_epochs": 2}, "--warmup_epochs: 2 needs --lr_schedule=cosine"),
+        ({"max_train_steps": -1}, "--max_train_steps: must be 0 .no cap. or positive, got -1"),
     ],
 )
 def test_recipe_flags_are_checked(changes, message, tmp_path):
@@ -283,6 +284,61 @@ def test_cosine_schedule_warms_up_then_decays_and_adamw_is_chosen():
     baseline = make_optimizer(TrainArgs(lr=0.003), steps_per_epoch=10)
     assert type(baseline) is FusedAdam  # Adam, not AdamW
     assert float(baseline.learning_rate) == pytest.approx(0.003)
+
+
+@pytest.mark.parametrize(
+    "epochs, cap, steps_per_epoch, expected",
+    [
+        (90, 0, 714, 90),  # no cap
+        (90, 32000, 714, 45),  # 44 epochs are 31,416 steps, 45 reach the cap
+        (90, 32130, 714, 45),  # exactly 45 epochs
+        (90, 32131, 714, 46),
+        (90, 32000, 75, 90),  # a smaller split: 90 epochs are 6,750 steps, under the cap
+        (3, 1, 714, 1),
+    ],
+)
+def test_max_train_steps_caps_whole_epochs(epochs, cap, steps_per_epoch, expected):
+    from baselines.tiles.train_lib import effective_epochs
+
+    lines = []
+    args = TrainArgs(epochs=epochs, max_train_steps=cap)
+    assert effective_epochs(args, steps_per_epoch, lines.append) == expected
+    # Said in one line when, and only when, the cap shortens the run.
+    assert len(lines) == (expected < epochs)
+
+
+def test_capped_run_fits_its_schedule_and_keeps_its_name(tmp_path):
+    """Under --max_train_steps the run trains the capped epochs, its cosine schedule
+    ending at lr / 100 on the last of them, and is named by the flags it was given."""
+    num_train = len(list((BUNDLED_TOY_ROOT / "train").glob("*.npz")))
+    steps = -(-num_train // 10)  # --batch=10
+    args = TrainArgs(
+        model="MLP",
+        epochs=6,
+        max_train_steps=2 * steps + 1,  # one step into the third epoch: 3 epochs
+        eval_every=2,
+        lr=0.01,
+        lr_schedule="cosine",
+        toy_data=True,
+        data_root=str(BUNDLED_TOY_ROOT),
+        out_dir=str(tmp_path / "out"),
+        cache_dir=str(tmp_path / "cache"),
+    )
+    lines = []
+    record = train(args, progress=False, log=lines.append)
+    assert record["epochs"] == 3 and record["steps_per_epoch"] == steps
+    assert record["train_curve"]["epoch"] == [0, 1, 2]
+    validated = [e for e, v in enumerate(record["train_curve"]["val_opa"]) if v is not None]
+    assert validated == [1, 2]  # every 2nd epoch and the last one run
+    assert record["run_hash"] == args.run_hash() and record["args"]["epochs"] == 6
+    assert any("--max_train_steps" in line and "3 epochs" in line for line in lines)
+    # Keras' cosine decay without warm-up: lr * (alpha + (1 - alpha) * (1 + cos(pi t)) / 2),
+    # alpha = 0.01, t = the step over the 3 epochs' steps; logged after each epoch.
+    expected = [
+        0.01 * (0.01 + 0.99 * (1 + np.cos(np.pi * e * steps / (3 * steps))) / 2) for e in (1, 2, 3)
+    ]
+    rates = tensorboard_scalars(tmp_path / "out" / f"tb_{record['run_hash']}" / "train")
+    assert rates["epoch_learning_rate"] == pytest.approx(expected, rel=1e-5)
 
 
 def test_balanced_sampling_gives_every_program_the_same_share(toy_splits):

@@ -5,7 +5,7 @@
     args.validate()        # PipelineError on a bad model, loss spec, kwargs, test mode
 
 Defaults are the public baseline's; `seed`, `optimizer`, `weight_decay`,
-`lr_schedule`, `warmup_epochs` and `sampling` are new, and at their defaults
+`lr_schedule`, `warmup_epochs`, `sampling` and `max_train_steps` are new, and at their defaults
 they train exactly as the baseline does; `eval_every` is upstream's (validate
 every N epochs and after the last one). Each field's help is the flag's one
 description (tiles_train.py --help and docs/usage.md are made from it).
@@ -44,6 +44,11 @@ class TrainArgs(ArgsRecord):
 
     model: str = _flag("EarlyJoinSAGE", "model class: a class of baselines/tiles/models.py")
     epochs: int = _flag(100, "maximum training epochs")
+    max_train_steps: int = _flag(
+        0,
+        "cap on training steps: a run trains min(--epochs, ceil(this / steps per epoch)) "
+        "epochs, its learning-rate schedule fitted to them (0 = no cap)",
+    )
     early_stop: int = _flag(20, "stop after this many epochs without a validation OPA gain")
     configs: int = _flag(
         10,
@@ -153,6 +158,10 @@ class TrainArgs(ArgsRecord):
         if self.warmup_epochs < 0 or (self.warmup_epochs and self.lr_schedule != "cosine"):
             raise PipelineError(
                 f"--warmup_epochs: {self.warmup_epochs} needs --lr_schedule=cosine and a value >= 0"
+            )
+        if self.max_train_steps < 0:
+            raise PipelineError(
+                f"--max_train_steps: must be 0 (no cap) or positive, got {self.max_train_steps}"
             )
         if self.early_stop < 1:
             raise PipelineError(f"--early_stop: must be at least 1, got {self.early_stop}")

@@ -13,6 +13,7 @@ configurations, and the run is saved (run_files.py).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -240,6 +241,25 @@ def effective_configs(args: TrainArgs, train_split: TileSplit, log: Callable[[st
     return largest
 
 
+def effective_epochs(args: TrainArgs, steps_per_epoch: int, log: Callable[[str], None]) -> int:
+    """`--epochs`, or fewer where `--max_train_steps` caps the run (said in a line).
+
+    A recipe's schedule is tuned as a number of optimizer steps; on a larger
+    train split the same epochs take proportionally more steps. The cap keeps
+    whole epochs: the smallest count that reaches `max_train_steps`.
+    """
+    if not args.max_train_steps:
+        return args.epochs
+    capped = -(-args.max_train_steps // steps_per_epoch)
+    if capped >= args.epochs:
+        return args.epochs
+    log(
+        f"note: --max_train_steps={args.max_train_steps} caps this run at {capped} epochs of "
+        f"{steps_per_epoch} steps (--epochs={args.epochs}); the schedule spans the {capped}"
+    )
+    return capped
+
+
 def evaluate_split(
     scorer: ConfigScorer, split: TileSplit, progress: bool
 ) -> tuple[list[np.ndarray], dict[str, float] | None]:
@@ -312,13 +332,17 @@ def train(
         max_steps=args.validate_batches,
         num_replicas=replicas,
     )
+    # The epochs this run trains; the run keeps its name and record of the given flags.
+    schedule_args = dataclasses.replace(
+        args, epochs=effective_epochs(args, train_batches.steps, log)
+    )
     with strategy.scope():
         model = build_model(args.model, configs, args.model_kwargs())
         create_variables(model)
         trainer = keras_fit.RankingTrainer(
             model, metrics.make_loss_fn(metrics.parse_losses(args.losses)), configs
         )
-        keras_fit.compile_trainer(trainer, make_optimizer(args, train_batches.steps))
+        keras_fit.compile_trainer(trainer, make_optimizer(schedule_args, train_batches.steps))
         # Slots made inside the first step would trace the step a second time.
         trainer.optimizer.build(model.trainable_variables)
 
@@ -355,11 +379,11 @@ def train(
         train_batches,
         val_batches,
         strategy=strategy,
-        epochs=args.epochs,
+        epochs=schedule_args.epochs,
         early_stopping=early_stopping,
         tb_dir=out_dir / f"tb_{run_hash}",
         backup_dir=backup_dir,
-        validation_freq=args.validation_epochs(),
+        validation_freq=schedule_args.validation_epochs(),
         first=[timer],
         last=last,
         log=log,
@@ -406,6 +430,7 @@ def train(
         "model_kwargs": args.model_kwargs(),
         "configs": configs,
         "steps_per_epoch": train_batches.steps,
+        "epochs": schedule_args.epochs,
         "opcode_vocab_size": OPCODE_VOCAB_SIZE,
         "feature_stats": stats.to_dict(),
         "data_root": str(root),
