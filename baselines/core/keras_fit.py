@@ -435,9 +435,21 @@ class EpochBatches:
         """For `distribute_datasets_from_function`; assembles batches on a background thread."""
         pipeline = context.input_pipeline_id if context else 0
         num_pipelines = context.num_input_pipelines if context else 1
-        return tf.data.Dataset.from_generator(
-            lambda: self.stream(pipeline, num_pipelines), output_signature=self.split.signature
-        ).prefetch(2)
+        # No tf.data autotuning: the pipeline is one generator and a fixed prefetch,
+        # so there is nothing to tune, and its tuning thread sleeps up to a minute
+        # between rounds while deleting the iterator waits for it to wake: fit
+        # returned 25-58 s after its last epoch in 2- to 45-epoch runs
+        # (docs/performance.md).
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return (
+            tf.data.Dataset.from_generator(
+                lambda: self.stream(pipeline, num_pipelines),
+                output_signature=self.split.signature,
+            )
+            .prefetch(2)
+            .with_options(options)
+        )
 
 
 class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
