@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines.core.startup import prepare_tensorflow_import
+from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
 
-prepare_tensorflow_import()
+prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines.core.startup import prepare_tensorflow_import
+from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
 
-prepare_tensorflow_import()
+prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import add_field_flags, entry_parser, field_help
 from baselines.core.distribution import add_strategy_flag, check_strategy_environment

@@ -184,9 +184,9 @@ def train_args_from_flags(flags: list[str], **overrides):
 
 def _train_child(spec_json: str) -> int:
     """One training run through the library; prints its timings as JSON."""
-    from baselines.core.startup import prepare_tensorflow_import
+    from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
 
-    prepare_tensorflow_import()
+    prepare_tensorflow_import(tile_thread_pools())
     spec = json.loads(spec_json)
     args = train_args_from_flags(
         [f"--flagfile={spec['recipe']}"],

@@ -55,9 +55,9 @@ def main() -> int:
         ) from None
     if args.repeats < 1 or args.top < 1 or min(args.max_configs) < 1:
         raise PipelineError("--repeats, --top and every --max_configs value must be at least 1")
-    from baselines.core.startup import prepare_tensorflow_import
+    from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
 
-    prepare_tensorflow_import()
+    prepare_tensorflow_import(tile_thread_pools())
     from baselines.core.metrics import top_configs
     from baselines.tiles.data import load_split
     from baselines.tiles.predict import ConfigScorer, SavedRanker

@@ -109,9 +109,9 @@ def epoch_figures(timings: dict) -> dict[str, float]:
 
 
 def part_train(spec: dict) -> dict:
-    from baselines.core.startup import prepare_tensorflow_import
+    from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
 
-    prepare_tensorflow_import()
+    prepare_tensorflow_import(tile_thread_pools())
     from baselines.tiles.train_lib import train
 
     args = _train_args(
@@ -148,9 +148,9 @@ def _flops(step_fn, batch: dict) -> int:
 
 
 def part_steps(spec: dict) -> dict:
-    from baselines.core.startup import prepare_tensorflow_import
+    from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
 
-    prepare_tensorflow_import()
+    prepare_tensorflow_import(tile_thread_pools())
     import numpy as np
     import tensorflow as tf
 
@@ -253,9 +253,9 @@ def part_steps(spec: dict) -> dict:
 
 def part_scoring_flops(spec: dict) -> dict:
     """FLOPs per configuration slot of the prediction's scoring calls (a sample of them)."""
-    from baselines.core.startup import prepare_tensorflow_import
+    from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
 
-    prepare_tensorflow_import()
+    prepare_tensorflow_import(tile_thread_pools())
     import numpy as np
 
     from baselines.tiles.data import load_split

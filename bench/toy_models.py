@@ -17,9 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from baselines.core.startup import prepare_tensorflow_import
+from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
 
-prepare_tensorflow_import()
+prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli

@@ -224,6 +224,7 @@ def test_config_score_does_not_depend_on_batch_companions(cls, toy_graphs):
         (LayoutSAGE, {"num_gnns": 1, "directed": False, "config_embed_dim": 3}),
         (LayoutSAGE, {"hidden_dim": 16, "config_attention_heads": 2}),
         (LayoutSAGE, {"hidden_dim": 16, "tile_padding": True, "relayout_copies": True}),
+        (LayoutSAGE, {"hidden_dim": 16, "graph_state_in_head": False}),
     ],
 )
 def test_get_config_round_trip_scores_identically(cls, kwargs, toy_graphs):
@@ -616,3 +617,17 @@ def test_graph_part_is_computed_once_per_graph_and_chunks_score_as_one_forward(
     assert len(scored) == 2 * calls
     assert len(graph_parts) == (2 if model.splits_graph_part else 0)
     assert all(scored) == model.splits_graph_part and any(scored) == model.splits_graph_part
+
+
+def test_without_the_graph_state_the_head_reads_the_configuration_state_only(toy_graphs):
+    joined = LayoutSAGE(8, hidden_dim=16, reduction="sum+mean").create_variables()
+    alone = LayoutSAGE(
+        8, hidden_dim=16, reduction="sum+mean", graph_state_in_head=False
+    ).create_variables()
+    rows = [m.head.hidden[0].kernel.shape[0] for m in (joined, alone)]
+    assert rows == [2 * 16 * 2, 16 * 2]  # [graph ; config] states, each 16 wide x 2 poolings
+    assert [w.shape for w in joined.weights if w is not joined.head.hidden[0].kernel] == [
+        w.shape for w in alone.weights if w is not alone.head.hidden[0].kernel
+    ]
+    with pytest.raises(ValueError, match="graph_state_in_head"):
+        LayoutSAGE(8, graph_state_in_head=0)

@@ -150,3 +150,24 @@ def test_speed_targets_read_the_steady_epoch_and_the_full_training(epoch, wall, 
     (training,) = [v for label, v in rows.items() if "full training" in label]
     assert steady == (f"{epoch:.1f} s (2.0x its arithmetic floor {epoch / 2:.1f} s)", verdicts[0])
     assert training[1] == verdicts[1] and f"{wall / 60:.1f} min" in training[0]
+
+
+def test_threads_bench_compares_tensorflows_choice_with_the_project_setting():
+    import threads  # bench/threads.py
+
+    assert threads.settings(2) == {
+        "tensorflow": {"TF_NUM_INTRAOP_THREADS": "0", "TF_NUM_INTEROP_THREADS": "0"},
+        "project": {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2"},
+    }
+    assert threads.settings(8)["project"] == {}  # nothing set on larger machines
+    rounds = [
+        {"tensorflow": {"epoch": 20.0, "rank": 3.0}, "project": {"epoch": 17.0, "rank": None}},
+        {"tensorflow": {"epoch": 22.0, "rank": 2.0}, "project": {"epoch": 18.0, "rank": 2.5}},
+        {"tensorflow": {"epoch": 30.0, "rank": 4.0}, "project": {"epoch": 16.0, "rank": 1.5}},
+    ]
+    summary = threads.summarize(rounds)
+    # Medians by hand: epoch 22 and 17; rank 3 and median(2.5, 1.5) = 2 (None skipped).
+    assert summary["epoch"] == pytest.approx(
+        {"tensorflow": 22.0, "project": 17.0, "ratio": 17 / 22}
+    )
+    assert summary["rank"] == pytest.approx({"tensorflow": 3.0, "project": 2.0, "ratio": 2 / 3})

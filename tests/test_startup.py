@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
+
+THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = (
     "import sys; sys.path.insert(0, {root!r})\n"
@@ -67,3 +71,34 @@ def test_bad_flags_are_refused_without_importing_tensorflow(tmp_path, flag, mess
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize(
+    "cores, expected",
+    [
+        (1, {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2"}),
+        (2, {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2"}),
+        (3, {}),
+        (16, {}),
+    ],
+)
+def test_tile_thread_pools_are_sized_only_on_small_machines(monkeypatch, cores, expected):
+    for name in THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    prepare_tensorflow_import(tile_thread_pools(cores))
+    assert {name: os.environ[name] for name in THREAD_VARIABLES if name in os.environ} == expected
+
+
+def test_without_thread_pools_tensorflow_chooses(monkeypatch):
+    for name in THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    prepare_tensorflow_import()  # what the layout scripts run
+    assert not [name for name in THREAD_VARIABLES if name in os.environ]
+
+
+def test_thread_pools_set_by_the_user_are_kept(monkeypatch):
+    monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "2")
+    monkeypatch.delenv("TF_NUM_INTEROP_THREADS", raising=False)
+    prepare_tensorflow_import(tile_thread_pools(2))
+    assert os.environ["TF_NUM_INTRAOP_THREADS"] == "2"
+    assert os.environ["TF_NUM_INTEROP_THREADS"] == "2"

@@ -1,7 +1,7 @@
 """Process set-up that entry scripts run before TensorFlow is imported.
 
 from baselines.core.startup import prepare_tensorflow_import
-prepare_tensorflow_import()
+prepare_tensorflow_import()  # tile scripts: prepare_tensorflow_import(tile_thread_pools())
 import tensorflow as tf
 """
 
@@ -9,10 +9,44 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
 
-def prepare_tensorflow_import() -> None:
-    """Quiets TensorFlow's C++ start-up log and skips setuptools' distutils shim.
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def tile_thread_pools(cores: int | None = None) -> dict[str, str]:
+    """TensorFlow's thread-pool variables for tile training and prediction on `cores` cores.
+
+    On 2 cores or fewer: one thread inside each op, two ops at a time. A tile
+    train step is a few thousand small ops (a batch is a few hundred op nodes
+    and 512 configurations); splitting each of them across both cores costs
+    more than it saves, and two independent ops side by side keep both cores
+    busy (docs/performance.md measures it). Layout training is not given it:
+    its ops work on [nodes, configurations, width] states, and the same
+    setting made its epochs slower. Larger machines keep TensorFlow's own
+    choice (empty): the setting was not measured there. `cores` defaults to
+    the cores this process may run on.
+
+        prepare_tensorflow_import(tile_thread_pools())
+    """
+    if cores is None:
+        cores = available_cores()
+    if cores > 2:
+        return {}
+    return {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2"}
+
+
+def prepare_tensorflow_import(thread_pools: Mapping[str, str] | None = None) -> None:
+    """Quiets TensorFlow's C++ start-up log, sizes its thread pools, skips setuptools' shim.
+
+    `thread_pools` (e.g. `tile_thread_pools()`) are environment variables
+    that TensorFlow reads when it starts its pools; each is set unless the
+    environment already sets it, so a user's own choice stands.
 
     TF 2.15 runs `import distutils` when it is imported. In a virtual environment
     with setuptools, the shim that setuptools installs at interpreter start
@@ -23,6 +57,8 @@ def prepare_tensorflow_import() -> None:
     3.12+ (no standard distutils) or once distutils is imported, nothing changes.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA-plugin noise on CPU machines
+    for name, value in (thread_pools or {}).items():
+        os.environ.setdefault(name, value)
     if sys.version_info >= (3, 12) or "distutils" in sys.modules:
         return
     sys.meta_path[:] = [

@@ -302,7 +302,8 @@ class LayoutSAGE(LayoutModel):
     x += act(W_s x + W_p mean_producers(x) + W_c mean_consumers(x)) over edges
     between configurable nodes; c[k] = pool_w x[w, k], with
     `config_attention_heads` > 0 followed by `ConfigAttention` across the
-    graph's configurations; the score is head([g ; c[k]]). With
+    graph's configurations; the score is head([g ; c[k]]) (head(c[k]) with
+    `graph_state_in_head=false`). With
     `tile_padding`, e[w, k] also holds how much the configuration's layouts pad
     w's three tensors to the TPU's vector tiles (`tile_padding.tile_padding`);
     with `relayout_copies`, which of them the configuration makes the compiler
@@ -327,8 +328,13 @@ class LayoutSAGE(LayoutModel):
         config_attention_heads: int = 0,
         tile_padding: bool = False,
         relayout_copies: bool = False,
+        graph_state_in_head: bool = True,
     ):
-        for flag, value in (("tile_padding", tile_padding), ("relayout_copies", relayout_copies)):
+        for flag, value in (
+            ("tile_padding", tile_padding),
+            ("relayout_copies", relayout_copies),
+            ("graph_state_in_head", graph_state_in_head),
+        ):
             if not isinstance(value, bool):
                 raise ValueError(f"{flag} must be true or false, got {value!r}")
         super().__init__(
@@ -348,6 +354,7 @@ class LayoutSAGE(LayoutModel):
                 config_attention_heads=config_attention_heads,
                 tile_padding=tile_padding,
                 relayout_copies=relayout_copies,
+                graph_state_in_head=graph_state_in_head,
             ),
             at_least={
                 "op_embed_dim": 1,
@@ -363,6 +370,7 @@ class LayoutSAGE(LayoutModel):
         self.config_embed_dim = config_embed_dim
         self.tile_padding = tile_padding
         self.relayout_copies = relayout_copies
+        self.graph_state_in_head = graph_state_in_head
         self.activation = tf.keras.activations.get(hidden_activation)
         reductions = _reductions(reduction)
         self.graph_pool = KernelPooling(reductions, name="graph_pool")
@@ -491,4 +499,6 @@ class LayoutSAGE(LayoutModel):
         if self.config_attention is not None:
             mask = tf.reshape(inputs["config_mask"], tf.shape(config_state)[:2])
             config_state = self.config_attention(config_state, mask)
+        if not self.graph_state_in_head:
+            return self.head(config_state, training=training)
         return self.head.score_joined(graph_state, config_state, training=training)
