@@ -42,27 +42,27 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import tile_profile  # a run record's epoch figures
 from bench_common import code_version
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import atomic_write_text
-from baselines.core.startup import available_cores, tile_thread_pools
+from baselines.core.startup import THREAD_POOL_VARIABLES, available_cores, tile_thread_pools
 
-THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 TRAIN_EPOCHS = 3
 
 
 def settings(cores: int) -> dict[str, dict[str, str]]:
     """The environment of each setting: TensorFlow's own choice (0) and the project's."""
     return {
-        "tensorflow": dict.fromkeys(THREAD_VARIABLES, "0"),
+        "tensorflow": dict.fromkeys(THREAD_POOL_VARIABLES, "0"),
         "project": tile_thread_pools(cores),
     }
 
 
 def _env(variables: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_POOL_VARIABLES}
     return dict(env, TF_CPP_MIN_LOG_LEVEL="3", **variables)
 
 
@@ -102,7 +102,7 @@ def tile_round(args, variables: dict[str, str], out: Path) -> dict:
     )
     ranked = re.search(r"ranked \d+ kernels, \d+ configs in ([0-9.]+) s", stdout + stderr)
     return {
-        "steady_epoch_s": statistics.median(timings["epoch_train_s"][1:]),
+        "steady_epoch_s": tile_profile.epoch_figures(timings)["steady_epoch_s"],
         "val_top5_err": timings["val_top5_err"],
         "predict_wall_s": wall,
         "ranking_s": float(ranked[1]) if ranked else None,
@@ -126,9 +126,8 @@ def layout_round(args, variables: dict[str, str], out: Path) -> dict:
     ]
     _run(cmd, variables)
     record = json.loads(gzip.open(next(out.glob("run_*.jsonz"))).read())
-    return {
-        "layout_steady_epoch_s": statistics.median(record["train"]["timings"]["epoch_train_s"][1:])
-    }
+    epochs = tile_profile.epoch_figures(record["train"]["timings"])
+    return {"layout_steady_epoch_s": epochs["steady_epoch_s"]}
 
 
 PARTS = (("tile", tile_round, "data_root"), ("layout", layout_round, "layout_root"))

@@ -11,6 +11,9 @@ import os
 import sys
 from collections.abc import Mapping
 
+# The environment variables TensorFlow sizes its intra- and inter-op pools from.
+THREAD_POOL_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+
 
 def available_cores() -> int:
     """The CPU cores this process may run on (its affinity mask where the OS has one)."""
@@ -38,7 +41,7 @@ def tile_thread_pools(cores: int | None = None) -> dict[str, str]:
         cores = available_cores()
     if cores > 2:
         return {}
-    return {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2"}
+    return dict(zip(THREAD_POOL_VARIABLES, ("1", "2")))
 
 
 def prepare_tensorflow_import(thread_pools: Mapping[str, str] | None = None) -> None:
