@@ -18,6 +18,7 @@ from baselines.layout.batching import (
     prepare_graphs,
     segment_mask,
     segment_source,
+    to_model_inputs,
     to_tensors,
 )
 from baselines.layout.data import load_layout_split
@@ -225,6 +226,7 @@ def test_config_score_does_not_depend_on_batch_companions(cls, toy_graphs):
         (LayoutSAGE, {"hidden_dim": 16, "config_attention_heads": 2}),
         (LayoutSAGE, {"hidden_dim": 16, "tile_padding": True, "relayout_copies": True}),
         (LayoutSAGE, {"hidden_dim": 16, "graph_state_in_head": False}),
+        (LayoutSAGE, {"hidden_dim": 16, "relative_to_reference": True, "tile_padding": True}),
     ],
 )
 def test_get_config_round_trip_scores_identically(cls, kwargs, toy_graphs):
@@ -631,3 +633,32 @@ def test_without_the_graph_state_the_head_reads_the_configuration_state_only(toy
     ]
     with pytest.raises(ValueError, match="graph_state_in_head"):
         LayoutSAGE(8, graph_state_in_head=0)
+
+
+def test_relative_to_reference_scores_the_reference_layouts_as_an_empty_change(toy_graphs):
+    """A configuration that keeps every reference layout pools to a zero state.
+
+    Its score must be the head's on [graph state ; 0], computed here directly;
+    the same weights without the subtraction score it otherwise, and the other
+    configurations still get scores of their own. The zero comes from
+    subtracting two states computed from identical rows, so only float32
+    rounding of differently blocked matmul rows may remain: 1e-5 of the score.
+    """
+    kwargs = {"hidden_dim": 16, "reduction": "sum+mean+max", "config_layers": 1}
+    tf.keras.utils.set_random_seed(9)
+    relative = LayoutSAGE(8, relative_to_reference=True, **kwargs).create_variables()
+    plain = LayoutSAGE(8, **kwargs).create_variables()
+    plain.set_weights(relative.get_weights())  # same variables: the flag adds none
+    batch = assemble_batch(toy_graphs, [0], [np.arange(6)], 6)
+    batch["config_values"][:, 2, :] = batch["cfg_ref"]  # slot 2 keeps the reference layouts
+    tensors = to_tensors(batch)
+    scores = relative(tensors).numpy()[0]
+    inputs = to_model_inputs(tensors)
+    graph_state = relative.graph_part(inputs)["graph_state"]
+    empty = tf.zeros([1, 1, 16 * 3])
+    expected = float(relative.head.score_joined(graph_state, empty).numpy()[0, 0])
+    np.testing.assert_allclose(scores[2], expected, rtol=1e-5, atol=1e-5 * abs(expected))
+    assert abs(plain(tensors).numpy()[0, 2] - expected) > 1e-3
+    assert np.ptp(np.delete(scores, 2)) > 1e-3
+    with pytest.raises(ValueError, match="relative_to_reference"):
+        LayoutSAGE(8, relative_to_reference=1)

@@ -303,7 +303,10 @@ class LayoutSAGE(LayoutModel):
     between configurable nodes; c[k] = pool_w x[w, k], with
     `config_attention_heads` > 0 followed by `ConfigAttention` across the
     graph's configurations; the score is head([g ; c[k]]) (head(c[k]) with
-    `graph_state_in_head=false`). With
+    `graph_state_in_head=false`). With `relative_to_reference`, x is also
+    computed for the reference layouts (`cfg_ref`, what the node has when nothing
+    is configured) and c[k] pools x[w, k] - x_ref[w], so a configurable node that
+    keeps its reference layout adds nothing to any configuration's state. With
     `tile_padding`, e[w, k] also holds how much the configuration's layouts pad
     w's three tensors to the TPU's vector tiles (`tile_padding.tile_padding`);
     with `relayout_copies`, which of them the configuration makes the compiler
@@ -329,11 +332,13 @@ class LayoutSAGE(LayoutModel):
         tile_padding: bool = False,
         relayout_copies: bool = False,
         graph_state_in_head: bool = True,
+        relative_to_reference: bool = False,
     ):
         for flag, value in (
             ("tile_padding", tile_padding),
             ("relayout_copies", relayout_copies),
             ("graph_state_in_head", graph_state_in_head),
+            ("relative_to_reference", relative_to_reference),
         ):
             if not isinstance(value, bool):
                 raise ValueError(f"{flag} must be true or false, got {value!r}")
@@ -355,6 +360,7 @@ class LayoutSAGE(LayoutModel):
                 tile_padding=tile_padding,
                 relayout_copies=relayout_copies,
                 graph_state_in_head=graph_state_in_head,
+                relative_to_reference=relative_to_reference,
             ),
             at_least={
                 "op_embed_dim": 1,
@@ -371,6 +377,7 @@ class LayoutSAGE(LayoutModel):
         self.tile_padding = tile_padding
         self.relayout_copies = relayout_copies
         self.graph_state_in_head = graph_state_in_head
+        self.relative_to_reference = relative_to_reference
         self.activation = tf.keras.activations.get(hidden_activation)
         reductions = _reductions(reduction)
         self.graph_pool = KernelPooling(reductions, name="graph_pool")
@@ -409,7 +416,7 @@ class LayoutSAGE(LayoutModel):
         # configurable nodes' states ([NC, K, ...]) are held per configuration.
         return num_configurable
 
-    def embed_values(self, inputs: dict) -> tf.Tensor:
+    def embed_values(self, values: tf.Tensor, inputs: dict) -> tf.Tensor:
         """[NC, K, 18 * (e + 1)]: per slot, embed(slot, value, value == reference) ; dim size.
 
         The reference is the layout the slot's tensor has when nothing is
@@ -417,7 +424,7 @@ class LayoutSAGE(LayoutModel):
         dimension differ by table row; the dim size is log1p of the size of the
         dimension the value names (0 for -1), from `cfg_dims`.
         """
-        values = tf.cast(inputs["config_values"], tf.int32)  # [NC, K, 18], -1..5
+        values = tf.cast(values, tf.int32)  # [NC, K, 18], -1..5
         ref = tf.cast(inputs["cfg_ref"], tf.int32)[:, None, :]  # [NC, 1, 18]
         same = tf.cast(tf.equal(values, ref), tf.int32)
         slots = tf.range(NODE_CONFIG_FEAT_DIM, dtype=tf.int32) * (2 * NUM_CONFIG_VALUES)
@@ -467,15 +474,18 @@ class LayoutSAGE(LayoutModel):
         graph = inputs["graph"]
         graph_state, node_part = graph_part["graph_state"], graph_part["node_part"]
         # Per configuration: the configurable nodes' layout values.
-        embedded = self.embed_values(inputs)  # [NC, K, 18 * (e + 1)]
+        values = inputs["config_values"]
+        if self.relative_to_reference:
+            # One more column, the reference layouts, whose states are subtracted below.
+            reference = tf.cast(inputs["cfg_ref"], values.dtype)[:, None, :]
+            values = tf.concat([values, reference], axis=1)
+        embedded = self.embed_values(values, inputs)  # [NC, K, 18 * (e + 1)]
         if self.tile_padding:
-            padding = padding_features(
-                inputs["config_values"], inputs["cfg_ref"], inputs["cfg_dims"]
-            )
+            padding = padding_features(values, inputs["cfg_ref"], inputs["cfg_dims"])
             embedded = tf.concat([embedded, padding], axis=-1)
         if self.relayout_copies:
             copies = copy_features(
-                inputs["config_values"],
+                values,
                 inputs["cfg_ref"],
                 inputs["cfg_operand"],
                 inputs["cfg_dims"],
@@ -495,6 +505,8 @@ class LayoutSAGE(LayoutModel):
                     )
                     update += parts[direction](graph_ops.propagate(mean, x))
                 x = x + self.activation(update)
+        if self.relative_to_reference:
+            x = x[:, :-1, :] - x[:, -1:, :]
         config_state = self._pool_configurable(graph, x)  # [G, K, h * r]
         if self.config_attention is not None:
             mask = tf.reshape(inputs["config_mask"], tf.shape(config_state)[:2])
