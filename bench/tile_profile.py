@@ -20,10 +20,13 @@ release`), with a warm cache. Each part runs in a fresh process:
    step): assembling the batch in Python; forward; forward and backward;
    forward, backward and optimizer update; the full train step with its
    metrics; the same in the compiled loop of `STEPS_PER_EXECUTION` steps
-   per call (what `fit` runs). The arithmetic of forward and backward
+   per call (what `fit` runs); forward and backward of the same kernels with
+   one configuration each (the per-kernel part: op encoder, message passing,
+   pooling), and its share of the arithmetic. The arithmetic of forward and backward
    (TensorFlow's profiler on a graph traced with each batch's static
    shapes) over the measured float32 throughput of a [4096, 128] x [128,
-   128] matmul gives the arithmetic floor of an epoch.
+   128] matmul on every core (its own process: the steps run with one
+   thread per op) gives the arithmetic floor of an epoch.
 4. **Prediction**: `tiles_gen_predictions_csv.py` on the test split with the
    model of part 2, end to end (median of `--repeats`), and the ranking
    loop's own time it prints; its arithmetic floor: the FLOPs of the
@@ -198,15 +201,27 @@ def part_steps(spec: dict) -> dict:
         trainer.optimizer.apply_gradients(zip(backward(batch), variables))
         return trainer.optimizer.iterations
 
-    def timed(fn) -> float:
+    def timed(fn, inputs=tensors) -> float:
         compiled = tf.function(fn, input_signature=[BATCH_SIGNATURE])
-        for b in tensors[:3]:
+        for b in inputs[:3]:
             compiled(b)
         started = time.perf_counter()
-        for b in tensors:
+        for b in inputs:
             out = compiled(b)
         tf.nest.map_structure(lambda x: x.numpy(), out)
-        return 1000 * (time.perf_counter() - started) / len(tensors)
+        return 1000 * (time.perf_counter() - started) / len(inputs)
+
+    # The per-kernel part (op encoder, message passing, pooling) alone: the same
+    # kernels with one configuration each, scores summed so every weight gets a gradient.
+    single = keras_fit.EpochBatches(split, args.batch, 1, args.seed)
+    single_tensors = [to_tensors(b) for _, b in zip(range(steps), single.batches(0))]
+    single_trainer = keras_fit.RankingTrainer(model, trainer.loss_fn, 1)
+
+    def kernel_part(batch):
+        with tf.GradientTape() as tape:
+            total = tf.reduce_sum(single_trainer(batch, training=True))
+        grads = tape.gradient(total, variables)
+        return tf.add_n([tf.reduce_sum(tf.convert_to_tensor(g)) for g in grads if g is not None])
 
     result = {
         "assemble_ms": assemble_ms,
@@ -214,6 +229,7 @@ def part_steps(spec: dict) -> dict:
         "backward_ms": timed(summed),
         "update_ms": timed(update),
         "train_step_ms": timed(trainer.train_step),
+        "kernel_part_ms": timed(kernel_part, single_tensors),
     }
     looped = tf.data.Dataset.from_generator(
         lambda: iter(assembled), output_signature=BATCH_SIGNATURE
@@ -233,8 +249,29 @@ def part_steps(spec: dict) -> dict:
     sample = assembled[: spec["flop_batches"]]
     flops = [_flops(summed, to_tensors(b)) for b in sample]
     result["gflop_per_step"] = float(np.mean(flops)) / 1e9
+    kernel_flops = [_flops(kernel_part, to_tensors(b)) for b in single_tensors[: len(sample)]]
+    result["kernel_gflop_per_step"] = float(np.mean(kernel_flops)) / 1e9
     result["configs_per_step"] = args.batch * args.configs
     result["steps_per_epoch"] = batches.steps
+    # In its own process: this one runs one thread per op (`tile_thread_pools`),
+    # while the floor is what every core can do.
+    result["matmul_gflops"] = run_part("matmul", spec)["matmul_gflops"]
+    result["floor_epoch_s"] = (
+        result["gflop_per_step"] * result["steps_per_epoch"] / result["matmul_gflops"]
+    )
+    return result
+
+
+def part_matmul(spec: dict) -> dict:
+    """float32 GFLOP/s of a `MATMUL_SHAPE` matmul with one thread per core: the floor's rate."""
+    from baselines.core.startup import available_cores, prepare_tensorflow_import
+
+    prepare_tensorflow_import()
+    import tensorflow as tf
+
+    # Explicit pools: an inherited TF_NUM_INTRAOP_THREADS must not lower the rate.
+    tf.config.threading.set_intra_op_parallelism_threads(available_cores())
+    tf.config.threading.set_inter_op_parallelism_threads(1)
     n, k, m = MATMUL_SHAPE
     a, b = tf.random.normal([n, k]), tf.random.normal([k, m])
     for _ in range(5):
@@ -244,11 +281,7 @@ def part_steps(spec: dict) -> dict:
     for _ in range(repeats):
         c = tf.linalg.matmul(a, b)
     c.numpy()
-    result["matmul_gflops"] = 2 * n * k * m * repeats / (time.perf_counter() - started) / 1e9
-    result["floor_epoch_s"] = (
-        result["gflop_per_step"] * result["steps_per_epoch"] / result["matmul_gflops"]
-    )
-    return result
+    return {"matmul_gflops": 2 * n * k * m * repeats / (time.perf_counter() - started) / 1e9}
 
 
 def part_scoring_flops(spec: dict) -> dict:
@@ -312,6 +345,7 @@ PARTS = {
     "import": part_import,
     "train": part_train,
     "steps": part_steps,
+    "matmul": part_matmul,
     "scoring_flops": part_scoring_flops,
     "predict": part_predict,
 }
@@ -354,6 +388,11 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
         ("step: forward + backward", _fmt(s["backward_ms"] * per_epoch), "per epoch"),
         ("step: + optimizer update", _fmt(s["update_ms"] * per_epoch), "per epoch"),
         (
+            "step: forward + backward, 1 configuration per kernel (the per-kernel part)",
+            _fmt(s["kernel_part_ms"] * per_epoch),
+            "per epoch",
+        ),
+        (
             "step: full train step, 1 step per call",
             _fmt(s["train_step_ms"] * per_epoch),
             "per epoch",
@@ -365,6 +404,7 @@ def rows(r: dict) -> list[tuple[str, str, str]]:
         ),
         (
             f"arithmetic floor: {s['gflop_per_step'] * s['steps_per_epoch'] / 1000:.2f} TFLOP "
+            f"({s['kernel_gflop_per_step'] / s['gflop_per_step']:.0%} per-kernel part) "
             f"at {s['matmul_gflops']:.0f} GFLOP/s",
             _fmt(s["floor_epoch_s"]),
             "per epoch",
