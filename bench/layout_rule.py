@@ -43,8 +43,8 @@ from baselines.layout.batching import operand_nodes, reference_layouts  # noqa: 
 from baselines.layout.data import list_layout_files, read_layout_file  # noqa: E402
 from baselines.layout.graph import LayoutGraph  # noqa: E402
 from baselines.layout.metrics import kendall_tau, slowdown_at_k  # noqa: E402
-
-GROUPS, GROUP_WIDTH = 3, 6  # output, operand 0 and operand 1 layouts of 6 slots each
+from baselines.layout.tile_padding import GROUP_WIDTH  # noqa: E402
+from baselines.layout.tile_padding import NUM_GROUPS as GROUPS  # noqa: E402
 
 
 def changed_groups(config_feat: np.ndarray, cfg_ref: np.ndarray) -> np.ndarray:
@@ -89,7 +89,7 @@ def _scored(counts: np.ndarray, runtime: np.ndarray, labelled: bool) -> tuple:
     tau = kendall_tau(score, runtime) if labelled else float("nan")
     slowdown = slowdown_at_k(score, runtime, 1) if labelled else float("nan")
     # None where the file holds no runtimes or tau is undefined (a constant input)
-    return (float(x) if np.isfinite(x) else None for x in (tau, slowdown))
+    return tuple(float(x) if np.isfinite(x) else None for x in (tau, slowdown))
 
 
 def rule_figures(graph: LayoutGraph) -> dict:
