@@ -5,6 +5,7 @@
     .venv/bin/python bench/layout_quality.py --cost_models standard,alternate --collections all
     .venv/bin/python bench/layout_quality.py --ablation --collections xla:default
     .venv/bin/python bench/layout_quality.py --preset release_eighth --collections xla:default
+    .venv/bin/python bench/layout_quality.py --preset release --search_space decisions
 
 For each cost model (`--cost_models`) a synthetic layout set is generated with
 `baselines.layout.synthetic.write_layout_dataset` (`--counts` toy-size files per
@@ -14,7 +15,9 @@ per split, the chosen collections only), under
 `<out>/sets/<cost model>-<digest of its parameters>/`, and reused while those
 parameters are unchanged. A cost model other than "standard" is passed as the
 generator's `cost_model=` keyword; a generator without that keyword refuses it
-in one line before anything is trained.
+in one line before anything is trained. `--search_space decisions` (release-size
+sets only) writes configurations tied into a few binary decisions, as the real
+files' are, instead of free permutations: another world, with sets of its own.
 
 For every collection, recipe (`configs/layout/<name>.flags`, or a path) and
 seed, the recipe trains as `layout_train.py --flagfile=<recipe>` would (its
@@ -138,6 +141,7 @@ def generate(
     seed: int,
     preset: str | None = None,
     collections: Sequence[str] = COLLECTIONS,
+    search_space: str = "permutations",
 ) -> Path:
     """The set of one cost model (test labelled), made once and reused while its parameters
     are unchanged: `<out>/sets/<cost model>-<digest>`.
@@ -160,6 +164,8 @@ def generate(
         params.update(
             preset=preset, collections=sorted(collections), noise_sigma=RELEASE_NOISE_SIGMA
         )
+        if search_space != "permutations":  # sets written before the option keep their names
+            params["search_space"] = search_space
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:8]
     root = out / "sets" / f"{cost_model}-{digest}"
     marker = root.with_suffix(".json")
@@ -173,8 +179,9 @@ def generate(
     if preset is None:
         write_layout_dataset(root, counts, seed, test_labels=True, **extra)
     else:
+        space = {"search_space": search_space} if "search_space" in params else {}
         write_release_dataset(
-            root, preset, seed, collections=sorted(collections), test_labels=True, **extra
+            root, preset, seed, collections=sorted(collections), test_labels=True, **extra, **space
         )
     atomic_write_text(marker, json.dumps(params, sort_keys=True) + "\n")
     return root
@@ -218,6 +225,15 @@ class LayoutQuality:
                 f"--preset: unknown {self.preset!r}; choose from {', '.join(PRESETS)}"
             )
         self.counts = None if self.preset else parse_counts(args.counts or DEFAULT_COUNTS)
+        self.search_space = args.search_space
+        if self.search_space not in ("permutations", "decisions"):
+            raise PipelineError(
+                f"--search_space: unknown {self.search_space!r}; choose permutations or decisions"
+            )
+        if self.search_space != "permutations" and self.preset is None:
+            raise PipelineError(
+                "--search_space decisions: release-size sets only; add --preset (e.g. release)"
+            )
         self.data_seed, self.epochs = args.data_seed, args.epochs
         self.cost_models = names(args.cost_models, "--cost_models")
         from baselines.layout.synthetic import write_layout_dataset
@@ -291,7 +307,15 @@ class LayoutQuality:
 
         results: dict[str, dict[str, dict[str, Any]]] = {}
         roots = {
-            cm: generate(self.out, cm, self.counts, self.data_seed, self.preset, self.collections)
+            cm: generate(
+                self.out,
+                cm,
+                self.counts,
+                self.data_seed,
+                self.preset,
+                self.collections,
+                self.search_space,
+            )
             for cm in self.cost_models
         }
         for cost_model, root in roots.items():
@@ -418,7 +442,8 @@ def report(bench: LayoutQuality, results: dict, roots: dict[str, Path], ablation
     world = (
         f"synthetic layout sets from "
         f"`{'write_layout_dataset' if bench.preset is None else 'write_release_dataset'}` "
-        f"(cost model(s) {', '.join(bench.cost_models)}, data seed {bench.data_seed}, "
+        f"(cost model(s) {', '.join(bench.cost_models)}, search space {bench.search_space}, "
+        f"data seed {bench.data_seed}, "
         f"{sizes}; valid and test programs never trained on); "
         f"seeds {', '.join(map(str, bench.seeds))}; epochs "
         f"{bench.epochs if bench.epochs is not None else 'as each recipe says'}; "
@@ -430,6 +455,7 @@ def report(bench: LayoutQuality, results: dict, roots: dict[str, Path], ablation
         "commit": bench.commit,
         "counts": bench.counts,
         "preset": bench.preset,
+        "search_space": bench.search_space,
         "data_seed": bench.data_seed,
         "sets": {cm: str(p) for cm, p in roots.items()},
         "seeds": bench.seeds,
@@ -482,6 +508,12 @@ def build_parser():
         "(data/make_synthetic.py --collection layout --preset)",
     )
     parser.add_argument("--data_seed", type=int, default=0, help="seed of the generated sets")
+    parser.add_argument(
+        "--search_space",
+        default="permutations",
+        help="configurations of the release-size sets: permutations (each group free) or "
+        "decisions (groups tied into a few binary decisions, as in the real files)",
+    )
     parser.add_argument(
         "--collections", default="all", help=f"comma-separated ({', '.join(COLLECTIONS)}) or all"
     )

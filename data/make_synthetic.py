@@ -87,6 +87,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(default) or alternate (a (32, 128) vector tile, other transpose and padding costs)",
     )
     parser.add_argument(
+        "--search_space",
+        choices=("permutations", "decisions"),
+        default=None,
+        help="with --collection layout: permutations (default: each configuration group "
+        "free, full permutations) or decisions (groups tied into 16-56 binary decisions "
+        "over their two most-minor dims, as the real files' configurations are)",
+    )
+    parser.add_argument(
         "--nlp_configs",
         default=None,
         metavar="LOW,HIGH",
@@ -293,6 +301,7 @@ def _main_layout(args: argparse.Namespace) -> int:
         args.cost_model or "standard",
         log=None if args.quiet else print,
         nlp_configs=nlp_configs,
+        search_space=args.search_space or "permutations",
     )
     for collection in collections:
         mine = [i for i in infos if i.collection == collection]
@@ -313,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.collection == "layout":
         return _main_layout(args)
-    for flag in ("collections", "cost_model", "nlp_configs"):
+    for flag in ("collections", "cost_model", "nlp_configs", "search_space"):
         if getattr(args, flag) is not None:
             raise PipelineError(f"--{flag} is a layout flag; add --collection layout or drop it")
     counts, options = _check_args(args)

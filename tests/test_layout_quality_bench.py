@@ -198,8 +198,12 @@ def test_preset_generates_release_size_sets_of_the_chosen_collections(tmp_path, 
     bench = load_bench()
     calls = []
 
-    def fake_release(out, preset, seed, collections, test_labels, cost_model="standard"):
+    def fake_release(
+        out, preset, seed, collections, test_labels, cost_model="standard", search_space=None
+    ):
         calls.append((preset, seed, tuple(collections), test_labels, cost_model))
+        if search_space is not None:
+            calls[-1] += (search_space,)
         (out / "xla").mkdir(parents=True)
 
     def no_toy(*args, **kwargs):
@@ -233,6 +237,17 @@ def test_preset_generates_release_size_sets_of_the_chosen_collections(tmp_path, 
     assert bench.generate(tmp_path / "w", "standard", None, 4, "release_eighth", both[:1]) != wide
     assert bench.generate(tmp_path / "w", "alternate", None, 3, "release_eighth", both[:1]) != wide
     assert len(calls) == 7
+
+    # The decision search space is a set of its own; the permutation sets keep the names
+    # they had before the option (no search_space in their marker).
+    assert "search_space" not in json.loads(wide.with_suffix(".json").read_text())
+    tied = bench.generate(tmp_path / "w", "standard", None, 3, "release_eighth", both, "decisions")
+    assert tied != wide and len(calls) == 8 and calls[-1][-1] == "decisions"
+    assert bench.generate(tmp_path / "w", "standard", None, 3, "release_eighth", both) == wide
+    with pytest.raises(PipelineError, match="--search_space decisions: release-size sets only"):
+        bench.LayoutQuality(bench.build_parser().parse_args(["--search_space=decisions"]))
+    with pytest.raises(PipelineError, match="--search_space: unknown 'free'"):
+        bench.LayoutQuality(bench.build_parser().parse_args(["--search_space=free"]))
 
     args = bench.build_parser().parse_args(
         ["--preset=release_eighth", "--counts=train=1,valid=1,test=1"]

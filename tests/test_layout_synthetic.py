@@ -550,6 +550,7 @@ def test_written_nlp_graphs_hold_the_configurations_nlp_configs_asks_for(tmp_pat
         (["--collection", "layout", "--preset", "release", "--workers", "0"], "workers"),
         (["--cost_model", "alternate"], "layout flag"),
         (["--nlp_configs", "56000,66000"], "layout flag"),
+        (["--search_space", "decisions"], "layout flag"),
         (["--collection", "layout", "--preset", "release", "--nlp_configs", "66000"], "LOW,HIGH"),
         (["--collection", "layout", "--preset", "release", "--nlp_configs", "9,5"], "LOW <= HIGH"),
         (["--collection", "layout", "--preset", "release", "--nlp_configs", "0,5"], "LOW <= HIGH"),

@@ -17,9 +17,11 @@ Layouts a configuration decides (node_config_feat, per configurable node j = nod
   kernel(w)   = group 12-17 (the layout w reads its operand 1 in; convolution and dot only).
 A group's first r entries are a permutation of 0..r-1 of its tensor's rank r, the
 rest -1. A group of all -1 is the compiler's default: it resolves to nf of its
-tensor (w for out, operand 0 for in, operand 1 for kernel). Every layout the
-configuration does not decide is nf: the output of a non-configurable node, and
-what a non-configurable consumer (or a slot without a group) reads.
+tensor (w for out, operand 0 for in, operand 1 for kernel). A group that gives only
+its first k < r dims (as the real files' groups often do: the two most-minor) keeps
+them and orders the other dims as nf does. Every layout the configuration does not
+decide is nf: the output of a non-configurable node, and what a non-configurable
+consumer (or a slot without a group) reads.
 
     runtime_ns = BASE + TRANSPOSES + PADDING, measured = round(runtime_ns * exp(N(0, sigma^2)))
     (sigma NOISE_SIGMA = 0.01 in the toy set, RELEASE_NOISE_SIGMA = 1e-4 at release size)
@@ -187,11 +189,27 @@ def padded_elements(
 
 
 def _resolve(groups: np.ndarray, default: tuple[int, ...]) -> np.ndarray:
-    """(c, 6) groups with all -1 rows replaced by `default`, cut to its rank."""
+    """(c, 6) groups as full layouts of rank len(default).
+
+    A row of all -1 is `default`; a row that gives only its first k < r dims (the
+    rest -1) keeps them and orders the remaining dims as `default` does:
+        _resolve([[4, 0, -1, -1, -1, -1]], (4, 3, 2, 1, 0)) -> [[4, 0, 3, 2, 1]]
+    """
     r = len(default)
     out = np.asarray(groups, dtype=np.int64)[:, :r].copy()
-    is_default = np.all(np.asarray(groups) < 0, axis=1)
-    out[is_default] = default
+    given = (out >= 0).sum(axis=1)
+    out[given == 0] = default
+    partial = (given > 0) & (given < r)
+    if partial.any():
+        patterns, inverse = np.unique(out[partial], axis=0, return_inverse=True)
+        full = np.array(
+            [
+                [*row[row >= 0], *(d for d in default if d not in set(row[row >= 0].tolist()))]
+                for row in patterns
+            ],
+            dtype=np.int64,
+        )
+        out[partial] = full[inverse.reshape(-1)]
     return out
 
 

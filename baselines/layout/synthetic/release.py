@@ -19,7 +19,7 @@ default and random collections of a source share their valid and test programs
 (equal counts) and not their train programs (61 vs 69 xla graphs).
 
 Each file is a pure function of (seed, source, search, split, index, its planned
-sizes, cost model) and is written by one task of a process pool: the same bytes
+sizes, cost model, search space) and is written by one task of a process pool: the same bytes
 whatever the number of workers.
 """
 
@@ -38,6 +38,7 @@ import numpy as np
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_directory
 from baselines.layout.synthetic.cost_model import RELEASE_NOISE_SIGMA, cost_constants
+from baselines.layout.synthetic.decisions import SEARCH_SPACES, decision_configs
 from baselines.layout.synthetic.generate import (
     DUPLICATE_FRACTION,
     SEARCHES,
@@ -120,6 +121,14 @@ def parse_nlp_configs(text: str | None) -> tuple[int, int] | None:
     configs = (int(parts[0]), int(parts[1]))
     nlp_targets(configs)  # 1 <= LOW <= HIGH, or one line saying so
     return configs
+
+
+def check_search_space(name: str) -> None:
+    """One line for an unknown search space name."""
+    if name not in SEARCH_SPACES:
+        raise PipelineError(
+            f"unknown search space {name!r}; choose one of {', '.join(SEARCH_SPACES)}"
+        )
 
 
 def _check_collection(collection: str) -> tuple[str, str]:
@@ -231,13 +240,17 @@ def generate_planned_file(
     size: tuple[int, int],
     test_labels: bool = False,
     cost_model: str = "standard",
+    search_space: str = "permutations",
 ) -> tuple[str, dict[str, np.ndarray]]:
     """The graph id and arrays of one release-size file with exactly `size` = (nodes, configs).
 
+    `search_space` "permutations" writes `random_configs` / `sized_default_configs`;
+    "decisions" writes `decisions.decision_configs` (the real files' shape):
     generate_planned_file(0, "nlp", "random", "train", 0, (1_000, 50))[1]["node_opcode"].size
     """
     nodes, configs = size
     cost_constants(cost_model)
+    check_search_space(search_space)
     families = FAMILIES[source][split]
     family = families[index % len(families)]
     program_rng = _rng(seed, SOURCES.index(source), SPLITS.index(split), index, nodes)
@@ -245,8 +258,11 @@ def generate_planned_file(
     rng = _rng(
         seed, SOURCES.index(source), SPLITS.index(split), index, nodes, 1 + SEARCHES.index(search)
     )
-    make = random_configs if search == "random" else sized_default_configs
-    feat = make(rng, program, configs)
+    if search_space == "decisions":
+        feat = decision_configs(rng, program, configs, search, cost_model)
+    else:
+        make = random_configs if search == "random" else sized_default_configs
+        feat = make(rng, program, configs)
     _add_duplicates(rng, feat, DUPLICATE_FRACTION[search])
     arrays = program_arrays(program, feat, rng, split, test_labels, cost_model, RELEASE_NOISE_SIGMA)
     return f"{family}_{program.etype.name}_{index:03d}", arrays
@@ -265,14 +281,14 @@ class FileInfo:
     file_bytes: int
 
 
-_Job = tuple[int, str, str, int, tuple[int, int], bool, str, str]
+_Job = tuple[int, str, str, int, tuple[int, int], bool, str, str, str]
 
 
 def _write_one(job: _Job) -> FileInfo:
-    seed, collection, split, index, size, test_labels, cost_model, folder = job
+    seed, collection, split, index, size, test_labels, cost_model, space, folder = job
     source, search = collection.split(":")
     graph_id, arrays = generate_planned_file(
-        seed, source, search, split, index, size, test_labels, cost_model
+        seed, source, search, split, index, size, test_labels, cost_model, space
     )
     path = Path(folder) / f"{graph_id}.npz"
     write_npz(path, arrays)
@@ -297,15 +313,19 @@ def write_release_dataset(
     cost_model: str = "standard",
     log: Callable[[str], None] | None = None,
     nlp_configs: tuple[int, int] | None = None,
+    search_space: str = "permutations",
 ) -> list[FileInfo]:
     """Writes out/<source>/<search>/<split>/<graph_id>.npz of a preset's collections atomically.
 
     One pool task per file (`workers` processes, default one per core); the files
     do not depend on `workers`. `nlp_configs` (low, high) sets the nlp train/valid
-    configurations per graph (`nlp_targets`). Returns what was written, in plan order:
+    configurations per graph (`nlp_targets`); `search_space` is "permutations" (each
+    group free) or "decisions" (groups tied into a few binary decisions, as in the real
+    files: `decisions.py`). Returns what was written, in plan order:
         write_release_dataset(Path("/tmp/rel"), "release_eighth", collections=["xla:default"])
     """
     cost_constants(cost_model)
+    check_search_space(search_space)
     nlp = nlp_targets(nlp_configs)
     plans = {
         c: release_plan(preset, c, seed, nlp if c.startswith("nlp:") else None)
@@ -330,7 +350,17 @@ def write_release_dataset(
                 folder.mkdir(parents=True)
                 for index, size in enumerate(plan[split]):
                     jobs.append(
-                        (seed, collection, split, index, size, test_labels, cost_model, str(folder))
+                        (
+                            seed,
+                            collection,
+                            split,
+                            index,
+                            size,
+                            test_labels,
+                            cost_model,
+                            search_space,
+                            str(folder),
+                        )
                     )
         # Largest files first, so that the pool does not end on one long file.
         order = sorted(range(len(jobs)), key=lambda i: -jobs[i][4][0] * jobs[i][4][1])
