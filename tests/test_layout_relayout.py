@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from baselines.layout.models import LayoutSAGE
 from baselines.layout.relayout import RELAYOUT_DIM, relayout_copies
+from baselines.layout.tile_padding import resolved_group
 
 
 def _row(out=(), op0=(), op1=()):
@@ -57,6 +58,35 @@ def test_copies_equal_the_ones_worked_out_by_hand():
         np.testing.assert_array_equal(got[node, :, :3], f)
         # float32 logs of element counts below 2**11: within a few ulps of ~0.7.
         np.testing.assert_allclose(got[node, :, 3:], f * weight, rtol=1e-6, atol=1e-7)
+
+
+def test_a_group_giving_only_its_minor_dims_resolves_with_the_reference_order():
+    # Reference (4, 3, 2, 1, 0): a group giving (4, 0) keeps them, then 3, 2, 1 follow;
+    # (3, 4) then 2, 1, 0; (4, 3) is the reference's own order; all -1 is the reference;
+    # a full permutation stays as given.
+    ref = np.full((1, 1, 18), -1, np.int32)
+    ref[0, 0, :5] = (4, 3, 2, 1, 0)
+    given = [(4, 0), (3, 4), (4, 3), (), (0, 1, 2, 3, 4)]
+    values = np.stack([_row(out=g) for g in given])[None].astype(np.int32)
+    got = resolved_group(tf.constant(values), tf.constant(ref), 0).numpy()[0]
+    assert got.tolist() == [
+        [4, 0, 3, 2, 1, -1],
+        [3, 4, 2, 1, 0, -1],
+        [4, 3, 2, 1, 0, -1],
+        [4, 3, 2, 1, 0, -1],
+        [0, 1, 2, 3, 4, -1],
+    ]
+
+
+def test_an_output_that_gives_only_the_references_minor_dims_is_not_moved():
+    # B's output (4, 256) stored (1, 0): a group giving only (1,) is that layout, so no
+    # copy is flagged; (0,) moves it.
+    for out, moved in (((1,), 0.0), ((0,), 1.0)):
+        values = np.stack([_row(), _row(out=out)])[:, None]
+        got = relayout_copies(
+            tf.constant(values), tf.constant(REF), tf.constant(OPERANDS), tf.constant(DIMS)
+        ).numpy()
+        assert got[1, 0, 2] == moved
 
 
 def test_flag_widens_the_configuration_join_by_the_features_only():

@@ -15,8 +15,9 @@ of the padded-to-stored size ratio of the lanes (most-minor dimension to a
 multiple of 128) and of the sublanes (second-minor dimension to a multiple of 8,
 16 and 32), and the tensor's log element count / 10 (so that a model can weigh
 the padding by the bytes it moves). A group of all -1 is the compiler's default
-and resolves to the reference layout (`cfg_ref`); a missing tensor, or a
-dimension past its rank, gives 0.
+and resolves to the reference layout (`cfg_ref`), a group that gives only its
+first dims keeps them (`resolved_group`); a missing tensor, or a dimension past
+its rank, gives 0.
 """
 
 from __future__ import annotations
@@ -34,11 +35,26 @@ TILE_PADDING_DIM = NUM_GROUPS * FEATURES_PER_GROUP
 
 
 def resolved_group(values: tf.Tensor, ref: tf.Tensor, group: int) -> tf.Tensor:
-    """[NC, K, 6]: group `group`'s layout (int32 values [NC, K, 18], ref [NC, 1, 18]),
-    the reference where the configuration keeps the compiler's default (all -1)."""
+    """[NC, K, 6]: group `group`'s layout (int32 values [NC, K, 18], ref [NC, 1, 18]).
+
+    A group that gives its first k dims (the real files often give only the two
+    most-minor ones) keeps them, and the reference's other dims follow in the
+    reference's order; a group of all -1 (the compiler's default) is the reference:
+        given (4, 0, -1, -1, -1, -1), reference (4, 3, 2, 1, 0, -1) -> (4, 0, 3, 2, 1, -1)
+    """
     start = group * GROUP_WIDTH
     chosen = values[..., start : start + GROUP_WIDTH]
-    return tf.where(chosen[..., :1] < 0, ref[..., start : start + GROUP_WIDTH], chosen)
+    reference = tf.broadcast_to(ref[..., start : start + GROUP_WIDTH], tf.shape(chosen))
+    given = chosen >= 0
+    count = tf.reduce_sum(tf.cast(given, tf.int32), axis=-1, keepdims=True)
+    taken = tf.reduce_any(
+        tf.equal(reference[..., :, None], chosen[..., None, :]) & given[..., None, :], axis=-1
+    )
+    rest = (reference >= 0) & ~taken  # reference dims the group leaves to the compiler
+    target = tf.cumsum(tf.cast(rest, tf.int32), axis=-1, exclusive=True) + count
+    lands = rest[..., :, None] & tf.equal(target[..., :, None], tf.range(GROUP_WIDTH))
+    filled = tf.reduce_sum(tf.where(lands, reference[..., :, None], 0), axis=-2)
+    return tf.where(given, chosen, tf.where(tf.reduce_any(lands, axis=-2), filled, -1))
 
 
 def shape_dims(cfg_dims: tf.Tensor) -> tf.Tensor:
