@@ -201,7 +201,11 @@ def _resolve(groups: np.ndarray, default: tuple[int, ...]) -> np.ndarray:
     out[given == 0] = default
     partial = (given > 0) & (given < r)
     if partial.any():
-        patterns, inverse = np.unique(out[partial], axis=0, return_inverse=True)
+        rows = out[partial]
+        # One integer per row (entries -1..5 in base 8): a 1-D unique is far cheaper.
+        keys = (rows + 1) @ (8 ** np.arange(r, dtype=np.int64))
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        patterns = rows[first]
         full = np.array(
             [
                 [*row[row >= 0], *(d for d in default if d not in set(row[row >= 0].tolist()))]
@@ -260,9 +264,14 @@ def layout_cost_terms(
     ops = operands(edge_index, len(shapes))
     slot_of = {int(w): j for j, w in enumerate(np.asarray(node_config_ids).tolist())}
 
+    memo: dict[tuple[int, int], np.ndarray] = {}
+
     def resolved(w: int, group: int, tensor: int) -> np.ndarray:
-        cols = slice(group * GROUP_WIDTH, (group + 1) * GROUP_WIDTH)
-        return _resolve(config_feat[:, slot_of[w], cols], nf[tensor])
+        # A node's output is read by each of its consumers: resolve each group once.
+        if (w, group) not in memo:
+            cols = slice(group * GROUP_WIDTH, (group + 1) * GROUP_WIDTH)
+            memo[w, group] = _resolve(config_feat[:, slot_of[w], cols], nf[tensor])
+        return memo[w, group]
 
     def written(v: int) -> np.ndarray | None:
         return resolved(v, GROUP_OUT, v) if v in slot_of else None
