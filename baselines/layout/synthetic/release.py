@@ -19,8 +19,8 @@ default and random collections of a source share their valid and test programs
 (equal counts) and not their train programs (61 vs 69 xla graphs).
 
 Each file is a pure function of (seed, source, search, split, index, its planned
-sizes, cost model, search space) and is written by one task of a process pool: the same bytes
-whatever the number of workers.
+sizes, cost model, search space) and is written by one task of a process pool: the
+same bytes whatever the number of workers.
 """
 
 from __future__ import annotations
