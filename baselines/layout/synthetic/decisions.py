@@ -19,8 +19,9 @@ This module writes configurations of that shape for a synthetic program:
   and -1 after them (the compiler orders the remaining dims as node_feat does, which
   is how the cost model reads such a group). A group of rank 1 writes all -1 or (0).
 - The groups are split into D decisions, D drawn from [16, 56] (at most one per
-  group), with class sizes falling off as 1 / (rank of the class); each group takes
-  its decision's value, or its opposite (a fixed per-group orientation).
+  group); beyond one group each, decision k gets groups with weight 1 / k, so a few
+  decisions tie many groups (as in the real files: classes of 31, 31, 15, ... groups).
+  Each group takes its decision's value, or its opposite (a fixed per-group orientation).
 - `random` search: every decision is 0 or 1 with probability 1/2, independently.
 - `default` search: each decision has a preferred value and a minority share q drawn
   from [0.01, 0.45]; a row takes the other value with probability q. The search finds
@@ -84,7 +85,8 @@ def tie_groups(rng: np.random.Generator, num_groups: int) -> tuple[np.ndarray, n
     """(decision of each group, orientation of each group (0/1)) for `num_groups` groups.
 
     D = min(num_groups, a draw from [MIN_DECISIONS, MAX_DECISIONS]) decisions, each used
-    by at least one group, the rest assigned with weights 1 / (k + 1).
+    by at least one group, the other groups assigned to decision k (0-based) with weight
+    1 / (k + 1).
     """
     d = min(num_groups, int(rng.integers(MIN_DECISIONS, MAX_DECISIONS + 1)))
     if d == 0:
