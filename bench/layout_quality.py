@@ -72,6 +72,7 @@ from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import atomic_write_text
 from baselines.core.quality_report import names, pm
+from baselines.layout.synthetic.decisions import SEARCH_SPACES
 from baselines.layout.synthetic.release import PRESETS, preset_counts
 
 RECIPES = ROOT / "configs" / "layout"
@@ -226,9 +227,10 @@ class LayoutQuality:
             )
         self.counts = None if self.preset else parse_counts(args.counts or DEFAULT_COUNTS)
         self.search_space = args.search_space
-        if self.search_space not in ("permutations", "decisions"):
+        if self.search_space not in SEARCH_SPACES:
             raise PipelineError(
-                f"--search_space: unknown {self.search_space!r}; choose permutations or decisions"
+                f"--search_space: unknown {self.search_space!r}; "
+                f"choose {' or '.join(SEARCH_SPACES)}"
             )
         if self.search_space != "permutations" and self.preset is None:
             raise PipelineError(

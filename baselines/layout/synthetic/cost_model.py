@@ -188,6 +188,13 @@ def padded_elements(
     return total
 
 
+def _completed(given: list[int], default: tuple[int, ...]) -> list[int]:
+    """The dims `given`, then the rest of `default` in its order: ([4, 0], (4, 3, 2, 1, 0))
+    -> [4, 0, 3, 2, 1]."""
+    taken = set(given)
+    return [*given, *(d for d in default if d not in taken)]
+
+
 def _resolve(groups: np.ndarray, default: tuple[int, ...]) -> np.ndarray:
     """(c, 6) groups as full layouts of rank len(default).
 
@@ -206,13 +213,7 @@ def _resolve(groups: np.ndarray, default: tuple[int, ...]) -> np.ndarray:
         keys = (rows + 1) @ (8 ** np.arange(r, dtype=np.int64))
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         patterns = rows[first]
-        full = np.array(
-            [
-                [*row[row >= 0], *(d for d in default if d not in set(row[row >= 0].tolist()))]
-                for row in patterns
-            ],
-            dtype=np.int64,
-        )
+        full = np.array([_completed(row[row >= 0].tolist(), default) for row in patterns])
         out[partial] = full[inverse.reshape(-1)]
     return out
 
