@@ -211,11 +211,31 @@ def run(args: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", type=Path, nargs="*", default=[], help="set folders")
-    parser.add_argument("--collections", default="xla:default,nlp:default")
-    parser.add_argument("--splits", default="valid,test")
+    parser.add_argument(
+        "--sets",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="set folders, each <set>/<source>/<search>/<split>/*.npz (as bench/layout_quality.py "
+        "writes them under <out>/sets/)",
+    )
+    parser.add_argument(
+        "--collections",
+        default="xla:default,nlp:default",
+        help="comma-separated <source>:<search> collections of each set (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--splits",
+        default="valid,test",
+        help="comma-separated labelled splits of each set to score (default: %(default)s)",
+    )
     parser.add_argument("--real", type=Path, default=None, help="the real samples' layout/ folder")
-    parser.add_argument("--out", type=Path, default=ROOT / "out" / "layout_rule")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "out" / "layout_rule",
+        help="folder for layout_rule.json and layout_rule.md (default: out/layout_rule)",
+    )
     args = parser.parse_args(argv)
     args.collections = [c for c in args.collections.split(",") if c]
     args.splits = [s for s in args.splits.split(",") if s]
