@@ -32,7 +32,8 @@ every configuration of every valid and test graph;
 slowdown@1/10/100 per graph, program and overall, for each seed and for the
 seeds' ensemble (`predict.ensemble_scores`). A run's scores are kept in
 `<out>/runs/...` and reused while the resolved flags (the run hash) and the set
-are unchanged.
+are unchanged. Progress goes to stderr: a bar while a set is written, and a line
+when each run starts, ends (training and scoring seconds, best epoch) or is reused.
 
 The report (`<out>/layout_quality.{json,md,png}`): per cost model, collection
 and recipe the valid and test tau, test slowdown@1/10/100 (mean ± population
@@ -67,6 +68,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from tqdm import tqdm
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
@@ -143,6 +146,7 @@ def generate(
     preset: str | None = None,
     collections: Sequence[str] = COLLECTIONS,
     search_space: str = "permutations",
+    progress: bool = False,
 ) -> Path:
     """The set of one cost model (test labelled), made once and reused while its parameters
     are unchanged: `<out>/sets/<cost model>-<digest>`.
@@ -151,6 +155,7 @@ def generate(
     collection. With one (`release_eighth` ... `release`): `write_release_dataset`,
     release-size graphs of `collections`, as many per split as the preset gives; a
     release-size set made for more collections, same parameters otherwise, is reused.
+    `progress`: a bar on stderr, one step per file written (release-size sets).
     """
     from baselines.layout.synthetic import RELEASE_NOISE_SIGMA, write_layout_dataset
     from baselines.layout.synthetic.release import write_release_dataset
@@ -181,9 +186,20 @@ def generate(
         write_layout_dataset(root, counts, seed, test_labels=True, **extra)
     else:
         space = {"search_space": search_space} if "search_space" in params else {}
-        write_release_dataset(
-            root, preset, seed, collections=sorted(collections), test_labels=True, **extra, **space
-        )
+        files = sum(sum(preset_counts(preset, c).values()) for c in set(collections))
+        with tqdm(
+            total=files, desc=f"writing {root.name}", unit="file", disable=not progress
+        ) as bar:
+            write_release_dataset(
+                root,
+                preset,
+                seed,
+                collections=sorted(collections),
+                test_labels=True,
+                **extra,
+                **space,
+                log=lambda line: bar.update(1),
+            )
     atomic_write_text(marker, json.dumps(params, sort_keys=True) + "\n")
     return root
 
@@ -284,13 +300,23 @@ class LayoutQuality:
         folder = self.out / "runs" / root.name / collection.replace(":", "_")
         folder = folder / f"{label}-{run.run_hash()[:10]}"
         record_path, scores_path = folder / "record.json", folder / "scores.npz"
+        what = f"{root.name} {collection} {name} seed {seed}"
         if record_path.is_file() and scores_path.is_file():
             record = json.loads(record_path.read_text())
             with np.load(scores_path) as saved:
                 for split in ("valid", "test"):
                     record[split] = [saved[f"{split}/{g}"] for g in record[f"{split}_graphs"]]
+            print(f"{what}: reused {folder}", file=sys.stderr, flush=True)
             return record
+        print(f"{what}: training", file=sys.stderr, flush=True)
         record = train_and_score(run, run.collection_dir(root))
+        print(
+            f"{what}: trained in {record['wall_s']:.0f} s (best epoch {record['best_epoch']} of "
+            f"{record['epochs_run']}), scored every valid and test configuration in "
+            f"{record['score_s']:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
         folder.mkdir(parents=True, exist_ok=True)
         arrays = {
             f"{split}/{g}": s
@@ -317,6 +343,7 @@ class LayoutQuality:
                 self.preset,
                 self.collections,
                 self.search_space,
+                progress=True,
             )
             for cm in self.cost_models
         }

@@ -199,7 +199,14 @@ def test_preset_generates_release_size_sets_of_the_chosen_collections(tmp_path, 
     calls = []
 
     def fake_release(
-        out, preset, seed, collections, test_labels, cost_model="standard", search_space=None
+        out,
+        preset,
+        seed,
+        collections,
+        test_labels,
+        cost_model="standard",
+        search_space=None,
+        log=None,
     ):
         calls.append((preset, seed, tuple(collections), test_labels, cost_model))
         if search_space is not None:
@@ -274,7 +281,7 @@ def test_ablation_lists_the_recommended_recipe_then_every_variant():
 
 
 @pytest.mark.slow
-def test_a_tiny_run_writes_the_report_and_reuses_its_runs(tmp_path, monkeypatch):
+def test_a_tiny_run_writes_the_report_and_reuses_its_runs(tmp_path, monkeypatch, capsys):
     bench = load_bench()
     out = tmp_path / "out"
     argv = [
@@ -285,6 +292,13 @@ def test_a_tiny_run_writes_the_report_and_reuses_its_runs(tmp_path, monkeypatch)
         "--epochs=1",
     ]
     assert bench.main(argv) == 0
+    # One line as each of the two runs starts and one as it ends, on stderr (the report is
+    # stdout's).
+    progress = capsys.readouterr().err.splitlines()
+    for recipe in ("baseline", "recommended"):
+        run = f"xla:default {recipe} seed 0: "
+        assert sum(run + "training" in line for line in progress) == 1
+        assert sum(run + "trained in " in line for line in progress) == 1
     result = json.loads((out / "layout_quality.json").read_text())
     cell = result["results"]["standard"]["xla:default"]
     assert set(cell) == {"baseline", "recommended"}
@@ -305,5 +319,6 @@ def test_a_tiny_run_writes_the_report_and_reuses_its_runs(tmp_path, monkeypatch)
 
     monkeypatch.setattr(bench, "train_and_score", no_training)
     assert bench.main(argv) == 0
+    assert sum(": reused " in line for line in capsys.readouterr().err.splitlines()) == 2
     again = json.loads((out / "layout_quality.json").read_text())
     assert again["results"] == result["results"]
