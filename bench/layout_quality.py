@@ -311,9 +311,9 @@ class LayoutQuality:
         print(f"{what}: training", file=sys.stderr, flush=True)
         record = train_and_score(run, run.collection_dir(root))
         print(
-            f"{what}: trained in {record['wall_s']:.0f} s (best epoch {record['best_epoch']} of "
-            f"{record['epochs_run']}), scored every valid and test configuration in "
-            f"{record['score_s']:.0f} s",
+            f"{what}: trained in {record['wall_s']:.0f} s (best epoch {record['best_epoch'] + 1} "
+            f"of {record['epochs_run']}, counted from 1), scored every valid and test "
+            f"configuration in {record['score_s']:.0f} s",
             file=sys.stderr,
             flush=True,
         )

@@ -298,7 +298,8 @@ def test_a_tiny_run_writes_the_report_and_reuses_its_runs(tmp_path, monkeypatch,
     for recipe in ("baseline", "recommended"):
         run = f"xla:default {recipe} seed 0: "
         assert sum(run + "training" in line for line in progress) == 1
-        assert sum(run + "trained in " in line for line in progress) == 1
+        ended = [line for line in progress if run + "trained in " in line]
+        assert len(ended) == 1 and "(best epoch 1 of 1, counted from 1)" in ended[0]
     result = json.loads((out / "layout_quality.json").read_text())
     cell = result["results"]["standard"]["xla:default"]
     assert set(cell) == {"baseline", "recommended"}
