@@ -90,7 +90,7 @@ def test_train_args_from_a_recipe_flagfile():
         [f"--flagfile={scale.RECIPES['recommended']}"], epochs=1, data_root="/d"
     )
     assert args.model == "LateJoinGAT" and args.epochs == 1 and args.data_root == "/d"
-    assert args.optimizer == "adamw" and args.configs == 128 and args.lr == pytest.approx(2e-3)
+    assert args.optimizer == "adamw" and args.configs == 64 and args.lr == pytest.approx(2e-3)
     baseline = scale.train_args_from_flags([f"--flagfile={scale.RECIPES['EarlyJoinSAGE']}"])
     assert baseline.model == "EarlyJoinSAGE" and baseline.epochs == 100
 
