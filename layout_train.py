@@ -139,9 +139,15 @@ def train_run(
         log(f"trained {record['model']} as a worker; the chief evaluates and saves the run")
         return {}
     val = record["val"]
+    averaged = record["averaged_epochs"]
+    ended_on = (
+        f"the mean of the weights of its last {averaged} epochs"
+        if averaged
+        else f"best epoch {record['best_epoch']}"
+    )
     log(
-        f"trained {record['model']} in {time.perf_counter() - started:.1f} s, best epoch "
-        f"{record['best_epoch']}: validation Kendall tau {val['kendall_tau']:.4f}, "
+        f"trained {record['model']} in {time.perf_counter() - started:.1f} s, {ended_on}: "
+        f"validation Kendall tau {val['kendall_tau']:.4f}, "
         f"OPA {val['opa']:.4f} over {val['graphs']} graphs"
     )
     run = {

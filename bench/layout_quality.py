@@ -310,9 +310,11 @@ class LayoutQuality:
             return record
         print(f"{what}: training", file=sys.stderr, flush=True)
         record = train_and_score(run, run.collection_dir(root))
+        averaged = record["averaged_epochs"]
+        mean = f"; ended on the mean of its last {averaged}" if averaged else ""
         print(
             f"{what}: trained in {record['wall_s']:.0f} s (best epoch {record['best_epoch'] + 1} "
-            f"of {record['epochs_run']}, counted from 1), scored every valid and test "
+            f"of {record['epochs_run']}, counted from 1{mean}), scored every valid and test "
             f"configuration in {record['score_s']:.0f} s",
             file=sys.stderr,
             flush=True,
@@ -412,6 +414,7 @@ def train_and_score(run, folder: Path) -> dict[str, Any]:
         "wall_s": time.perf_counter() - started,
         "best_epoch": trained["best_epoch"],
         "epochs_run": len(trained["train_curve"]["epoch"]),
+        "averaged_epochs": trained["averaged_epochs"],
         "run_hash": run.run_hash(),
     }
     started = time.perf_counter()

@@ -97,8 +97,10 @@ def test_epochs_are_timed_and_the_final_validation_can_be_left_out(toy):
         LayoutSAGE(8, hidden_dim=16),
         epochs=3,
         final_validation=False,
+        average_from=2,  # reaches the early-stopping callback: epochs 2 and 3 averaged
         **small,
     )
+    assert record["averaged_epochs"] == 2
     assert "val" not in record
     timings = record["timings"]
     assert "val_eval_s" not in timings

@@ -493,6 +493,76 @@ def test_early_stop_patience_counts_epochs_not_validations(tmp_path, eval_every,
     assert stopper.best == 0.5
 
 
+def drive_stopper(stopper, model, epochs, weights, opas, start=0):
+    """Runs `stopper` through epochs start..epochs-1 as Keras would, with the model's
+    weights set to weights[epoch] and validation OPA opas[epoch] at each epoch's end."""
+    stopper.set_model(model)
+    stopper.on_train_begin()
+    for epoch in range(start, epochs):
+        stopper.on_epoch_begin(epoch)
+        model.set_weights(weights[epoch])
+        stopper.on_epoch_end(
+            epoch, {"loss": 1.0, "opa": 0.5, "val_loss": 1.0, "val_opa": opas[epoch]}
+        )
+        if model.stop_training:
+            break
+    stopper.on_train_end()
+
+
+def epoch_weights(epochs: int) -> list[list[np.ndarray]]:
+    rng = np.random.default_rng(0)
+    return [
+        [rng.normal(size=(1, 1)).astype(np.float32), rng.normal(size=(1,)).astype(np.float32)]
+        for _ in range(epochs)
+    ]
+
+
+def dense_model():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    model.build((None, 1))
+    return model
+
+
+def test_weight_averaging_ends_on_the_mean_of_the_epochs_from_its_start(tmp_path):
+    """--average_from=3 over 6 epochs: the mean of the weights after epochs 3-6 (counted
+    from 1), whichever epoch validated best; a resumed run ends on the same mean."""
+    weights = epoch_weights(6)
+    opas = [0.9, 0.1, 0.2, 0.3, 0.2, 0.1]  # the best is the first, which is not averaged
+    # Means in float64 over the stacked epochs; the stopper keeps a running mean in
+    # float64 and casts once, so the two differ by at most a float32 rounding step.
+    wanted = [np.mean([w[i] for w in weights[2:]], axis=0, dtype=np.float64) for i in range(2)]
+
+    model = dense_model()
+    stopper = ResumableEarlyStopping(10, tmp_path / "state", average_from=3)
+    drive_stopper(stopper, model, 6, weights, opas)
+    assert stopper.averaged_epochs == 4 and stopper.best_epoch == 0
+    for got, want in zip(model.get_weights(), wanted):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+    # Killed after epoch 4 (0-based 3): a new process resumes at epoch 5 from the state.
+    resumed_state = tmp_path / "resumed"
+    first = ResumableEarlyStopping(10, resumed_state, average_from=3)
+    drive_stopper(first, dense_model(), 4, weights, opas)
+    model = dense_model()
+    second = ResumableEarlyStopping(10, resumed_state, average_from=3)
+    drive_stopper(second, model, 6, weights, opas, start=4)
+    assert second.averaged_epochs == 4
+    for got, want in zip(model.get_weights(), wanted):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_weight_averaging_that_never_starts_ends_on_the_best_epoch(tmp_path):
+    """Early stopping before --average_from's epoch: the best epoch's weights, as without it."""
+    weights = epoch_weights(8)
+    opas = [0.5, 0.9, 0.4, 0.4, 0.4, 0.4, 0.4, 0.4]
+    model = dense_model()
+    stopper = ResumableEarlyStopping(2, tmp_path / "state", average_from=6)
+    drive_stopper(stopper, model, 8, weights, opas)
+    assert stopper.stopped_epoch == 3 and stopper.averaged_epochs == 0
+    for got, want in zip(model.get_weights(), weights[1]):
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "script, flags, meant",

@@ -13,8 +13,9 @@ or whole layout programs):
   its own seed (so a resumed run draws what an uninterrupted one would) and
   split into per-replica batches for `Strategy.distribute_datasets_from_function`.
 - `ResumableEarlyStopping`: Keras' `EarlyStopping` on val OPA that always ends
-  on the best weights, and keeps its state beside `BackupAndRestore`'s backup,
-  so that a resumed run stops and restores exactly as an uninterrupted one.
+  on the best weights (or on the mean of the weights from a given epoch on),
+  and keeps its state beside `BackupAndRestore`'s backup, so that a resumed run
+  stops and restores exactly as an uninterrupted one.
 - `compile_trainer`: Keras `compile` running `STEPS_PER_EXECUTION` steps per
   call of the compiled train (and eval) function, with `StepProgress` as its
   step-accurate progress bar.
@@ -463,6 +464,12 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
     later epoch, so a resumed run ends exactly as an uninterrupted one. Only the
     chief writes; every worker reads (the backup folder is shared, as Keras'
     own backup is).
+
+    With `average_from` (an epoch counted from 1, as `epochs` counts them), the
+    run ends instead on the mean of the weights at the end of every epoch from
+    that one to the last it trained (stochastic weight averaging over epochs);
+    `averaged_epochs` counts them. A run that stops before that epoch ends on
+    the best weights, as without it.
     """
 
     def __init__(
@@ -472,6 +479,7 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
         *,
         writes_state: bool = True,
         extra_curve: Sequence[str] = (),
+        average_from: int | None = None,
     ):
         super().__init__(
             monitor="val_opa", mode="max", patience=patience, restore_best_weights=True
@@ -481,10 +489,13 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
         # Further log keys the curve records under their own names (None when absent),
         # e.g. "val_kendall_tau" that a callback listed before this one adds.
         self.extra_curve = tuple(extra_curve)
+        self.average_from = average_from
         self.curve: dict[str, list] = self._empty_curve()
         self._first_epoch: int | None = None
         self._already_stopped = False
         self.last_validated = -1
+        self.averaged_epochs = 0
+        self._mean_weights: list[np.ndarray] | None = None
 
     def on_train_begin(self, logs=None) -> None:
         super().on_train_begin(logs)
@@ -492,6 +503,8 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
         self._first_epoch = None
         self._already_stopped = False
         self.last_validated = -1
+        self.averaged_epochs = 0
+        self._mean_weights = None
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
         if self._first_epoch is None:
@@ -520,8 +533,20 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
             self.wait += epoch - self.last_validated - 1
             self.last_validated = epoch
             super().on_epoch_end(epoch, logs)
+        if self.average_from is not None and epoch + 1 >= self.average_from:
+            self._add_to_mean(self.model.get_weights())
         if self.writes_state:
             self._save(epoch)
+
+    def _add_to_mean(self, weights: list[np.ndarray]) -> None:
+        # A running mean in float64: the n-th epoch's weights move it by 1/n of
+        # their distance, so no sum of many epochs' weights is ever held.
+        self.averaged_epochs += 1
+        if self._mean_weights is None:
+            self._mean_weights = [np.asarray(w, np.float64) for w in weights]
+            return
+        for mean, w in zip(self._mean_weights, weights):
+            mean += (np.asarray(w, np.float64) - mean) / self.averaged_epochs
 
     def on_train_end(self, logs=None) -> None:
         if self._first_epoch is None:  # killed after the last epoch's backup: no epoch left
@@ -529,7 +554,11 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
             if saved:
                 self._load(_epoch_of(saved[-1]))
         super().on_train_end(logs)
-        if self.best_weights is not None:
+        if self._mean_weights is not None:
+            self.model.set_weights(
+                [m.astype(w.dtype) for m, w in zip(self._mean_weights, self.model.get_weights())]
+            )
+        elif self.best_weights is not None:
             self.model.set_weights(self.best_weights)
 
     def _empty_curve(self) -> dict[str, list]:
@@ -546,11 +575,13 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
             "stopped_epoch": self.stopped_epoch,
             "last_validated": self.last_validated,
             "curve": self.curve,
+            "averaged_epochs": self.averaged_epochs,
         }
         self.state_dir.mkdir(parents=True, exist_ok=True)
         weights = self.best_weights or []
         with atomic_output(self._path(epoch)) as tmp:
             arrays = {f"arr_{i}": w for i, w in enumerate(weights)}
+            arrays.update({f"mean_{i}": w for i, w in enumerate(self._mean_weights or [])})
             np.savez(tmp, meta=np.array(json.dumps(meta)), **arrays)
         # The previous epoch's state stays: a kill between this write and the
         # model backup resumes at this epoch again and needs it.
@@ -563,7 +594,9 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
         try:
             with np.load(path, allow_pickle=False) as saved:
                 meta = json.loads(str(saved["meta"]))
-                weights = [saved[f"arr_{i}"] for i in range(len(saved.files) - 1)]
+                count = {p: sum(f.startswith(p) for f in saved.files) for p in ("arr_", "mean_")}
+                weights = [saved[f"arr_{i}"] for i in range(count["arr_"])]
+                means = [saved[f"mean_{i}"] for i in range(count["mean_"])]
         except (OSError, ValueError, KeyError) as e:
             raise PipelineError(
                 f"{path}: cannot resume, the early-stopping state of epoch {epoch} is "
@@ -573,6 +606,9 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
         self.stopped_epoch, self.last_validated = meta["stopped_epoch"], meta["last_validated"]
         self.curve = meta["curve"]
         self.best_weights = weights or None
+        # States written before weight averaging existed hold no mean.
+        self.averaged_epochs = meta.get("averaged_epochs", 0)
+        self._mean_weights = means or None
 
 
 def _epoch_of(path: Path) -> int:

@@ -5,10 +5,11 @@
     args.check_flags()     # PipelineError (one line) on a bad value, without TensorFlow
 
 Flags and defaults are upstream `layout_train.py`'s (`--source` ... `--losses`);
-`--seed`, `--data_root`, `--out_dir`, `--cache_dir`, `--prune_hops` and
-`--drop_duplicates` are this project's. `--keep_nodes` is upstream's segment training: the forward
-pass sees the whole (pruned) graph, the gradient flows through one random
-segment of at most `keep_nodes` nodes per graph and step.
+`--seed`, `--data_root`, `--out_dir`, `--cache_dir`, `--prune_hops`,
+`--drop_duplicates` and `--average_from` are this project's. `--keep_nodes` is
+upstream's segment training: the forward pass sees the whole (pruned) graph,
+the gradient flows through one random segment of at most `keep_nodes` nodes
+per graph and step.
 
 `split_kwargs()` and `train_kwargs()` are what layout_train.py passes to
 `load_run_split` and `train_layout`; bench/layout_toy.py passes the same, so a
@@ -37,6 +38,9 @@ BUNDLED_TOY_ROOT = REPO_ROOT / DEFAULT_DATA_ROOT
 MODEL_NAMES = ("ResModel", "LayoutSAGE")
 # Fields that do not change what a run computes: not part of its hash.
 NOT_HASHED = frozenset({"out_dir", "cache_dir"})
+# Fields added after runs were saved: hashed only when set, so that a run without
+# them keeps the name (and the benchmarks' cached result) it had before.
+HASHED_WHEN_SET = frozenset({"average_from"})
 
 
 def _flag(default: Any, help: str) -> Any:
@@ -96,10 +100,15 @@ class LayoutTrainArgs(ArgsRecord):
         1, "keep configurable nodes and their k-hop neighbourhood (None or -1 = no pruning)"
     )
     drop_duplicates: bool = _flag(True, "drop repeated configurations of train/valid graphs")
+    average_from: int | None = _flag(
+        None,
+        "end on the mean of the weights after this epoch (counted from 1) and every later "
+        "one, instead of the best epoch's (None = the best epoch's)",
+    )
 
     def __post_init__(self) -> None:
         # Flags arrive as text for the optional ints; -1 means no pruning.
-        for name in ("max_configs", "prune_hops"):
+        for name in ("max_configs", "prune_hops", "average_from"):
             try:
                 value = _optional_int(getattr(self, name))
             except ValueError:
@@ -113,7 +122,11 @@ class LayoutTrainArgs(ArgsRecord):
             object.__setattr__(self, "cache_dir", None)
 
     def run_hash(self) -> str:
-        hashed = {k: v for k, v in self.to_dict().items() if k not in NOT_HASHED}
+        hashed = {
+            k: v
+            for k, v in self.to_dict().items()
+            if k not in NOT_HASHED and not (k in HASHED_WHEN_SET and v is None)
+        }
         return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
 
     def split_kwargs(self) -> dict[str, Any]:
@@ -138,6 +151,7 @@ class LayoutTrainArgs(ArgsRecord):
             losses=self.losses,
             early_stop=self.early_stop,
             keep_nodes=self.keep_nodes,
+            average_from=self.average_from,
         )
 
     def model_kwargs(self) -> dict[str, Any]:
@@ -174,6 +188,11 @@ class LayoutTrainArgs(ArgsRecord):
         if self.max_configs is not None and self.max_configs < 2:
             raise PipelineError(
                 f"--max_configs: must be at least 2 (or None = all), got {self.max_configs}"
+            )
+        if self.average_from is not None and not 1 <= self.average_from <= self.epochs:
+            raise PipelineError(
+                f"--average_from: must be an epoch from 1 to --epochs ({self.epochs}), "
+                f"got {self.average_from}"
             )
         if self.prune_hops is not None and self.prune_hops < 0:
             raise PipelineError(

@@ -246,6 +246,7 @@ def train_layout(
     tb_dir: Path | None = None,
     log: Callable[[str], None] = print,
     final_validation: bool = True,
+    average_from: int | None = None,
 ) -> dict[str, Any]:
     """Trains `model` in place and returns its record (curve, best epoch, validation metrics).
 
@@ -269,7 +270,10 @@ def train_layout(
     trains through every node. With `out_dir`, the record (`layout_record.json`) and the weights
     (`layout_weights.npz`) are written there. `final_validation=False` leaves out the
     ranking of every configuration of `valid_graphs` after training (the record has no
-    "val"), for a caller that scores the graphs itself.
+    "val"), for a caller that scores the graphs itself. `average_from` (an epoch
+    counted from 1): the run ends on the mean of the weights after that epoch and
+    every later one instead of the best epoch's (`ResumableEarlyStopping`); the
+    record's `averaged_epochs` counts them.
     """
     if not train_graphs or not valid_graphs:
         raise PipelineError("train_layout needs at least one train and one validation graph")
@@ -313,7 +317,11 @@ def train_layout(
     with tempfile.TemporaryDirectory() as scratch:
         state_dir = backup_dir or ((out / "early_stopping") if out else Path(scratch))
         stopping = ResumableEarlyStopping(
-            early_stop or epochs, state_dir, writes_state=chief, extra_curve=("val_kendall_tau",)
+            early_stop or epochs,
+            state_dir,
+            writes_state=chief,
+            extra_curve=("val_kendall_tau",),
+            average_from=average_from,
         )
         last: list[tf.keras.callbacks.Callback] = []
         if progress:
@@ -352,6 +360,8 @@ def train_layout(
         "train_curve": stopping.curve,
         "best_epoch": stopping.best_epoch,
         "best_val_opa": float(stopping.best),
+        "average_from": average_from,
+        "averaged_epochs": stopping.averaged_epochs,
         "traces": dict(trainer.traces),
     }
     if not chief:
