@@ -9,8 +9,9 @@ run (pruned as in training, every configuration kept; through a memory-mapped
 cache in `--cache_dir` when given), scores all
 configurations in chunks and writes one row per test file,
 `layout:<source>:<search>:<file stem>`, listing every configuration index,
-fastest (lowest score) first. `--dir a,b` ranks with an ensemble: the mean of
-each model's per-graph standardized scores (all of one source and search).
+fastest (lowest score) first, equal scores in file order. `--dir a,b` ranks
+with an ensemble: the mean of each model's per-graph standardized scores (all
+of one source and search).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def main() -> int:
 
     import numpy as np
 
+    from baselines.core.ranking import ranking_cell
     from baselines.core.submission import HEADER, write_csv_atomic
     from baselines.layout.metrics import kendall_tau
     from baselines.layout.predict import ensemble_scores, score_runs
@@ -94,8 +96,7 @@ def main() -> int:
     for graph, graph_scores in zip(graphs, scores, strict=True):
         if not np.all(np.isfinite(graph_scores)):
             raise PipelineError(f"{graph.graph_id}: the model gave non-finite scores")
-        order = np.argsort(graph_scores, kind="stable")
-        rows.append((f"layout:{source}:{search}:{graph.graph_id}", ";".join(map(str, order))))
+        rows.append((f"layout:{source}:{search}:{graph.graph_id}", ranking_cell(graph_scores)))
     write_csv_atomic(ensure_parent(output), HEADER, rows)
     configs = sum(len(s) for s in scores)
     print(f"wrote {output}: {len(rows)} graphs, {configs} configurations of {folder}")

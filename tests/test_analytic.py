@@ -149,3 +149,116 @@ def test_a_saved_model_with_analytic_inputs_is_scored_with_the_estimates():
     without = ranker.scorer.score_split(stats.normalize_split(raw, estimates=False), progress=False)
     assert all(np.array_equal(g, w) for g, w in zip(got, want))
     assert not all(np.allclose(g, w) for g, w in zip(got, without))  # the estimates matter
+
+
+# --- bytes per element, for every element type the files can hold ----------------------
+
+# node_feat columns 2-20 are a one-hot of the output's element type, in the order of
+# the dataset's feature list; the bytes are what XLA stores each element in. Types
+# that hold no array (invalid, tuple, opaque, token) and a row with no type set are
+# documented to count 4 bytes.
+ELEMENT_TYPE_BYTES = {
+    2: ("invalid", 4),
+    3: ("pred", 1),
+    4: ("s8", 1),
+    5: ("s16", 2),
+    6: ("s32", 4),
+    7: ("s64", 8),
+    8: ("u8", 1),
+    9: ("u16", 2),
+    10: ("u32", 4),
+    11: ("u64", 8),
+    12: ("f16", 2),
+    13: ("f32", 4),
+    14: ("f64", 8),
+    15: ("bf16", 2),
+    16: ("c64", 8),
+    17: ("c128", 16),
+    18: ("tuple", 4),
+    19: ("opaque", 4),
+    20: ("token", 4),
+}
+
+
+def elementwise_kernel(type_column: int | None) -> data.Kernel:
+    """An elementwise kernel shaped like a real sample's: root [2, 300, 300, 64],
+    minor_to_major [2, 3, 1, 0], of the element type whose one-hot column is given
+    (None: no type set). Two configurations, input bounds given in the second."""
+    node_feat = np.zeros((2, 140), np.float32)
+    for i in range(2):
+        node_feat[i, 21:25] = [2, 300, 300, 64]
+        node_feat[i, 134:138] = [2, 3, 1, 0]
+        if type_column is not None:
+            node_feat[i, type_column] = 1
+    node_feat[1, 0] = 1  # the root
+    config = np.zeros((2, 24), np.float32)
+    config[0, 8:12] = [2, 14, 4, 1]  # the real sample's first two output bounds
+    config[1, 8:12] = [1, 2, 4, 2]
+    config[1, 16:20] = [1, 2, 8, 2]  # an input tile too
+    return data.Kernel(
+        tile_id="elementwise",
+        node_feat=node_feat,
+        node_opcode=np.array([63, 2], np.uint8),
+        edge_index=np.array([[1, 0]], np.int64),
+        config_feat=config,
+        config_runtime=np.ones(2, np.int64),
+        config_runtime_normalizers=np.ones(2, np.int64),
+    )
+
+
+@pytest.mark.parametrize(
+    "column", sorted(ELEMENT_TYPE_BYTES), ids=lambda c: ELEMENT_TYPE_BYTES[c][0]
+)
+def test_every_element_type_counts_its_own_bytes(column):
+    name, width = ELEMENT_TYPE_BYTES[column]
+    kernel = elementwise_kernel(column)
+    assert analytic.tiled_tensor(kernel.node_feat)[2] == width, name
+    got = estimates(kernel)
+    # Width-free estimates, by hand: tiles and padding of the two output tiles.
+    tiles0 = 1 * math.ceil(300 / 14) * math.ceil(300 / 4) * 64
+    tiles1 = 2 * 150 * 75 * 32
+    pad0, pad1 = 1 - 4 * 1 / (128 * 8), 1 - 4 * 2 / (128 * 8)
+    # VMEM share: double-buffered tiles, each its bounds' product times the width.
+    vmem0 = 2 * (2 * 14 * 4 * 1) * width / MIB16
+    vmem1 = 2 * (1 * 2 * 4 * 2 + 1 * 2 * 8 * 2) * width / MIB16
+    np.testing.assert_allclose(
+        got, [[tiles0, pad0, vmem0, 1.0], [tiles1, pad1, vmem1, 1.0]], rtol=1e-12, err_msg=name
+    )
+    # The model input: log2(vmem share) / 4, by hand.
+    inputs = analytic.model_inputs(got)
+    np.testing.assert_allclose(inputs[:, 2], np.log2([vmem0, vmem1]) / 4, rtol=1e-6)
+
+
+def test_a_node_with_no_element_type_counts_four_bytes():
+    assert analytic.tiled_tensor(elementwise_kernel(None).node_feat)[2] == 4
+
+
+def test_the_widths_differ_where_the_types_do():
+    """The table above is not one width for all: a wrong column shows in most types."""
+    widths = {name: width for name, width in ELEMENT_TYPE_BYTES.values()}
+    assert (widths["bf16"], widths["f32"], widths["s8"], widths["s64"]) == (2, 4, 1, 8)
+    for column in range(3, 17):  # neighbouring columns of different widths
+        if ELEMENT_TYPE_BYTES[column][1] != ELEMENT_TYPE_BYTES[column + 1][1]:
+            a, b = elementwise_kernel(column), elementwise_kernel(column + 1)
+            assert estimates(a)[0, 2] != estimates(b)[0, 2]
+
+
+def test_a_bf16_convolution_counts_two_bytes_in_every_tile():
+    """bf16 input [2, 8, 8, 64], filter [3, 3, 64, 32], output [2, 8, 8, 32]."""
+    node_feat = np.zeros((3, 140), np.float32)
+    for i, dims in enumerate(([2, 8, 8, 64], [3, 3, 64, 32], [2, 8, 8, 32])):
+        node_feat[i, 21:25] = dims
+        node_feat[i, 134:138] = [3, 2, 1, 0]
+        node_feat[i, 15] = 1  # bf16
+    node_feat[2, 0] = 1
+    config = np.zeros((1, 24), np.float32)
+    config[0, 0:4] = [3, 3, 16, 16]  # filter tile
+    config[0, 8:12] = [1, 8, 8, 16]  # output tile
+    config[0, 16:20] = [1, 8, 8, 16]  # input tile
+    got = analytic.kernel_estimates(
+        node_feat, np.array([63, 63, 26], np.uint8), np.array([[2, 0], [2, 1]]), config
+    )[0]
+    tile_bytes = (3 * 3 * 16 * 16 + 1 * 8 * 8 * 16 + 1 * 8 * 8 * 16) * 2
+    assert got[2] == pytest.approx(2 * tile_bytes / MIB16, rel=1e-12)
+    # Output tile (16 channels minor, 8 rows second-minor): no padding of the 8 sublanes.
+    assert got[1] == pytest.approx(1 - 16 * 8 / (128 * 8), rel=1e-12)

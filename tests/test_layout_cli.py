@@ -73,6 +73,42 @@ def test_train_then_predict_lists_every_config(trained):
     assert len(read_rankings_csv(csv_path)) == len(test_files)
 
 
+def test_each_row_lists_the_config_its_graph_scored_fastest_first(trained, tmp_path):
+    """The script's rows against each test file scored alone, sorted here by score.
+
+    Scoring one file alone checks the rows' graph IDs as well as their order.
+    Duplicate configurations score exactly equal and must list the lower index
+    first; other scores need only ascend within float32 rounding (the same
+    model on the same rows, so 1e-6 is wide).
+    """
+    from baselines.layout.predict import read_layout_models, score_runs
+
+    out, done = trained
+    model_dir, _ = saved_paths(done.stdout)
+    output = tmp_path / "rows.csv"
+    pred = run("layout_gen_predictions_csv.py", f"--dir={model_dir}", f"--output={output}")
+    assert pred.returncode == 0, pred.stderr
+    with open(output, newline="") as f:
+        rows = {r[0]: [int(t) for t in r[1].split(";")] for r in list(csv.reader(f))[1:]}
+    models = read_layout_models(str(model_dir), "--dir")
+    test_files = sorted((TOY / "xla" / "default" / "test").glob("*.npz"))
+    assert len(rows) == len(test_files) > 1
+    for path in test_files:
+        alone = tmp_path / path.stem / "test"
+        alone.mkdir(parents=True)
+        (alone / path.name).symlink_to(path)
+        graphs, members = score_runs(models, alone, log=None)
+        (scores,) = members[0]
+        assert [g.graph_id for g in graphs] == [path.stem]
+        row = rows[f"layout:xla:default:{path.stem}"]
+        assert sorted(row) == list(range(len(scores)))
+        ordered = scores[row].astype(np.float64)
+        assert np.all(np.diff(ordered) >= -1e-6), f"{path.stem}: not fastest first"
+        tied = np.diff(ordered) == 0
+        assert np.all(np.diff(row)[tied] > 0), f"{path.stem}: ties not in file order"
+        assert ordered[0] < ordered[-1]  # the model tells configurations apart
+
+
 def test_rebuilt_model_scores_like_the_trained_one(trained):
     """Per-graph validation tau of the rebuilt model equals the one train_layout measured."""
     _, done = trained

@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from baselines.core.errors import PipelineError
 from baselines.core.loss_spec import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
+from baselines.core.ranking import ranking_order
 
 LISTMLE_TEMPERATURE = 10.0
 TOP_KS = (1, 5, 10)
@@ -192,11 +193,6 @@ def require_finite_scores(
             f"(first: {bad[0]}); its weights are not usable (training diverged or the saved "
             "model is damaged): retrain, e.g. with a lower --lr"
         )
-
-
-def ranking_order(scores: np.ndarray) -> np.ndarray:
-    """Config indices from predicted fastest to slowest (ties keep file order)."""
-    return np.argsort(np.asarray(scores), kind="stable")
 
 
 def top_configs(scores: np.ndarray, k: int = 5) -> list[int]:

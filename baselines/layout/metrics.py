@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from baselines.core.errors import PipelineError
+from baselines.core.ranking import ranking_order
 
 # Elements of one [rows, c] comparison block: bounds memory to tens of MB for any c
 # (the full [c, c] matrices of a 60k-config nlp graph would be 3.6 GB each).
@@ -84,5 +85,5 @@ def slowdown_at_k(pred: np.ndarray, runtime: np.ndarray, k: int) -> float:
         raise PipelineError(
             "runtimes must be positive to measure a slowdown; test files hold no runtimes (all 0)"
         )
-    picked = runtime[np.argsort(pred, kind="stable")[: int(k)]].min()
+    picked = runtime[ranking_order(pred)[: int(k)]].min()
     return float(np.float64(picked) / np.float64(best) - 1.0)

@@ -9,12 +9,17 @@ columns and documented facts of the TPU:
   minor dimensions of an array by (8, 128));
 - a TPU v3 core has 16 MiB of vector memory (VMEM) for the tiles in flight,
   which are double-buffered (the next tile is fetched while one is computed);
-- an element of f32 takes 4 bytes, of bf16 or f16 2.
+- an element takes the bytes XLA stores it in: 1 for pred, s8 and u8; 2 for
+  s16, u16, f16 and bf16; 4 for s32, u32 and f32; 8 for s64, u64, f64 and c64;
+  16 for c128.
 
 Per kernel, from raw node features: the tiled tensor is the last root op
 (column 0) that has a shape (columns 21-26; a tuple root has none), with its
 dims, its layout (`minor_to_major`, columns 134-139) and its element width
-(the one-hot of columns 2-20: 12 f16, 13 f32, 15 bf16; others count 4 bytes).
+(the one-hot of columns 2-20, in XLA's order: 2 invalid, 3 pred, 4 s8, 5 s16,
+6 s32, 7 s64, 8 u8, 9 u16, 10 u32, 11 u64, 12 f16, 13 f32, 14 f64, 15 bf16,
+16 c64, 17 c128, 18 tuple, 19 opaque, 20 token; the four that hold no array,
+and a node with no type set, count 4 bytes).
 The contraction is the last convolution (opcode 26) or dot (opcode 34), and
 its kernel tensor is the shape of its second operand.
 
@@ -47,7 +52,25 @@ NUM_ESTIMATES = len(ESTIMATES)
 
 LANES, SUBLANES = 128, 8
 VMEM_BYTES = 16 * 2**20
-ELEMENT_BYTES = {12: 2, 13: 4, 15: 2}  # one-hot column -> bytes (f16, f32, bf16)
+# One-hot column of node_feat -> bytes per element (module docstring); columns
+# 2 (invalid), 18 (tuple), 19 (opaque) and 20 (token) hold no array.
+ELEMENT_BYTES = {
+    3: 1,  # pred
+    4: 1,  # s8
+    5: 2,  # s16
+    6: 4,  # s32
+    7: 8,  # s64
+    8: 1,  # u8
+    9: 2,  # u16
+    10: 4,  # u32
+    11: 8,  # u64
+    12: 2,  # f16
+    13: 4,  # f32
+    14: 8,  # f64
+    15: 2,  # bf16
+    16: 8,  # c64
+    17: 16,  # c128
+}
 DEFAULT_ELEMENT_BYTES = 4
 OP_CONVOLUTION, OP_DOT = 26, 34
 

@@ -36,7 +36,8 @@ import numpy as np
 import tensorflow as tf
 import tqdm
 
-from baselines.core.metrics import require_finite_scores, top_configs
+from baselines.core.metrics import require_finite_scores
+from baselines.core.ranking import ranking_cell
 from baselines.core.submission import TILE_PREFIX
 from baselines.tiles.data import TileSplit
 from baselines.tiles.features import FeatureStats
@@ -251,9 +252,9 @@ def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]
 def ranking_rows(
     tile_ids: Sequence[str], scores: Sequence[np.ndarray], top: int = 5
 ) -> list[tuple[str, str]]:
-    """`ID,TopConfigs` rows: `tile:xla:<id>` and its `top` predicted-fastest configs."""
+    """`ID,TopConfigs` rows: `tile:xla:<id>` and its `top` predicted-fastest configs.
+
+    Fastest first, equal scores in file order (`core.ranking`).
+    """
     require_finite_scores(tile_ids, scores)
-    return [
-        (f"{TILE_PREFIX}{tid}", ";".join(map(str, top_configs(s, top))))
-        for tid, s in zip(tile_ids, scores)
-    ]
+    return [(f"{TILE_PREFIX}{tid}", ranking_cell(s, top)) for tid, s in zip(tile_ids, scores)]
