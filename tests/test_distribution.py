@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import portpicker
 import pytest
-from conftest import ROOT, TOY_ROOT
+from conftest import ROOT, TOY_ROOT, read_run_file
 
 from baselines.core.distribution import check_tf_config
 from baselines.core.errors import PipelineError
@@ -303,3 +303,39 @@ def test_replica_chunks_split_every_global_batch():
     # A last global batch with fewer kernels than replicas is topped up from the start.
     four = replica_chunks(np.arange(9), batch=8, num_replicas=4)
     assert [c.tolist() for c in four[-1]] == [[8], [0], [1], [2]]
+
+
+def _saved_run(stdout: str, out: Path) -> dict:
+    runs = list(out.glob("run_*.jsonz"))
+    assert len(runs) == 1, stdout[-2000:]
+    return read_run_file(runs[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "script, flags",
+    [
+        ("tiles_train.py", ["--model=EarlyJoinSAGE", "--toy_data=True", "--epochs=1"]),
+        ("tiles_train.py", ["--model=MLP", "--toy_data=True", "--epochs=1", "--optimizer=adam"]),
+        ("layout_train.py", ["--source=xla", "--search=default", "--epochs=1"]),
+    ],
+    ids=["tiles-sage", "tiles-mlp-adam", "layout"],
+)
+def test_mirrored_from_the_command_line_uses_one_replica_per_core(tmp_path, script, flags):
+    """The user's command, as typed: on a CPU-only machine `--strategy=mirrored`
+    splits the CPU into one logical device per usable core (2 in CI), trains
+    with that many replicas and saves the run."""
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [PY, str(ROOT / script), *flags, "--strategy=mirrored", f"--out_dir={out}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**QUIET_TF, "HOME": str(tmp_path)},
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    record = _saved_run(proc.stdout, out)
+    replicas = record["replicas"] if script == "tiles_train.py" else record["train"]["replicas"]
+    assert replicas == len(os.sched_getaffinity(0))

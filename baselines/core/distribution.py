@@ -35,7 +35,8 @@ def add_strategy_flag(parser: argparse.ArgumentParser) -> None:
         choices=STRATEGIES,
         default="default",
         help="tf.distribute strategy: default (one device), mirrored (all local GPUs, "
-        "else all logical CPUs), multi_worker (MultiWorkerMirroredStrategy, needs TF_CONFIG); "
+        "else the CPU split into one device per core), "
+        "multi_worker (MultiWorkerMirroredStrategy, needs TF_CONFIG); "
         "not part of the run hash",
     )
 
@@ -56,7 +57,8 @@ def make_strategy(name: str) -> Any:
     """The tf.distribute strategy `--strategy` names.
 
     - default: one device (no distribution).
-    - mirrored: every local GPU, or every logical CPU device when there is none.
+    - mirrored: every local GPU; with none, the CPU split into one logical
+      device per usable core (`split_cpu`), so that replicas share the cores.
     - multi_worker: MultiWorkerMirroredStrategy over the cluster in TF_CONFIG.
     Must run before TensorFlow has made any other op (a rule of multi-worker).
     """
@@ -67,12 +69,44 @@ def make_strategy(name: str) -> Any:
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
+        if not tf.config.list_physical_devices("GPU"):
+            split_cpu(usable_cores())
         devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
         return tf.distribute.MirroredStrategy([d.name for d in devices])
     if name == "multi_worker":
         check_tf_config(os.environ.get("TF_CONFIG"))
         return tf.distribute.MultiWorkerMirroredStrategy()
     raise PipelineError(f"--strategy: '{name}' is not one of {', '.join(STRATEGIES)}")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, else the machine's count)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def split_cpu(count: int) -> None:
+    """Splits the physical CPU into `count` logical devices, unless already split.
+
+    TensorFlow's CPU is one device, so a CPU-only MirroredStrategy would have one
+    replica. Must run before TensorFlow initializes its devices; a split made
+    earlier (by the caller) is kept, and after initialization nothing changes.
+    """
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    if count < 2 or tf.config.get_logical_device_configuration(cpu):
+        return
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+        )
+    except RuntimeError:  # devices already initialized: keep them
+        pass
 
 
 def check_tf_config(text: str | None) -> None:

@@ -181,13 +181,22 @@ class RankingTrainer(tf.keras.Model):
         Keras' own loop starts with its outputs undefined, so AutoGraph traces
         the step once more to learn their structure (twice the tracing, which
         is seconds for a GNN); here they start as the metrics' current values,
-        which have the step's structure. One replica only (`compile_trainer`).
+        which have the step's structure. One replica only (`compile_trainer`),
+        but not only the default strategy: a one-device MirroredStrategy's
+        variables update only inside `strategy.run`, so the step runs there.
         """
+        strategy = self.distribute_strategy
+
+        def one_step(batch) -> dict[str, tf.Tensor]:
+            outputs = strategy.run(step, args=(batch,))
+            return tf.nest.map_structure(
+                lambda x: strategy.experimental_local_results(x)[0], outputs
+            )
 
         def run(iterator) -> dict[str, tf.Tensor]:
             outputs = {m.name: m.result() for m in self.metrics}
             for _ in tf.range(self._steps_per_execution):
-                outputs = step(next(iterator))
+                outputs = one_step(next(iterator))
                 with tf.control_dependencies(list(outputs.values())):
                     counter.assign_add(1)
             return outputs
