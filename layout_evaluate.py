@@ -88,9 +88,10 @@ def main() -> int:
             f"--subset_size must be >= 1 and --subset_seed >= 0, got {args.subset_size} "
             f"and {args.subset_seed}"
         )
+    from baselines.core.ranking import ensemble_scores
     from baselines.layout import evaluate
     from baselines.layout.data import list_layout_files, read_config_count
-    from baselines.layout.predict import ensemble_scores, read_layout_models, score_runs
+    from baselines.layout.predict import read_layout_models, score_runs
     from baselines.layout.train_args import resolve_layout_root, toy_banner
 
     models = read_layout_models(args.dirs, "--dirs")

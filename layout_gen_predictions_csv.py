@@ -85,10 +85,10 @@ def main() -> int:
 
     import numpy as np
 
-    from baselines.core.ranking import ranking_cell
+    from baselines.core.ranking import ensemble_scores, ranking_cell
     from baselines.core.submission import HEADER, write_csv_atomic
     from baselines.layout.metrics import kendall_tau
-    from baselines.layout.predict import ensemble_scores, score_runs
+    from baselines.layout.predict import score_runs
 
     graphs, members = score_runs(models, folder, log=print, cache_dir=args.cache_dir)
     scores = ensemble_scores(members)

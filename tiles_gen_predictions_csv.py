@@ -120,8 +120,9 @@ def main() -> int:
         estimates = uses_estimates(records[0]["model_kwargs"])
         loading = pool.submit(read_split, root, args.split, args.cache_dir, stats, estimates)
 
+        from baselines.core.ranking import ensemble_scores
         from baselines.core.submission import HEADER, write_csv_atomic
-        from baselines.tiles.predict import SavedRanker, ensemble_scores, ranking_rows
+        from baselines.tiles.predict import SavedRanker, ranking_rows
 
         rankers = [SavedRanker.load(d, record) for d, record in models]
         for ranker in rankers:
@@ -132,7 +133,7 @@ def main() -> int:
         members = [rankers[0].scorer.score_split(split)]
     else:
         members = [ranker.score(split) for ranker in rankers]
-    scores = members[0] if len(members) == 1 else ensemble_scores(members)
+    scores = ensemble_scores(members)
     seconds = time.perf_counter() - started
     rows = ranking_rows(split.tile_ids, scores, args.top)
     write_csv_atomic(ensure_parent(output), HEADER, rows)

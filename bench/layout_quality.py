@@ -30,7 +30,7 @@ restored (loading and the scoring below not included). Each seed's model ranks
 every configuration of every valid and test graph;
 `baselines.layout.evaluate.evaluation_rows` gives Kendall's tau and
 slowdown@1/10/100 per graph, program and overall, for each seed and for the
-seeds' ensemble (`predict.ensemble_scores`). A run's scores are kept in
+seeds' ensemble (`core.ranking.ensemble_scores`). A run's scores are kept in
 `<out>/runs/...` and reused while the resolved flags (the run hash) and the set
 are unchanged. Progress goes to stderr: a bar while a set is written, and a line
 when each run starts, ends (training and scoring seconds, best epoch) or is reused.

@@ -21,9 +21,9 @@ from conftest import one_line_error
 from conftest import run_repo_script as run
 
 from baselines.core.errors import PipelineError
+from baselines.core.ranking import ensemble_scores
 from baselines.layout import evaluate
 from baselines.layout.plots import tau_per_graph
-from baselines.layout.predict import ensemble_scores
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = REPO / "data" / "layout_toy"
@@ -138,7 +138,7 @@ def test_ensemble_is_the_mean_of_per_graph_z_scores():
     assert not np.allclose(got[0], raw)
     # One model: its own scores, unchanged.
     assert ensemble_scores([a])[0] is a[0]
-    with pytest.raises(PipelineError, match="different numbers of graphs"):
+    with pytest.raises(PipelineError, match="different numbers of kernels or graphs"):
         ensemble_scores([a, b[:1]])
 
 

@@ -30,8 +30,9 @@ import pytest
 from conftest import ROOT
 
 from baselines.core import metrics
+from baselines.core.ranking import ensemble_scores
 from baselines.layout import metrics as layout_metrics
-from baselines.tiles.predict import ensemble_scores, ranking_rows
+from baselines.tiles.predict import ranking_rows
 
 
 def by_score(scores) -> list[int]:

@@ -23,8 +23,9 @@ from conftest import ROOT, numpy_feature_stats, signed_log, write_random_root
 
 from baselines.core import metrics
 from baselines.core.errors import PipelineError
+from baselines.core.ranking import ensemble_scores
 from baselines.tiles import data
-from baselines.tiles.predict import SavedRanker, ensemble_scores, ranking_rows
+from baselines.tiles.predict import SavedRanker, ranking_rows
 from baselines.tiles.run_files import (
     RUN_IN_MODEL,
     build_from_record,

@@ -1,5 +1,6 @@
-"""What a ranking means, for every writer of rankings: tile and layout predictions,
-ensembles, the training results CSV and the Kaggle join.
+"""What a ranking means, for every writer of rankings (tile and layout predictions,
+ensembles, the training results CSV and the Kaggle join), and how an ensemble
+combines its members' scores.
 
 A ranking lists configuration indices (a file's own row numbers), predicted
 fastest first: ascending score, since a lower score means predicted faster.
@@ -8,13 +9,18 @@ of the scores alone.
 
     ranking_order(np.array([0.5, 0.1, 0.5]))      # array([1, 0, 2])
     ranking_cell(np.array([0.5, 0.1, 0.5]), 2)    # '1;0', a TopConfigs cell
+    ensemble_scores([member_a, member_b])         # per kernel or graph: mean z-score
 
 numpy only: the submission tools import it without TensorFlow.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+
+from baselines.core.errors import PipelineError
 
 
 def ranking_order(scores: np.ndarray) -> np.ndarray:
@@ -26,3 +32,36 @@ def ranking_cell(scores: np.ndarray, top: int | None = None) -> str:
     """A TopConfigs cell: the `top` predicted-fastest indices joined by `;` (all if None)."""
     order = ranking_order(scores)
     return ";".join(map(str, order[:top].tolist()))
+
+
+def standardized(scores: np.ndarray) -> np.ndarray:
+    """One kernel's or graph's scores as z-scores, in float64 (so distinct scores stay
+    distinct); all zeros when every score is equal.
+
+        standardized(np.array([1.0, 3.0]))   # array([-1., 1.])
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    std = float(scores.std())
+    return (scores - scores.mean()) / std if std > 0 else np.zeros_like(scores)
+
+
+def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
+    """Per kernel or graph, the mean of every member's standardized scores.
+
+    `members[m][i]` is model m's scores of item i's configurations. Models of
+    different classes score on different scales; standardizing each item's
+    scores first gives every member the same say, as the top Kaggle solutions
+    averaged them. One member is returned as it is: it ranks exactly as the
+    model alone.
+    """
+    if not members:
+        raise PipelineError("an ensemble needs at least one model; give at least one model folder")
+    if len(members) == 1:
+        return list(members[0])
+    counts = {len(m) for m in members}
+    if len(counts) > 1:
+        raise PipelineError(f"the models scored different numbers of kernels or graphs {sorted(counts)}")
+    return [
+        np.mean([standardized(member[i]) for member in members], axis=0)
+        for i in range(len(members[0]))
+    ]

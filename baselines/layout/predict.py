@@ -2,14 +2,13 @@
 
     models = read_layout_models("out/model_a,out/model_b", "--dir")
     graphs, members = score_runs(models, root / "xla" / "default" / "valid")
-    scores = ensemble_scores(members)  # one array per graph, lower = predicted faster
+    scores = ensemble_scores(members)  # core.ranking; one array per graph, lower = faster
 
 `score_runs` reads the folder as each run was trained (pruned to its
 `prune_hops`; every configuration kept, none dropped as a duplicate) once per
 distinct pruning, and scores every configuration with each model. The
-ensemble of several models is, per graph, the mean of each model's
-standardized scores (z-scores within the graph), so models whose scores have
-different offsets and scales count the same. numpy only at import: TensorFlow
+ensemble of several models (`core.ranking.ensemble_scores`) is, per graph, the
+mean of each model's standardized scores. numpy only at import: TensorFlow
 is imported when `score_runs` restores the models.
 """
 
@@ -51,36 +50,6 @@ def read_layout_models(text: str, flag: str) -> list[tuple[Path, dict[str, Any]]
             "an ensemble ranks one source and search"
         )
     return models
-
-
-def standardized(scores: np.ndarray) -> np.ndarray:
-    """(scores - mean) / std within one graph; std 1 when all scores are equal.
-
-    standardized(np.array([1.0, 3.0])) -> array([-1., 1.])
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    std = float(np.std(scores))
-    return (scores - np.mean(scores)) / (std if std > 0 else 1.0)
-
-
-def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
-    """Per graph, the mean of the members' standardized scores; one member: its own scores.
-
-        ensemble_scores([[a0, a1], [b0, b1]])  # [mean(z(a0), z(b0)), mean(z(a1), z(b1))]
-
-    `members[m][g]` is model m's scores of graph g's configurations.
-    """
-    if not members:
-        raise PipelineError("no models to combine; give at least one model folder")
-    if len(members) == 1:
-        return list(members[0])
-    counts = {len(m) for m in members}
-    if len(counts) > 1:
-        raise PipelineError(f"the models scored different numbers of graphs {sorted(counts)}")
-    return [
-        np.mean([standardized(member[i]) for member in members], axis=0)
-        for i in range(len(members[0]))
-    ]
 
 
 def score_runs(

@@ -8,7 +8,7 @@
 The pure part of `bench/layout_quality.py` (numpy only, no TensorFlow): it
 takes the scores each seed's model gave a split's graphs, and returns
 `evaluate.evaluation_rows` of every seed ("0", "1", ...) and of their ensemble
-(`predict.ensemble_scores`), their summary, and the verdicts.
+(`core.ranking.ensemble_scores`), their summary, and the verdicts.
 
 Spread: the population standard deviation over seeds (n in the denominator,
 as `bench/layout_toy.py`), 0 for one seed. The targets, each met or missed:
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from baselines.core.quality_report import markdown_table, mean_std, pm
+from baselines.core.ranking import ensemble_scores
 from baselines.layout.evaluate import SLOWDOWN_KS, evaluation_rows
-from baselines.layout.predict import ensemble_scores
 
 METRICS = ("kendall_tau", *(f"slowdown_{k}" for k in SLOWDOWN_KS))
 ENSEMBLE = "ensemble"

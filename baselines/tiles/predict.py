@@ -227,28 +227,6 @@ class SavedRanker:
         return self.scorer.score_split(normalized, progress=progress)
 
 
-def standardized(scores: np.ndarray) -> np.ndarray:
-    """A kernel's scores as z-scores (float64, so distinct scores stay distinct)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    std = scores.std()
-    return (scores - scores.mean()) / std if std > 0 else np.zeros_like(scores)
-
-
-def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
-    """Per kernel, the mean of every member's standardized scores.
-
-    Models of different classes score on different scales; standardizing each
-    kernel's scores first gives every member the same say, as the top Kaggle
-    solutions averaged them. One member ranks exactly as the model alone.
-    """
-    if not members:
-        raise ValueError("an ensemble needs at least one member")
-    return [
-        np.mean([standardized(member[i]) for member in members], axis=0)
-        for i in range(len(members[0]))
-    ]
-
-
 def ranking_rows(
     tile_ids: Sequence[str], scores: Sequence[np.ndarray], top: int = 5
 ) -> list[tuple[str, str]]:
