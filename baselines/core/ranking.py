@@ -60,7 +60,9 @@ def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]
         return list(members[0])
     counts = {len(m) for m in members}
     if len(counts) > 1:
-        raise PipelineError(f"the models scored different numbers of kernels or graphs {sorted(counts)}")
+        raise PipelineError(
+            f"the models scored different numbers of kernels or graphs {sorted(counts)}"
+        )
     return [
         np.mean([standardized(member[i]) for member in members], axis=0)
         for i in range(len(members[0]))
