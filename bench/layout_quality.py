@@ -8,7 +8,7 @@
     .venv/bin/python bench/layout_quality.py --preset release --search_space decisions
 
 For each cost model (`--cost_models`) a synthetic layout set is generated with
-`baselines.layout.synthetic.write_layout_dataset` (`--counts` toy-size files per
+`synthetic.layout.write_layout_dataset` (`--counts` toy-size files per
 split, `--data_seed`, test split labelled: `test_labels=True`), or with
 `--preset` by `write_release_dataset` (release-size graphs, the preset's counts
 per split, the chosen collections only), under
@@ -75,8 +75,8 @@ from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import atomic_write_text
 from baselines.core.quality_report import names, pm
-from baselines.layout.synthetic.decisions import SEARCH_SPACES
-from baselines.layout.synthetic.release import PRESETS, preset_counts
+from synthetic.layout.decisions import SEARCH_SPACES
+from synthetic.layout.release import PRESETS, preset_counts
 
 RECIPES = ROOT / "configs" / "layout"
 COLLECTIONS = ("xla:default", "xla:random", "nlp:default", "nlp:random")
@@ -157,8 +157,8 @@ def generate(
     release-size set made for more collections, same parameters otherwise, is reused.
     `progress`: a bar on stderr, one step per file written (release-size sets).
     """
-    from baselines.layout.synthetic import RELEASE_NOISE_SIGMA, write_layout_dataset
-    from baselines.layout.synthetic.release import write_release_dataset
+    from synthetic.layout import RELEASE_NOISE_SIGMA, write_layout_dataset
+    from synthetic.layout.release import write_release_dataset
 
     params: dict[str, Any] = {"seed": seed, "cost_model": cost_model, "test_labels": True}
     if preset is None:
@@ -254,7 +254,7 @@ class LayoutQuality:
             )
         self.data_seed, self.epochs = args.data_seed, args.epochs
         self.cost_models = names(args.cost_models, "--cost_models")
-        from baselines.layout.synthetic import write_layout_dataset
+        from synthetic.layout import write_layout_dataset
 
         for cost_model in self.cost_models:  # refused before anything is trained
             cost_model_kwargs(cost_model, write_layout_dataset)

@@ -57,7 +57,7 @@ from bench_common import SIZE_ORDER, SIZES, code_version, dir_mb, fmt, growth_ex
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import atomic_write_text
-from baselines.layout.synthetic.release import parse_nlp_configs
+from synthetic.layout.release import parse_nlp_configs
 
 COLLECTIONS = ("xla:random", "xla:default", "nlp:random", "nlp:default")
 SPLITS = ("train", "valid", "test")

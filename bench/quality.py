@@ -7,7 +7,7 @@
 
 A world is a synthetic set from `data/make_synthetic.py --world W`: the same
 real file format, runtimes from a structurally different cost model
-(`baselines/tiles/synthetic/worlds.py`: default, alternate, serial, cache).
+(`synthetic/tiles/worlds.py`: default, alternate, serial, cache).
 Valid and test kernels come from programs train never holds. Each world's
 labelled test split is kept apart (`<out>/holdout/`); training sees a test
 split with hidden runtimes, as in the real release.
@@ -55,7 +55,7 @@ from baselines.core.io_utils import atomic_write_text
 from baselines.core.quality_report import markdown_table, pm
 from baselines.core.quality_report import names as _names
 from baselines.tiles import plots, selection
-from baselines.tiles.synthetic.worlds import WORLDS
+from synthetic.tiles.worlds import WORLDS
 
 SIZES = {
     "tiny": dict(train=24, valid=9, test=9, min_configs=5, max_configs=40, max_nodes=12),

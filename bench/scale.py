@@ -249,7 +249,7 @@ def _matmul_child(threads: str) -> int:
 def generate(work: Path, size: str, seed: int) -> tuple[Path, float | None]:
     """The set of a size (generated once; a finished set is marked by its parameters)."""
     root = work / "data" / f"{SIZES[size]}_s{seed}"
-    from baselines.tiles import synthetic
+    import synthetic.tiles as synthetic
 
     # The size distribution is part of the key: a recalibrated generator makes a new set.
     params = {"preset": SIZES[size], "seed": seed, "sizes": repr(synthetic.RELEASE_SIZES)}

@@ -46,9 +46,9 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
+import synthetic.tiles as synthetic  # noqa: E402
 from baselines.core.cli import entry_parser  # noqa: E402
 from baselines.core.errors import PipelineError, run_cli  # noqa: E402
-from baselines.tiles import synthetic  # noqa: E402
 
 LAYOUT_COLLECTIONS = ("xla:random", "xla:default", "nlp:random", "nlp:default")
 COST_MODEL_NAMES = ("alternate", "standard")
@@ -127,7 +127,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the cost model: default (the roofline model), alternate (its structure with "
         "other constants), serial (nothing overlaps, power-of-two padding, no accumulator), "
         "cache (smooth memory hierarchy, MXU granularity, pipeline fills); see "
-        "baselines/tiles/synthetic/worlds.py",
+        "synthetic/tiles/worlds.py",
     )
     parser.add_argument(
         "--hardware",
@@ -272,7 +272,7 @@ def _parse_collections(text: str | None) -> list[str]:
 
 def _main_layout(args: argparse.Namespace) -> int:
     """The layout path: a release-size preset of the layout collections."""
-    from baselines.layout.synthetic.release import (
+    from synthetic.layout.release import (
         SPLITS,
         parse_nlp_configs,
         write_release_dataset,

@@ -8,7 +8,7 @@ Files have the real layout files' keys, order and dtypes and read through
 `baselines.layout.read_layout_file`. Programs come from a few families (conv nets,
 transformer-like dot stacks, RNNs); valid and test hold families train never sees.
 Runtimes come from the analytic layout cost model of
-`baselines/layout/synthetic/cost_model.py` (base compute + relayout transposes +
+`synthetic/layout/cost_model.py` (base compute + relayout transposes +
 lane/sublane padding + 1% log-normal noise); test runtimes are 0 unless --test_labels.
 
 The set is built in a temporary folder next to --out and renamed into place, so an
@@ -29,8 +29,8 @@ if str(ROOT) not in sys.path:
 
 from baselines.core.cli import entry_parser  # noqa: E402
 from baselines.core.errors import PipelineError, run_cli  # noqa: E402
-from baselines.layout.synthetic import DEFAULT_COUNTS, SPLITS, write_layout_dataset  # noqa: E402
-from baselines.layout.synthetic.cost_model import COST_MODELS  # noqa: E402
+from synthetic.layout import DEFAULT_COUNTS, SPLITS, write_layout_dataset  # noqa: E402
+from synthetic.layout.cost_model import COST_MODELS  # noqa: E402
 
 DEFAULT_GRAPHS = "/".join(str(DEFAULT_COUNTS[s]) for s in SPLITS)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from baselines.layout.synthetic import cost_model, decisions
-from baselines.layout.synthetic.programs import build_sized_program
-from baselines.layout.synthetic.release import generate_planned_file
+from synthetic.layout import cost_model, decisions
+from synthetic.layout.programs import build_sized_program
+from synthetic.layout.release import generate_planned_file
 
 
 def test_a_partial_group_keeps_its_dims_and_orders_the_rest_as_node_feat():
@@ -109,7 +109,7 @@ def test_random_search_draws_each_decision_fairly_and_default_search_skews_them(
 
 def _hand_program():
     """parameter (0) -> reshape (1, configurable) -> add (2); 100 x 64 f32, row-major."""
-    from baselines.layout.synthetic.programs import Program
+    from synthetic.layout.programs import Program
 
     feat = np.zeros((3, 140), dtype=np.float32)
     feat[:, 1] = 32

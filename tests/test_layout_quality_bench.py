@@ -193,7 +193,7 @@ def test_preset_generates_release_size_sets_of_the_chosen_collections(tmp_path, 
     the collections asked for) instead of the toy writer; a set is reused while its
     parameters hold and made anew when the collections change; --counts beside --preset
     and an unknown preset are refused in one line."""
-    from baselines.layout.synthetic import RELEASE_NOISE_SIGMA, release
+    from synthetic.layout import RELEASE_NOISE_SIGMA, release
 
     bench = load_bench()
     calls = []
@@ -217,7 +217,7 @@ def test_preset_generates_release_size_sets_of_the_chosen_collections(tmp_path, 
         raise AssertionError("the toy writer was used for a preset")
 
     monkeypatch.setattr(release, "write_release_dataset", fake_release)
-    monkeypatch.setattr("baselines.layout.synthetic.write_layout_dataset", no_toy)
+    monkeypatch.setattr("synthetic.layout.write_layout_dataset", no_toy)
     root = bench.generate(tmp_path, "alternate", None, 3, "release_eighth", ["xla:default"])
     assert calls == [("release_eighth", 3, ("xla:default",), True, "alternate")]
     assert bench.generate(tmp_path, "alternate", None, 3, "release_eighth", ["xla:default"]) == root

@@ -14,7 +14,7 @@ from conftest import REAL_SAMPLES, ROOT
 
 from baselines.core.errors import PipelineError
 from baselines.layout import kendall_tau, read_layout_file
-from baselines.layout.synthetic import cost_model
+from synthetic.layout import cost_model
 
 SCRIPT = ROOT / "data" / "make_synthetic_layout.py"
 TOY = ROOT / "data" / "layout_toy"
@@ -404,7 +404,7 @@ def _within(value: float, target: float, tolerance: float = 0.05) -> bool:
 @pytest.mark.parametrize("preset", sorted(PRESET_SCALE))
 @pytest.mark.parametrize("collection", sorted(RELEASE_GRAPHS))
 def test_release_presets_plan_the_real_counts_and_sizes_within_5_percent(preset, collection):
-    from baselines.layout.synthetic.release import release_plan
+    from synthetic.layout.release import release_plan
 
     plan = release_plan(preset, collection, seed=0)
     source = collection.split(":")[0]
@@ -425,7 +425,7 @@ def test_release_presets_plan_the_real_counts_and_sizes_within_5_percent(preset,
 
 
 def test_a_planned_file_has_exactly_the_planned_node_and_config_counts():
-    from baselines.layout.synthetic.release import (
+    from synthetic.layout.release import (
         SizeTargets,
         generate_planned_file,
         release_plan,
@@ -467,7 +467,7 @@ def _load_make_synthetic():
 
 
 def test_release_cli_writes_the_plan_identically_for_any_worker_count(tmp_path, monkeypatch):
-    from baselines.layout.synthetic import release
+    from synthetic.layout import release
 
     # Tiny per-graph targets: the preset's graph counts and the pool are under test here
     # (the plan is made in this process, so the workers see the tiny sizes too).
@@ -493,7 +493,7 @@ def test_nlp_configs_sets_the_configurations_of_nlp_graphs_only(tmp_path, monkey
     """--nlp_configs LOW,HIGH (up to the real release's 56,000-66,000) moves every nlp
     train/valid graph's configuration count into [LOW, HIGH], the mean to its middle,
     and leaves the nlp test graphs (1,000) and the xla collections as they were."""
-    from baselines.layout.synthetic import release
+    from synthetic.layout import release
 
     planned = {}
 
@@ -519,7 +519,7 @@ def test_nlp_configs_sets_the_configurations_of_nlp_graphs_only(tmp_path, monkey
 
 def test_written_nlp_graphs_hold_the_configurations_nlp_configs_asks_for(tmp_path, monkeypatch):
     """The writer plans nlp graphs with the given counts (tiny nodes keep it fast)."""
-    from baselines.layout.synthetic import release
+    from synthetic.layout import release
 
     monkeypatch.setitem(
         release.RELEASE_TARGETS, "nlp", release.SizeTargets(800, 0.3, 700, 30, 40, 10)
@@ -568,7 +568,7 @@ def test_bad_release_flags_are_refused_in_one_line(tmp_path, extra, match):
 
 
 def test_the_two_cost_models_order_configurations_differently_and_are_deterministic():
-    from baselines.layout.synthetic import generate_file
+    from synthetic.layout import generate_file
 
     taus = []
     for source in ("xla", "nlp"):
@@ -596,7 +596,7 @@ def test_cost_model_flag_of_the_toy_script_changes_only_the_runtimes(tmp_path):
         assert np.array_equal(x.node_config_feat, y.node_config_feat)
         assert not np.array_equal(x.config_runtime, y.config_runtime)
     with pytest.raises(PipelineError, match="unknown cost model"):
-        from baselines.layout.synthetic import write_layout_dataset
+        from synthetic.layout import write_layout_dataset
 
         write_layout_dataset(tmp_path / "bad", {"train": 1}, seed=0, cost_model="fast")
 
@@ -611,7 +611,7 @@ def _repeat_log_ratios(config_feat: np.ndarray, runtimes: np.ndarray) -> np.ndar
 
 
 def test_release_size_runtimes_rank_as_their_noise_free_costs():
-    from baselines.layout.synthetic.release import generate_planned_file
+    from synthetic.layout.release import generate_planned_file
 
     # A graph of the release's mean xla size, 600 of its ~11,000 configurations: one
     # configuration moves its runtime by ~0.1-1%, so noise of the toy set's 1% ranked

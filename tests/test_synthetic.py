@@ -14,8 +14,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import synthetic.tiles as synthetic  # noqa: E402
 from baselines.core.errors import PipelineError  # noqa: E402
-from baselines.tiles import synthetic  # noqa: E402
 
 SCRIPT = ROOT / "data" / "make_synthetic.py"
 TOY = ROOT / "data" / "tile_xla_toy"

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from baselines.tiles import data
-from baselines.tiles.synthetic import WORLDS, GeneratorOptions, generate_kernel, write_npz
-from baselines.tiles.synthetic.cost_model import DEFAULT_HARDWARE, CostSpec, OperandSpec
-from baselines.tiles.synthetic.worlds import (
+from synthetic.tiles import WORLDS, GeneratorOptions, generate_kernel, write_npz
+from synthetic.tiles.cost_model import DEFAULT_HARDWARE, CostSpec, OperandSpec
+from synthetic.tiles.worlds import (
     CACHE_PIPELINE_FILL_NS,
     SERIAL_DMA_LATENCY_NS,
     cache_runtime_ns,

@@ -20,9 +20,9 @@ from pathlib import Path
 import tqdm
 
 from baselines.core.errors import PipelineError
-from baselines.tiles.synthetic.kernels import generate_kernel
-from baselines.tiles.synthetic.npz import write_npz
-from baselines.tiles.synthetic.options import GeneratorOptions
+from synthetic.tiles.kernels import generate_kernel
+from synthetic.tiles.npz import write_npz
+from synthetic.tiles.options import GeneratorOptions
 
 # Below this many kernels (with the worker count left to choose) starting
 # processes costs more than it saves.

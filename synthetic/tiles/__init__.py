@@ -39,9 +39,9 @@ Modules: `fileformat` (keys, columns, opcodes, programs), `cost_model`
 `dataset` (parallel split writer).
 """
 
-from baselines.core.synthetic.fileformat import *  # noqa: F403 (columns, opcodes, programs)
-from baselines.core.synthetic.fileformat import __all__ as _fileformat_names
-from baselines.tiles.synthetic.cost_model import (
+from synthetic.common.fileformat import *  # noqa: F403 (columns, opcodes, programs)
+from synthetic.common.fileformat import __all__ as _fileformat_names
+from synthetic.tiles.cost_model import (
     ALTERNATE_HARDWARE,
     DEFAULT_HARDWARE,
     HARDWARE_PRESETS,
@@ -61,15 +61,15 @@ from baselines.tiles.synthetic.cost_model import (
     release_tile_candidates,
     tile_candidates,
 )
-from baselines.tiles.synthetic.dataset import KernelInfo, write_split
-from baselines.tiles.synthetic.kernels import (
+from synthetic.tiles.dataset import KernelInfo, write_split
+from synthetic.tiles.kernels import (
     DEFAULT_OPTIONS,
     SyntheticKernel,
     generate_kernel,
     kernel_rng,
 )
-from baselines.tiles.synthetic.npz import write_npz
-from baselines.tiles.synthetic.options import (
+from synthetic.tiles.npz import write_npz
+from synthetic.tiles.options import (
     PRESETS,
     RELEASE_COUNTS,
     RELEASE_SIZES,
@@ -78,7 +78,7 @@ from baselines.tiles.synthetic.options import (
     planned_sizes,
     preset_counts,
 )
-from baselines.tiles.synthetic.worlds import WORLDS, World
+from synthetic.tiles.worlds import WORLDS, World
 
 __all__ = [
     *_fileformat_names,

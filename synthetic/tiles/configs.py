@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from baselines.tiles.synthetic.cost_model import (
+from synthetic.tiles.cost_model import (
     DEFAULT_HARDWARE,
     CostSpec,
     Hardware,

@@ -43,9 +43,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from baselines.layout.synthetic.cost_model import GROUP_WIDTH, layout_runtime_ns
-from baselines.layout.synthetic.generate import _groups
-from baselines.layout.synthetic.programs import Program
+from synthetic.layout.cost_model import GROUP_WIDTH, layout_runtime_ns
+from synthetic.layout.generate import _groups
+from synthetic.layout.programs import Program
 
 SEARCH_SPACES = ("permutations", "decisions")
 # Decisions per file: the real labelled files tie their varying groups into 17-55.

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.core.synthetic.fileformat import (
+from synthetic.common.fileformat import (
     COL_BASE_DILATION,
     COL_DIMENSIONS,
     COL_ELEMENT_BITS,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.core.synthetic.fileformat import (
+from synthetic.common.fileformat import (
     BF16,
     F32,
     OP_ADD,
@@ -36,11 +36,11 @@ from baselines.core.synthetic.fileformat import (
     TUPLE,
     ElementType,
 )
-from baselines.core.synthetic.opgraph import OpGraph as _Graph
-from baselines.core.synthetic.opgraph import OpNode as _Node  # noqa: F401
-from baselines.core.synthetic.opgraph import Window as _Window
-from baselines.core.synthetic.opgraph import default_layout as _default_layout
-from baselines.tiles.synthetic.cost_model import (
+from synthetic.common.opgraph import OpGraph as _Graph
+from synthetic.common.opgraph import OpNode as _Node  # noqa: F401
+from synthetic.common.opgraph import Window as _Window
+from synthetic.common.opgraph import default_layout as _default_layout
+from synthetic.tiles.cost_model import (
     REDUCED_AXIS,
     Contraction,
     CostSpec,

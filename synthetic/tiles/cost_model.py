@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from baselines.core.synthetic.fileformat import (
+from synthetic.common.fileformat import (
     CFG_INPUT_BOUNDS,
     CFG_KERNEL_BOUNDS,
     CFG_OUTPUT_BOUNDS,

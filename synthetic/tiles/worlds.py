@@ -40,8 +40,8 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from baselines.core.synthetic.fileformat import TEST_PROGRAMS, TRAIN_PROGRAMS, VALID_PROGRAMS
-from baselines.tiles.synthetic.cost_model import (
+from synthetic.common.fileformat import TEST_PROGRAMS, TRAIN_PROGRAMS, VALID_PROGRAMS
+from synthetic.tiles.cost_model import (
     ALTERNATE_HARDWARE,
     DEFAULT_HARDWARE,
     MACHINE_SLOWDOWNS,

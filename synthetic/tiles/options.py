@@ -27,8 +27,8 @@ import statistics
 
 import numpy as np
 
-from baselines.core.synthetic.fileformat import SPLITS
-from baselines.tiles.synthetic.cost_model import DEFAULT_HARDWARE, Hardware
+from synthetic.common.fileformat import SPLITS
+from synthetic.tiles.cost_model import DEFAULT_HARDWARE, Hardware
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +114,7 @@ class GeneratorOptions:
             )
         if self.max_nodes < 2:
             raise ValueError(f"max_nodes must be at least 2, got {self.max_nodes}")
-        from baselines.tiles.synthetic.worlds import WORLDS
+        from synthetic.tiles.worlds import WORLDS
 
         if self.world not in WORLDS:
             raise ValueError(f"unknown world {self.world!r}; choose one of {', '.join(WORLDS)}")
@@ -126,7 +126,7 @@ class GeneratorOptions:
 
     def world_model(self):
         """The `worlds.World` the runtimes come from (the default one with `hardware`)."""
-        from baselines.tiles.synthetic.worlds import WORLDS
+        from synthetic.tiles.worlds import WORLDS
 
         world = WORLDS[self.world]
         if self.world == "default":

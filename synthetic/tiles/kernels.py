@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from baselines.core.synthetic.fileformat import (
+from synthetic.common.fileformat import (
     ARRAY_DTYPES,
     BF16,
     CONFIG_FEAT_DIM,
@@ -18,13 +18,13 @@ from baselines.core.synthetic.fileformat import (
     VALID_PROGRAMS,
     ElementType,
 )
-from baselines.tiles.synthetic.configs import ReleaseConfigSpace, sample_configs
-from baselines.tiles.synthetic.cost_model import (
+from synthetic.tiles.configs import ReleaseConfigSpace, sample_configs
+from synthetic.tiles.cost_model import (
     CostSpec,
     config_features,
     default_tiles,
 )
-from baselines.tiles.synthetic.graphs import (
+from synthetic.tiles.graphs import (
     _BUILDERS,
     _FAMILY_MIN_NODES,
     _FAMILY_WEIGHTS,
@@ -32,7 +32,7 @@ from baselines.tiles.synthetic.graphs import (
     _Graph,
     _Plan,
 )
-from baselines.tiles.synthetic.options import GeneratorOptions, planned_sizes
+from synthetic.tiles.options import GeneratorOptions, planned_sizes
 
 
 @dataclasses.dataclass(frozen=True)

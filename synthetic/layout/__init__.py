@@ -13,7 +13,7 @@ by formula), `generate` (configurations, runtimes, npz files, the atomic writer)
 `data/make_synthetic_layout.py` is the command line.
 """
 
-from baselines.layout.synthetic.cost_model import (
+from synthetic.layout.cost_model import (
     LANES,
     NOISE_SIGMA,
     PAD_NS_PER_BYTE,
@@ -23,7 +23,7 @@ from baselines.layout.synthetic.cost_model import (
     layout_cost_terms,
     layout_runtime_ns,
 )
-from baselines.layout.synthetic.generate import (
+from synthetic.layout.generate import (
     ARRAY_DTYPES,
     DEFAULT_COUNTS,
     SEARCHES,
@@ -34,7 +34,7 @@ from baselines.layout.synthetic.generate import (
     write_layout_dataset,
     write_npz,
 )
-from baselines.layout.synthetic.programs import FAMILIES, build_program
+from synthetic.layout.programs import FAMILIES, build_program
 
 __all__ = [
     "ARRAY_DTYPES",

@@ -1,7 +1,7 @@
 """Whole-program graphs of a few families: conv nets, transformer-like dot stacks, RNNs.
 
 A program is built layer by layer on the tile generator's graph helper
-(`baselines.core.synthetic.opgraph.OpGraph`, which writes node_feat in the real
+(`synthetic.common.opgraph.OpGraph`, which writes node_feat in the real
 140-column featurization), so node features, opcodes and edges look like the tile
 toy set's. Every convolution (26), dot (34) and reshape (75) is configurable, as in
 the real files; each is followed by a run of elementwise "filler" ops (bias, scale,
@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from baselines.core.synthetic.fileformat import (
+from synthetic.common.fileformat import (
     BF16,
     F32,
     OP_ADD,
@@ -45,8 +45,8 @@ from baselines.core.synthetic.fileformat import (
     OP_TRANSPOSE,
     ElementType,
 )
-from baselines.core.synthetic.opgraph import OpGraph, Window
-from baselines.layout.synthetic.cost_model import CONFIGURABLE_OPCODES
+from synthetic.common.opgraph import OpGraph, Window
+from synthetic.layout.cost_model import CONFIGURABLE_OPCODES
 
 MIN_NODES, MAX_NODES = 100, 400
 MIN_CONFIGURABLE_FRACTION, MAX_CONFIGURABLE_FRACTION = 0.02, 0.08

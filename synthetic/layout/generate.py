@@ -37,7 +37,7 @@ import numpy as np
 
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_directory
-from baselines.layout.synthetic.cost_model import (
+from synthetic.layout.cost_model import (
     GROUP_IN,
     GROUP_KERNEL,
     GROUP_OUT,
@@ -51,7 +51,7 @@ from baselines.layout.synthetic.cost_model import (
     node_layouts,
     operands,
 )
-from baselines.layout.synthetic.programs import FAMILIES, Program, build_program
+from synthetic.layout.programs import FAMILIES, Program, build_program
 
 SOURCES = ("xla", "nlp")
 SEARCHES = ("default", "random")

@@ -37,9 +37,9 @@ import numpy as np
 
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_directory
-from baselines.layout.synthetic.cost_model import RELEASE_NOISE_SIGMA, cost_constants
-from baselines.layout.synthetic.decisions import SEARCH_SPACES, decision_configs
-from baselines.layout.synthetic.generate import (
+from synthetic.layout.cost_model import RELEASE_NOISE_SIGMA, cost_constants
+from synthetic.layout.decisions import SEARCH_SPACES, decision_configs
+from synthetic.layout.generate import (
     DUPLICATE_FRACTION,
     SEARCHES,
     SOURCES,
@@ -52,7 +52,7 @@ from baselines.layout.synthetic.generate import (
     random_configs,
     write_npz,
 )
-from baselines.layout.synthetic.programs import FAMILIES, Program, build_sized_program
+from synthetic.layout.programs import FAMILIES, Program, build_sized_program
 
 PRESETS = {"release": 1.0, "release_half": 0.5, "release_quarter": 0.25, "release_eighth": 0.125}
 # Files per split (train, valid, test) of the real layout collections.
