@@ -158,12 +158,13 @@ def part_steps(spec: dict) -> dict:
     import tensorflow as tf
 
     from baselines.core import metrics
+    from baselines.core.keras_fit import set_determinism
     from baselines.tiles import keras_fit, train_lib
     from baselines.tiles.graph import BATCH_SIGNATURE, to_tensors
     from baselines.tiles.model_builder import build_model, create_variables
 
     args = _train_args(spec, epochs=1)
-    train_lib.set_determinism(args.seed)
+    set_determinism(args.seed)
     data, _, _ = train_lib.prepare_splits(args, ("train",), lambda _: None, False)
     split = data["train"]
     steps = spec["steps"]

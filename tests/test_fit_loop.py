@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from baselines.core import keras_fit as core_fit
 from baselines.core import metrics
+from baselines.core.keras_fit import set_determinism
 from baselines.tiles import data
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
@@ -23,7 +24,6 @@ from baselines.tiles.keras_fit import (
     compile_trainer,
 )
 from baselines.tiles.model_builder import build_model, create_variables
-from baselines.tiles.train_lib import set_determinism
 
 
 @pytest.fixture(scope="module")

@@ -158,15 +158,36 @@ def test_same_seed_same_run_and_hash_follows_result_flags(trained, tmp_path):
         {"drop_duplicates": False},
         {"model": "LayoutSAGE"},
         {"average_from": 3},
+        {"toy_data": True},
     ):
         assert LayoutTrainArgs(**change).run_hash() != base.run_hash(), change
     # A flag added after runs were saved is hashed only when set: an unset one keeps
     # the names (and the benchmarks' cached runs) of the runs saved before it.
     fields = {k: v for k, v in base.to_dict().items() if k not in ("out_dir", "cache_dir")}
-    del fields["average_from"]
+    del fields["average_from"], fields["toy_data"]
     before = hashlib.md5(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     assert base.run_hash() == before
     assert LayoutTrainArgs(prune_hops="-1").prune_hops is None
+
+
+def test_toy_data_reads_the_first_files_of_each_split(tmp_path):
+    """--toy_data (as tiles_train.py takes it): the first 100 files of each split."""
+    from baselines.layout.run_data import load_run_split
+
+    assert LayoutTrainArgs(toy_data=True).split_kwargs()["max_files"] == 100
+    assert LayoutTrainArgs().split_kwargs()["max_files"] is None
+    folder = TOY / "xla" / "default" / "train"
+    names = sorted(p.stem for p in folder.glob("*.npz"))
+    graphs = load_run_split(folder, training=True, prune_hops=1, max_files=2, log=None)
+    assert [g.graph_id for g in graphs] == names[:2] and len(names) > 2
+
+
+@pytest.mark.slow
+def test_toy_data_is_a_flag_of_the_layout_script(tmp_path):
+    done = run("layout_train.py", "--toy_data=True", "--epochs=1", f"--out_dir={tmp_path}")
+    assert done.returncode == 0, done.stderr
+    model_dir, _ = saved_paths(done.stdout)
+    assert model_dir.name == f"model_{LayoutTrainArgs(toy_data=True, epochs=1).run_hash()}"
 
 
 def test_flag_values_are_checked_in_one_line():

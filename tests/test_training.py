@@ -16,6 +16,7 @@ from conftest import ROOT
 import tiles_train
 from baselines.core import metrics
 from baselines.core.errors import PipelineError
+from baselines.core.keras_fit import set_determinism
 from baselines.tiles import data
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
@@ -23,7 +24,7 @@ from baselines.tiles.graph import graph_from_batch, to_tensors
 from baselines.tiles.keras_fit import EpochBatches, RankingTrainer, ResumableEarlyStopping
 from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.train_args import TrainArgs
-from baselines.tiles.train_lib import set_determinism, train
+from baselines.tiles.train_lib import train
 
 BASELINE_DEFAULTS = {
     "model": "EarlyJoinSAGE",

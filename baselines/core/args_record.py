@@ -17,6 +17,10 @@ from typing import Any
 
 from baselines.core.errors import PipelineError
 
+# --toy_data (upstream's tile flag, taken by both collections' training scripts):
+# the first this many files of each split, in file-name order.
+TOY_MAX_FILES = 100
+
 
 class ArgsRecord:
     """Flag names, dict round trip and unknown-key tolerance of a frozen args dataclass."""

@@ -46,6 +46,13 @@ from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_output, describe_write_error, write_failure_kind
 
 
+def set_determinism(seed: int) -> None:
+    """Same seed and data give the same run on CPU (Python, numpy and TF seeds; TF ops
+    that always give the same result)."""
+    tf.keras.utils.set_random_seed(seed)
+    tf.config.experimental.enable_op_determinism()
+
+
 def sample_config_slots(rng: np.random.Generator, num_available: int, k: int) -> np.ndarray:
     """K configuration indices without replacement, padded with -1 when fewer exist."""
     if num_available >= k:

@@ -43,6 +43,7 @@ def load_run_split(
     *,
     training: bool,
     prune_hops: int | None,
+    max_files: int | None = None,
     drop_duplicates: bool = False,
     max_configs: int | None = None,
     seed: int = 0,
@@ -55,6 +56,7 @@ def load_run_split(
     """
     graphs = load_layout_split(
         folder,
+        max_files=max_files,
         max_configs=max_configs if training else None,
         seed=seed,
         drop_duplicates=drop_duplicates and training,

@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from baselines.core.args_record import ArgsRecord, parse_json_object
+from baselines.core.args_record import TOY_MAX_FILES, ArgsRecord, parse_json_object
 from baselines.core.errors import PipelineError
 from baselines.core.loss_spec import parse_losses
 from baselines.core.submission import LAYOUT_SEARCHES, LAYOUT_SOURCES
@@ -40,7 +40,7 @@ MODEL_NAMES = ("ResModel", "LayoutSAGE")
 NOT_HASHED = frozenset({"out_dir", "cache_dir"})
 # Fields added after runs were saved: hashed only when set, so that a run without
 # them keeps the name (and the benchmarks' cached result) it had before.
-HASHED_WHEN_SET = frozenset({"average_from"})
+HASHED_WHEN_SET = frozenset({"average_from", "toy_data"})
 
 
 def _flag(default: Any, help: str) -> Any:
@@ -88,6 +88,7 @@ class LayoutTrainArgs(ArgsRecord):
         "folder holding {xla,nlp}/{default,random}/{train,valid,test}, e.g. "
         "~/data/tpugraphs/npz/layout (default: the bundled synthetic TOY set)",
     )
+    toy_data: bool = _flag(False, f"use the first {TOY_MAX_FILES} files of each split")
     out_dir: str = _flag(
         "~/out/tpugraphs_layout", "where model_<hash>/ and run_<hash>.jsonz go (not hashed)"
     )
@@ -125,13 +126,14 @@ class LayoutTrainArgs(ArgsRecord):
         hashed = {
             k: v
             for k, v in self.to_dict().items()
-            if k not in NOT_HASHED and not (k in HASHED_WHEN_SET and v is None)
+            if k not in NOT_HASHED and not (k in HASHED_WHEN_SET and v in (None, False))
         }
         return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
 
     def split_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `run_data.load_run_split` (reductions of train/valid graphs)."""
         return dict(
+            max_files=TOY_MAX_FILES if self.toy_data else None,
             prune_hops=self.prune_hops,
             drop_duplicates=self.drop_duplicates,
             max_configs=self.max_configs,

@@ -43,6 +43,7 @@ from baselines.core.keras_fit import (
     StepProgress,
     compile_trainer,
     resumable_fit,
+    set_determinism,
 )
 from baselines.layout.batching import (
     BATCH_SIGNATURE,
@@ -75,12 +76,6 @@ SCORE_CHUNK = 256  # configurations per scoring call, at most
 # beside the ~0.6 GB the rest of a prediction process holds; ~0.2 GB at the
 # baseline's hidden 32.
 SCORE_SLOT_BUDGET = 2**18
-
-
-def set_determinism(seed: int) -> None:
-    """Same seed and data give the same run on CPU."""
-    tf.keras.utils.set_random_seed(seed)
-    tf.config.experimental.enable_op_determinism()
 
 
 class GraphScorer:

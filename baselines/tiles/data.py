@@ -33,13 +33,13 @@ import numpy as np
 import tqdm
 
 from baselines.core import array_cache
+from baselines.core.args_record import TOY_MAX_FILES
 from baselines.core.array_cache import discard_directory  # noqa: F401 (re-exported)
 from baselines.core.errors import PipelineError
 from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE  # noqa: F401 (re-exported)
 
 CONFIG_FEAT_DIM = 24
 SPLITS = ("train", "valid", "test")
-TOY_MAX_FILES = 100
 # Bump when the cache layout or the validation rules change. 2: per-array
 # BLAKE2b checksums and shapes in meta.json.
 CACHE_FORMAT_VERSION = 2

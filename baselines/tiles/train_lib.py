@@ -33,6 +33,7 @@ from baselines.core.io_utils import (
     describe_write_error,
     remove_stale_temporaries,
 )
+from baselines.core.keras_fit import set_determinism
 from baselines.core.submission import HEADER, write_csv_atomic
 from baselines.tiles import keras_fit
 from baselines.tiles.data import (
@@ -47,12 +48,6 @@ from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.predict import ConfigScorer, ranking_rows
 from baselines.tiles.run_files import RUN_IN_MODEL, read_run_file, save_run
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT, TrainArgs
-
-
-def set_determinism(seed: int) -> None:
-    """Same seed and data give the same run on CPU."""
-    tf.keras.utils.set_random_seed(seed)
-    tf.config.experimental.enable_op_determinism()
 
 
 def program_balanced_weights(split: TileSplit) -> np.ndarray:
