@@ -10,6 +10,7 @@ cluster both acting as the chief (both write the same files).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import types
 
@@ -27,6 +28,8 @@ LOCATION_ONLY = {"out_dir", "cache_dir", "results_csv"}
 
 def other_value(value):
     """A different value of the same type (validity does not matter for naming)."""
+    if value is None:  # an optional epoch, unset
+        return 3
     if isinstance(value, bool):
         return not value
     if isinstance(value, int):
@@ -64,6 +67,16 @@ def test_every_result_changing_flag_changes_the_run_hash(field, tmp_path):
 
 def test_the_same_flags_keep_their_name():
     assert TrainArgs(model="MLP", seed=1).run_hash() == TrainArgs(model="MLP", seed=1).run_hash()
+
+
+def test_a_flag_added_later_is_hashed_only_when_set():
+    """Runs saved before --average_from keep their names: unset, it is not hashed."""
+    args = TrainArgs(model="MLP", seed=1)
+    fields = args.to_dict()
+    del fields["average_from"]
+    before = hashlib.md5(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+    assert args.run_hash() == before
+    assert TrainArgs(model="MLP", seed=1, average_from="4").average_from == 4
 
 
 # --- cluster roles ---------------------------------------------------------------------------

@@ -228,6 +228,28 @@ def test_saved_model_is_the_best_validation_one(tmp_path):
     assert abs(saved_opa - best) < min(2e-3, (best - last) / 2), (saved_opa, curve)
 
 
+def test_tile_training_ends_on_the_averaged_weights_with_average_from(tmp_path):
+    """--average_from reaches the tile trainer as it reaches layout's: 3 epochs from
+    epoch 2 on average the weights after epochs 2 and 3, and the run says so."""
+    lines: list[str] = []
+    args = TrainArgs(
+        model="MLP",
+        model_kwargs_json='{"hidden_dim": 8, "op_embedding_dim": 4}',
+        epochs=3,
+        average_from=2,
+        eval_every=1,
+        toy_data=True,
+        data_root=str(BUNDLED_TOY_ROOT),
+        out_dir=str(tmp_path / "out"),
+        cache_dir=str(tmp_path / "cache"),
+        test_mode="metrics",
+    )
+    record = train(args, progress=False, log=lines.append)
+    assert record["averaged_epochs"] == 2
+    assert any("mean of the weights of 2 epochs from epoch 2" in line for line in lines)
+    assert record["args"]["average_from"] == 2
+
+
 def test_diverged_training_is_refused_and_writes_nothing(tmp_path):
     args = TrainArgs(
         model="MLP",
@@ -254,6 +276,9 @@ def test_diverged_training_is_refused_and_writes_nothing(tmp_path):
         ({"weight_decay": 0.01}, "--weight_decay: 0.01 needs --optimizer=adamw"),
         ({"warmup_epochs": 2}, "--warmup_epochs: 2 needs --lr_schedule=cosine"),
         ({"max_train_steps": -1}, "--max_train_steps: must be 0 .no cap. or positive, got -1"),
+        ({"average_from": 0}, "--average_from: must be an epoch from 1 to --epochs"),
+        ({"epochs": 4, "average_from": 5}, "--average_from: must be an epoch from 1 to --epochs"),
+        ({"average_from": "two"}, "--average_from: expected an integer or None"),
     ],
 )
 def test_recipe_flags_are_checked(changes, message, tmp_path):

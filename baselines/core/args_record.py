@@ -12,8 +12,9 @@ the same one-line refusals for every script.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from baselines.core.errors import PipelineError
 
@@ -23,7 +24,24 @@ TOY_MAX_FILES = 100
 
 
 class ArgsRecord:
-    """Flag names, dict round trip and unknown-key tolerance of a frozen args dataclass."""
+    """Flag names, dict round trip, unknown-key tolerance and the run hash of a frozen
+    args dataclass."""
+
+    # Fields left out of the run hash (they say where things go, not what is trained).
+    NOT_HASHED: ClassVar[frozenset[str]] = frozenset()
+    # Fields added after runs were saved: hashed only when set (not None or False),
+    # so that a run without them keeps the name (and cached results) it had before.
+    HASHED_WHEN_SET: ClassVar[frozenset[str]] = frozenset()
+
+    def run_hash(self) -> str:
+        """md5 of the sorted JSON of the hashed fields: the `<hash>` of the run's files."""
+        hashed = {
+            k: v
+            for k, v in self.to_dict().items()
+            if k not in self.NOT_HASHED
+            and not (k in self.HASHED_WHEN_SET and (v is None or v is False))
+        }
+        return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
 
     @classmethod
     def flag_names(cls) -> frozenset[str]:

@@ -19,8 +19,6 @@ recipe file trains the same run in both.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +35,6 @@ BUNDLED_TOY_ROOT = REPO_ROOT / DEFAULT_DATA_ROOT
 # that a bad --model is refused before TensorFlow is imported).
 MODEL_NAMES = ("ResModel", "LayoutSAGE")
 # Fields that do not change what a run computes: not part of its hash.
-NOT_HASHED = frozenset({"out_dir", "cache_dir"})
-# Fields added after runs were saved: hashed only when set, so that a run without
-# them keeps the name (and the benchmarks' cached result) it had before.
-HASHED_WHEN_SET = frozenset({"average_from", "toy_data"})
 
 
 def _flag(default: Any, help: str) -> Any:
@@ -59,6 +53,9 @@ def _optional_int(text: str | int | None) -> int | None:
 @dataclasses.dataclass(frozen=True)
 class LayoutTrainArgs(ArgsRecord):
     """Every layout_train.py flag."""
+
+    NOT_HASHED = frozenset({"out_dir", "cache_dir"})
+    HASHED_WHEN_SET = frozenset({"average_from", "toy_data"})
 
     source: str = _flag("xla", f"layout source: {', '.join(LAYOUT_SOURCES)}")
     search: str = _flag("random", f"layout search: {', '.join(LAYOUT_SEARCHES)}")
@@ -121,14 +118,6 @@ class LayoutTrainArgs(ArgsRecord):
             object.__setattr__(self, "prune_hops", None)
         if isinstance(self.cache_dir, str) and self.cache_dir.strip().lower() in ("", "none"):
             object.__setattr__(self, "cache_dir", None)
-
-    def run_hash(self) -> str:
-        hashed = {
-            k: v
-            for k, v in self.to_dict().items()
-            if k not in NOT_HASHED and not (k in HASHED_WHEN_SET and v in (None, False))
-        }
-        return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
 
     def split_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `run_data.load_run_split` (reductions of train/valid graphs)."""

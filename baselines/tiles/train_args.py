@@ -14,8 +14,6 @@ description (tiles_train.py --help and docs/usage.md are made from it).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +39,8 @@ def _flag(default: Any, help: str) -> Any:
 @dataclasses.dataclass(frozen=True)
 class TrainArgs(ArgsRecord):
     """Every tiles_train.py flag; `docs/usage.md`'s flag table is generated from these helps."""
+
+    HASHED_WHEN_SET = frozenset({"average_from"})
 
     model: str = _flag("EarlyJoinSAGE", "model class: a class of baselines/tiles/models.py")
     epochs: int = _flag(100, "maximum training epochs")
@@ -97,6 +97,11 @@ class TrainArgs(ArgsRecord):
         "program is seen equally often; sqrt_configs: kernels drawn in proportion to the "
         "square root of their config count",
     )
+    average_from: int | None = _flag(
+        None,
+        "end on the mean of the weights after this epoch (counted from 1) and every later "
+        "one, instead of the best epoch's (None = the best epoch's)",
+    )
     # Upstream's flag and default.
     eval_every: int = _flag(
         5,
@@ -104,8 +109,17 @@ class TrainArgs(ArgsRecord):
         "--early_stop still counts epochs",
     )
 
-    def run_hash(self) -> str:
-        return hashlib.md5(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
+    def __post_init__(self) -> None:
+        # The flag arrives as text; None or an epoch.
+        value = self.average_from
+        if isinstance(value, str):
+            try:
+                value = None if value.strip().lower() in ("", "none") else int(value)
+            except ValueError:
+                raise PipelineError(
+                    f"--average_from: expected an integer or None, got {value!r}"
+                ) from None
+            object.__setattr__(self, "average_from", value)
 
     def model_kwargs(self) -> dict[str, Any]:
         return parse_json_object("model_kwargs_json", self.model_kwargs_json, '{"hidden_dim": 128}')
@@ -165,6 +179,11 @@ class TrainArgs(ArgsRecord):
             )
         if self.early_stop < 1:
             raise PipelineError(f"--early_stop: must be at least 1, got {self.early_stop}")
+        if self.average_from is not None and not 1 <= self.average_from <= self.epochs:
+            raise PipelineError(
+                f"--average_from: must be an epoch from 1 to --epochs ({self.epochs}), "
+                f"got {self.average_from}"
+            )
         if not self.lr > 0 or not self.clip_norm > 0:
             raise PipelineError("--lr and --clip_norm must be positive")
         check_writable_dir(Path(self.out_dir).expanduser(), "--out_dir")

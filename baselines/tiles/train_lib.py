@@ -121,8 +121,9 @@ _NOT_HPARAMS = ("out_dir", "cache_dir", "results_csv")
 
 
 def tensorboard_hparams(args: TrainArgs) -> dict[str, Any]:
-    """The run's flags as TensorBoard HParams (str, int, float or bool values)."""
-    return {k: v for k, v in args.to_dict().items() if k not in _NOT_HPARAMS}
+    """The run's flags as TensorBoard HParams (str, int, float or bool values; an unset
+    optional flag, which HParams cannot hold, is left out)."""
+    return {k: v for k, v in args.to_dict().items() if k not in _NOT_HPARAMS and v is not None}
 
 
 # Scalars the HParams dashboard shows beside each run's flags: (tag, run, title).
@@ -352,7 +353,7 @@ def train(
                 "free space or choose another --out_dir"
             ) from None
     early_stopping = keras_fit.ResumableEarlyStopping(
-        args.early_stop, backup_dir, writes_state=chief
+        args.early_stop, backup_dir, writes_state=chief, average_from=args.average_from
     )
     last: list[tf.keras.callbacks.Callback] = []
     if chief:
@@ -393,6 +394,11 @@ def train(
         f"best val OPA {early_stopping.best:.4f} at epoch {best_epoch}; "
         f"train step traced {trainer.traces['train']}x, eval step {trainer.traces['eval']}x"
     )
+    if early_stopping.averaged_epochs:
+        log(
+            f"ends on the mean of the weights of {early_stopping.averaged_epochs} epochs "
+            f"from epoch {args.average_from} (--average_from), not the best epoch's"
+        )
     if not chief:
         return {"args": args.to_dict(), "run_hash": run_hash, "chief": False, "train_curve": curve}
 
@@ -433,6 +439,7 @@ def train(
         "train_curve": curve,
         "best_epoch": best_epoch,
         "best_val_opa": float(early_stopping.best),
+        "averaged_epochs": early_stopping.averaged_epochs,
         "timings": {**timings, "train_s": train_seconds, **timer.to_dict()},
         "traces": dict(trainer.traces, predict=scorer.traces),
         "replicas": replicas,
