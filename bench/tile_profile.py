@@ -158,7 +158,7 @@ def part_steps(spec: dict) -> dict:
     import tensorflow as tf
 
     from baselines.core import metrics
-    from baselines.core.keras_fit import set_determinism
+    from baselines.core.runner import set_determinism
     from baselines.tiles import keras_fit, train_lib
     from baselines.tiles.graph import BATCH_SIGNATURE, to_tensors
     from baselines.tiles.model_builder import build_model, create_variables

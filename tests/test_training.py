@@ -16,7 +16,7 @@ from conftest import ROOT
 import tiles_train
 from baselines.core import metrics
 from baselines.core.errors import PipelineError
-from baselines.core.keras_fit import set_determinism
+from baselines.core.runner import set_determinism
 from baselines.tiles import data
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats

@@ -22,7 +22,6 @@ run: pass an unbuilt model, its weights are created after the seed is set.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,16 +34,8 @@ from baselines.core import distribution, metrics
 from baselines.core.errors import PipelineError
 from baselines.core.fused_adam import FusedAdam
 from baselines.core.io_utils import atomic_output
-from baselines.core.keras_fit import (
-    EpochBatches,
-    EpochTimer,
-    RankingTrainer,
-    ResumableEarlyStopping,
-    StepProgress,
-    compile_trainer,
-    resumable_fit,
-    set_determinism,
-)
+from baselines.core.keras_fit import EpochBatches, RankingTrainer, compile_trainer
+from baselines.core.runner import fit_run, set_determinism
 from baselines.layout.batching import (
     BATCH_SIGNATURE,
     PreparedGraph,
@@ -293,51 +284,42 @@ def train_layout(
         configs,
         seed,
         num_replicas=replicas,
-        # Read when the first batch is drawn, after BackupAndRestore restored
-        # the optimizer: a resumed run continues at its epoch.
-        first_epoch=lambda: int(trainer.optimizer.iterations.numpy()) // train_batches.steps,
     )
     val_batches = EpochBatches(
         batch_source(valid), batch, configs, seed + 1, fixed_epoch=0, num_replicas=replicas
     )
-    with strategy.scope():
+
+    def build_trainer() -> RankingTrainer:
         if not model.built:
             model.create_variables()
         trainer = RankingTrainer(model, loss_fn, configs, to_graph=to_model_inputs)
         compile_trainer(trainer, FusedAdam(learning_rate=lr, clipnorm=clip_norm))
-        # Slots made inside the first step would trace the step a second time.
-        trainer.optimizer.build(model.trainable_variables)
+        return trainer
 
     out = Path(out_dir).expanduser() if out_dir is not None else None
-    with tempfile.TemporaryDirectory() as scratch:
-        state_dir = backup_dir or ((out / "early_stopping") if out else Path(scratch))
-        stopping = ResumableEarlyStopping(
-            early_stop or epochs,
-            state_dir,
-            writes_state=chief,
-            extra_curve=("val_kendall_tau",),
-            average_from=average_from,
-        )
-        last: list[tf.keras.callbacks.Callback] = []
-        if progress:
-            last.append(StepProgress(f"train {type(model).__name__}"))
-        timer = EpochTimer()
-        train_seconds = resumable_fit(
-            trainer,
-            train_batches,
-            val_batches,
-            strategy=strategy,
-            epochs=epochs,
-            early_stopping=stopping,
-            tb_dir=tb_dir,
-            backup_dir=backup_dir,
-            # The timer first: its callbacks_s holds the others' end-of-epoch work
-            # (the tau pass, backup, logs). The tau before early stopping and
-            # TensorBoard, which read what it adds.
-            first=[timer, ValidationKendallTau(GraphScorer(model), val_batches)],
-            last=last,
-            log=log,
-        )
+    fitted = fit_run(
+        build_trainer,
+        train_batches,
+        val_batches,
+        strategy=strategy,
+        epochs=epochs,
+        early_stop=early_stop,
+        chief=chief,
+        backup_dir=backup_dir,
+        tb_dir=tb_dir,
+        average_from=average_from,
+        # The tau before early stopping and TensorBoard, which read what it adds.
+        first=[ValidationKendallTau(GraphScorer(model), val_batches)],
+        extra_curve=("val_kendall_tau",),
+        progress=f"train {type(model).__name__}" if progress else None,
+        log=log,
+    )
+    trainer, stopping, timer, train_seconds = (
+        fitted.trainer,
+        fitted.stopping,
+        fitted.timer,
+        fitted.seconds,
+    )
     record = {
         "model": type(model).__name__,
         "model_kwargs": model.get_config(),

@@ -10,15 +10,17 @@ import tensorflow as tf
 
 from baselines.core import keras_fit as core
 from baselines.core.keras_fit import (  # noqa: F401 (the loop's other parts, for callers)
-    CURVE_KEYS,
     STEPS_PER_EXECUTION,
-    EpochTimer,
-    LearningRateLogger,
     PooledOPA,
-    ResumableEarlyStopping,
-    StepProgress,
     compile_trainer,
     replica_chunks,
+)
+from baselines.core.runner import (  # noqa: F401 (the conductor's parts, for callers)
+    CURVE_KEYS,
+    EpochTimer,
+    LearningRateLogger,
+    ResumableEarlyStopping,
+    StepProgress,
     resumable_fit,
 )
 from baselines.tiles.data import TileSplit

@@ -33,7 +33,7 @@ from baselines.core.io_utils import (
     describe_write_error,
     remove_stale_temporaries,
 )
-from baselines.core.keras_fit import set_determinism
+from baselines.core.runner import fit_run, set_determinism
 from baselines.core.submission import HEADER, write_csv_atomic
 from baselines.tiles import keras_fit
 from baselines.tiles.data import (
@@ -308,15 +308,7 @@ def train(
     replicas = strategy.num_replicas_in_sync
     weights = sampling_weights(args, train_split)
     train_batches = keras_fit.EpochBatches(
-        train_split,
-        args.batch,
-        configs,
-        args.seed,
-        weights=weights,
-        num_replicas=replicas,
-        # Read when the first batch is drawn, after BackupAndRestore restored
-        # the optimizer: a resumed run continues at its epoch.
-        first_epoch=lambda: int(trainer.optimizer.iterations.numpy()) // train_batches.steps,
+        train_split, args.batch, configs, args.seed, weights=weights, num_replicas=replicas
     )
     # Validation draws one fixed sample of configs per kernel, the same every epoch.
     val_batches = keras_fit.EpochBatches(
@@ -332,15 +324,15 @@ def train(
     schedule_args = dataclasses.replace(
         args, epochs=effective_epochs(args, train_batches.steps, log)
     )
-    with strategy.scope():
+
+    def build_trainer() -> keras_fit.RankingTrainer:
         model = build_model(args.model, configs, args.model_kwargs())
         create_variables(model)
         trainer = keras_fit.RankingTrainer(
             model, metrics.make_loss_fn(metrics.parse_losses(args.losses)), configs
         )
         keras_fit.compile_trainer(trainer, make_optimizer(schedule_args, train_batches.steps))
-        # Slots made inside the first step would trace the step a second time.
-        trainer.optimizer.build(model.trainable_variables)
+        return trainer
 
     backup_dir = out_dir / f"backup_{run_hash}"
     if chief:
@@ -352,9 +344,6 @@ def train(
                 f"cannot write {out_dir / f'tb_{run_hash}'}: {describe_write_error(e)}; "
                 "free space or choose another --out_dir"
             ) from None
-    early_stopping = keras_fit.ResumableEarlyStopping(
-        args.early_stop, backup_dir, writes_state=chief, average_from=args.average_from
-    )
     last: list[tf.keras.callbacks.Callback] = []
     if chief:
         write_hparams_config(out_dir / f"tb_{run_hash}", args)
@@ -367,38 +356,25 @@ def train(
                 trial_id=run_label(args, run_hash),
             )
         )
-    if progress:
-        last.append(keras_fit.StepProgress(f"train {args.model}"))
-    timer = keras_fit.EpochTimer()
-    train_seconds = keras_fit.resumable_fit(
-        trainer,
+    fitted = fit_run(
+        build_trainer,
         train_batches,
         val_batches,
         strategy=strategy,
         epochs=schedule_args.epochs,
-        early_stopping=early_stopping,
-        tb_dir=out_dir / f"tb_{run_hash}",
+        early_stop=args.early_stop,
+        chief=chief,
         backup_dir=backup_dir,
+        tb_dir=out_dir / f"tb_{run_hash}",
         validation_freq=schedule_args.validation_epochs(),
-        first=[timer],
+        average_from=args.average_from,
         last=last,
+        progress=f"train {args.model}" if progress else None,
         log=log,
     )
+    trainer, early_stopping, timer = fitted.trainer, fitted.stopping, fitted.timer
+    model, train_seconds = trainer.tile_model, fitted.seconds
     curve, best_epoch = early_stopping.curve, early_stopping.best_epoch
-    if early_stopping.stopped_epoch:
-        log(
-            f"early stop after epoch {early_stopping.stopped_epoch}: "
-            f"no val OPA gain for {args.early_stop} epochs"
-        )
-    log(
-        f"best val OPA {early_stopping.best:.4f} at epoch {best_epoch}; "
-        f"train step traced {trainer.traces['train']}x, eval step {trainer.traces['eval']}x"
-    )
-    if early_stopping.averaged_epochs:
-        log(
-            f"ends on the mean of the weights of {early_stopping.averaged_epochs} epochs "
-            f"from epoch {args.average_from} (--average_from), not the best epoch's"
-        )
     if not chief:
         return {"args": args.to_dict(), "run_hash": run_hash, "chief": False, "train_curve": curve}
 
