@@ -123,7 +123,7 @@ def main() -> int:
 
     from baselines.core import plots
     from baselines.core.io_utils import atomic_write_text, ensure_parent
-    from baselines.layout.plots import tau_per_graph
+    from baselines.core.plots import tau_per_graph
 
     ensure_parent(output)
     written = []

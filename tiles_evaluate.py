@@ -62,9 +62,9 @@ def main() -> int:
 
     # Refused now, not after scoring every model; a missing folder is made when writing.
     output = check_output_file(Path(args.output), "--output")
+    from baselines.core import plots
     from baselines.core.io_utils import atomic_write_text
     from baselines.core.ranking import ensemble_scores
-    from baselines.tiles import plots
     from baselines.tiles.data import load_split
     from baselines.tiles.data_roots import choose_data_root
     from baselines.tiles.evaluate import csv_text, error_table, markdown

@@ -561,7 +561,7 @@ def bench_one(collection: str, size: str, args: argparse.Namespace, work: Path) 
 
 def growth_plot(results: dict[str, dict[str, dict]]):
     """The figure of layout_scale_growth.png: the first collection with two sizes or more."""
-    from baselines.tiles import plots
+    from baselines.core import plots
 
     for collection, by_size in results.items():
         k = growth(by_size)

@@ -69,10 +69,10 @@ from bench_common import dir_mb as _dir_mb
 from bench_common import fmt as _fmt
 from bench_common import medians as _medians
 
+from baselines.core import plots
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import atomic_write_text
-from baselines.tiles import plots
 
 RECIPES = {
     "EarlyJoinSAGE": ROOT / "configs" / "baseline.flags",

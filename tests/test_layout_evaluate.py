@@ -21,9 +21,9 @@ from conftest import one_line_error
 from conftest import run_repo_script as run
 
 from baselines.core.errors import PipelineError
+from baselines.core.plots import tau_per_graph
 from baselines.core.ranking import ensemble_scores
 from baselines.layout import evaluate
-from baselines.layout.plots import tau_per_graph
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = REPO / "data" / "layout_toy"

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
+from baselines.core import plots
 from baselines.core.errors import PipelineError
-from baselines.tiles import plots
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -285,7 +285,7 @@ def test_making_and_saving_figures_imports_neither_pyplot_nor_tensorflow(tmp_pat
 import sys
 import numpy as np
 import matplotlib
-from baselines.tiles import plots
+from baselines.core import plots
 backend = matplotlib.rcParams._get_backend_or_none()
 rows = [dict(model="m", program="ALL", top1_err=0.1, top5_err=0.0, top10_err=0.0)]
 plots.save_png(plots.per_program_errors(rows), {str(tmp_path / "a.png")!r})

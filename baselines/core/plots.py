@@ -1,7 +1,13 @@
-"""Figure helpers both collections use: canvases, grouped bars, scores against runtimes, PNGs.
+"""Figures of results for both collections: errors per program, Kendall's tau per graph,
+scores against runtimes, recipes, growth; and the canvases, bars and PNGs they use.
 
     figure = predicted_vs_true(scores, runtimes, "ensemble", unit="graph")
     save_png(figure, "out/evaluation_pred_vs_true.png")
+    save_png(per_program_errors(error_table(split, scores_by_model)), "out/per_program.png")
+    save_png(tau_per_graph(rows), "out/layout_evaluation_tau_per_graph.png")
+
+Each figure function takes plain data (the rows, lists, dicts and numpy arrays
+the scripts already hold).
 
 Each figure is a `matplotlib.figure.Figure` drawn on its own Agg canvas
 (`new_figure`): pyplot is never imported and no global backend is set, so any
@@ -20,8 +26,10 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from baselines.core.io_utils import atomic_output
+from baselines.core.ranking import standardized
 
 DPI = 100
 
@@ -89,13 +97,6 @@ def bars_width(groups: int, bars: int) -> float:
     return float(np.clip(1.5 + 0.12 * groups * max(bars, 2), 5.0, 14.0))
 
 
-def zscores(scores: np.ndarray) -> np.ndarray:
-    """Scores as z-scores, zeros when all are equal (as the ensembles standardize)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    std = scores.std()
-    return (scores - scores.mean()) / std if std > 0 else np.zeros_like(scores)
-
-
 def predicted_vs_true(
     scores: Sequence[np.ndarray],
     runtimes: Sequence[np.ndarray],
@@ -132,7 +133,7 @@ def predicted_vs_true(
         if not (np.isfinite(fastest) and fastest > 0):
             raise ValueError(f"{unit} {i}: runtimes must be positive, the fastest is {fastest}")
         ratios.append(r / fastest)
-        zs.append(zscores(s))
+        zs.append(standardized(s))
     x, y = np.concatenate(ratios), np.concatenate(zs)
     total = x.size
     shown = f"{total:,} configs"
@@ -162,3 +163,247 @@ def save_png(figure: Figure, path: str | os.PathLike[str]) -> Path:
     with atomic_output(path) as tmp:
         figure.savefig(tmp, format="png", dpi=figure.dpi)
     return path
+
+
+ALL = "ALL"  # the program of error_table's rows over every kernel
+
+
+def per_program_errors(rows: Sequence[Mapping], ks: Sequence[int] = (1, 5, 10)) -> Figure:
+    """Top-k error of every model per program: one panel per k, one bar per model.
+
+        rows = error_table(split, {"a": scores_a, "ensemble": ensemble_scores([...])})
+        save_png(per_program_errors(rows), "evaluation_per_program.png")
+
+    `rows` are `baselines.tiles.evaluate.error_table`'s (keys model, program,
+    top<k>_err, ...). x: the programs, "ALL" (every kernel) first, then the
+    others in the rows' order; bars: the models in the rows' order (the ensemble
+    too when it is there); y: top-k error (0 = the model's pick was the fastest).
+    """
+    if not rows:
+        raise ValueError("no rows to plot")
+    models = list(dict.fromkeys(str(r["model"]) for r in rows))
+    programs = list(dict.fromkeys(str(r["program"]) for r in rows))
+    if ALL in programs:
+        programs = [ALL] + [p for p in programs if p != ALL]
+    by_key = {(str(r["model"]), str(r["program"])): r for r in rows}
+    figure = new_figure(bars_width(len(programs), len(models)), 0.6 + 2.0 * len(ks))
+    axes = figure.subplots(len(ks), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, k in zip(axes, ks):
+        column = f"top{k}_err"
+        if column not in rows[0]:
+            raise ValueError(f"the rows have no {column} column (k={k})")
+        series = {
+            m: [float(by_key[m, p][column]) if (m, p) in by_key else float("nan") for p in programs]
+            for m in models
+        }
+        grouped_bars(ax, programs, series)
+        ax.set_ylabel(f"top-{k} error", fontsize=8)
+    legend_above(figure, axes[0], 4, "Top-k error per program (lower is better)")
+    axes[-1].set_xlabel("program (ALL = every kernel)", fontsize=8)
+    return figure
+
+
+def _split_key(key: str) -> tuple[str, str]:
+    """("default", "baseline") of quality.json's result key "default|baseline"."""
+    hardware, _, recipe = key.partition("|")
+    return hardware, recipe
+
+
+def quality_figures(result: Mapping, split: str = "test") -> tuple[Figure, Figure]:
+    """Recipes' top-5 errors: (per program of `split`, ablation of val and test) figures.
+
+        result = json.loads(Path("out/quality/quality.json").read_text())
+        per_program, ablation = quality_figures(result)
+
+    `result` is `bench/quality.py`'s quality.json: "recipes" (names in the order
+    given) and "results" keyed "<set>|<recipe>", each with "valid" and "test"
+    holding [mean, std] over seeds per metric and "programs" (per program the
+    seeds' mean "top5_err" and std "top5_err_std"; error bars are left out
+    where the std is missing). Per-program figure: one panel per set, x the
+    programs, one bar per recipe. Ablation figure: one panel per set, x the
+    recipes in the order given, val and test bars, mean ± std.
+    """
+    results = result["results"]
+    if not results:
+        raise ValueError("the result holds no recipes")
+    keys = [_split_key(key) for key in results]
+    sets = list(dict.fromkeys(h for h, _ in keys))
+    given = [r for r in result.get("recipes", {}) if any(r == name for _, name in keys)]
+    recipes = list(dict.fromkeys([*given, *(name for _, name in keys)]))
+
+    def split_of(hardware: str, recipe: str, name: str) -> Mapping:
+        return results.get(f"{hardware}|{recipe}", {}).get(name, {})
+
+    programs = {
+        h: sorted({p for r in recipes for p in split_of(h, r, split).get("programs", {})})
+        for h in sets
+    }
+    widest = max(len(p) for p in programs.values())
+    width = bars_width(widest, len(recipes)) * len(sets)
+    per_program = new_figure(min(width, 16.0), 3.6)
+    axes = per_program.subplots(1, len(sets), squeeze=False, sharey=True)[0]
+    for ax, h in zip(axes, sets):
+        means, stds = {}, {}
+        for r in recipes:
+            table = split_of(h, r, split).get("programs", {})
+            means[r] = [table[p]["top5_err"] if p in table else np.nan for p in programs[h]]
+            stds[r] = [table.get(p, {}).get("top5_err_std", np.nan) for p in programs[h]]
+        grouped_bars(ax, programs[h], means, stds)
+        ax.set_title(f"world {h}", fontsize=9)
+    axes[0].set_ylabel("top-5 error, mean ± std over seeds", fontsize=8)
+    legend_above(per_program, axes[0], 4, f"{split} top-5 error per program and recipe")
+
+    ablation = new_figure(float(np.clip(1.5 + 0.6 * len(recipes), 4.0, 8.0)) * len(sets), 3.6)
+    axes = ablation.subplots(1, len(sets), squeeze=False, sharey=True)[0]
+    for ax, h in zip(axes, sets):
+        means, stds = {}, {}
+        present = [
+            (name, label)
+            for name, label in (("valid", "val"), ("test", "test"))
+            if any(split_of(s, r, name) for s in sets for r in recipes)
+        ]
+        for name, label in present:
+            pairs = [split_of(h, r, name).get("top5_err") for r in recipes]
+            means[label] = [pair[0] if pair else np.nan for pair in pairs]
+            stds[label] = [pair[1] if pair else np.nan for pair in pairs]
+        grouped_bars(ax, recipes, means, stds)
+        ax.set_title(f"world {h}", fontsize=9)
+    axes[0].set_ylabel("top-5 error, mean ± std over seeds", fontsize=8)
+    legend_above(ablation, axes[0], 2, "top-5 error per recipe, in the order given")
+    return per_program, ablation
+
+
+def lowo_figure(rows: Sequence[Mapping]) -> Figure:
+    """Leave-one-world-out: each held-out world's test top-5 and top-1 error, chosen vs baseline.
+
+        figure = lowo_figure(selection.lowo_rows(test, choices, "baseline"))
+
+    One panel per metric; x the held-out worlds (the chosen recipe under each
+    name); bars mean ± std over seeds.
+    """
+    if not rows:
+        raise ValueError("no held-out worlds to draw")
+    groups = [f"{r['world']}\n({r['chosen']})" for r in rows]
+    figure = new_figure(float(np.clip(2.0 + 1.2 * len(rows), 5.0, 12.0)), 3.4)
+    axes = figure.subplots(1, 2, squeeze=False)[0]
+    for ax, metric, title in zip(axes, ("top5_err", "top1_err"), ("top-5", "top-1")):
+        means = {
+            "chosen on the other worlds": [r[metric][0] for r in rows],
+            "baseline": [r[f"baseline_{metric}"][0] for r in rows],
+        }
+        stds = {
+            "chosen on the other worlds": [r[metric][1] for r in rows],
+            "baseline": [r[f"baseline_{metric}"][1] for r in rows],
+        }
+        grouped_bars(ax, groups, means, stds)
+        ax.set_ylabel(f"test {title} error, mean ± std", fontsize=8)
+    legend_above(figure, axes[0], 2, "held-out worlds: test error of the recipe chosen elsewhere")
+    return figure
+
+
+def _log_slope(x: np.ndarray, y: np.ndarray) -> float:
+    """Least-squares slope of log(y) on log(x)."""
+    lx, ly = np.log(x), np.log(y)
+    lx = lx - lx.mean()
+    return float((lx * (ly - ly.mean())).sum() / (lx * lx).sum())
+
+
+def growth_figure(
+    configs: Sequence[float],
+    figures: Mapping[str, Sequence[float]],
+    panels: Mapping[str, str] | None = None,
+    x_label: str = "configurations",
+) -> Figure:
+    """How each measured figure grows with the data: log-log lines against configurations.
+
+        figure = growth_figure([1.6e6, 3.2e6], {"warm load s": [2.0, 4.1]}, {"warm load s": "s"})
+        save_png(figure, "scale_growth.png")
+
+    `figures` maps a figure's name to its value at each of `configs` (bench/scale.py's
+    `figures()` rows, one value per size). `panels` names each figure's panel (its
+    unit: "s", "MB"): figures sharing a panel share its y axis; default, one panel.
+    The legend gives each line's growth exponent k (value ∝ configs^k, the
+    least-squares slope on log-log; k = 1 is linear). Values <= 0 are not drawn.
+    """
+    x = np.asarray(configs, dtype=np.float64)
+    if x.size < 2 or np.any(x <= 0) or np.ptp(np.log(x)) == 0:
+        raise ValueError("need two or more different positive sizes")
+    panels = dict(panels or {})
+    names = list(dict.fromkeys(panels.get(label, "") for label in figures)) or [""]
+    rows_of = {n: sum(panels.get(label, "") == n for label in figures) for n in names}
+    height = 2.6 + 0.13 * max(rows_of.values())
+    figure = new_figure(4.2 * len(names), height)
+    axes = figure.subplots(1, len(names), squeeze=False)[0]
+    for ax, name in zip(axes, names):
+        i = 0
+        for label, values in figures.items():
+            if panels.get(label, "") != name:
+                continue
+            y = np.asarray(values, dtype=np.float64)
+            if y.shape != x.shape:
+                raise ValueError(f"{label}: {y.size} values for {x.size} sizes")
+            ok = np.isfinite(y) & (y > 0)
+            fit = np.ptp(np.log(x[ok])) > 0 if ok.sum() >= 2 else False
+            k = f"k = {_log_slope(x[ok], y[ok]):.2f}" if fit else "k n/a"
+            ax.plot(
+                x[ok],
+                y[ok],
+                marker="o",
+                markersize=3,
+                linewidth=1,
+                color=series_color(i),
+                linestyle=("-", "--", ":")[i // 10 % 3],  # the colours repeat after 10
+                label=f"{label} ({k})",
+            )
+            i += 1
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(x, [f"{c:,.0f}" if c < 1e5 else f"{c / 1e6:.3g}M" for c in x])
+        ax.xaxis.set_minor_formatter(NullFormatter())  # 2x10^6, 3x10^6, ... would overlap
+        ax.set_xlabel(x_label, fontsize=8)
+        ax.set_ylabel(name or "value", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+    figure.suptitle("Growth with the data: figure ∝ configs^k", fontsize=9)
+    return figure
+
+
+_TITLES = {"all": "all configurations", "subset": "fixed subsets"}
+
+
+def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
+    """Kendall's tau of every model on each graph: one panel per configs block, one bar per model.
+
+        save_png(tau_per_graph(evaluation_rows(ids, runtimes, scores)), "tau.png")
+
+    `rows` are `baselines.layout.evaluate.evaluation_rows`'s. x: "ALL" (the mean
+    over graphs), then the graphs in the rows' order; bars: the models in the
+    rows' order (the ensemble too when it is there); y: tau (1 = the runtimes'
+    own order). Panels: "all" configurations, then "subset" when present.
+    """
+    shown = [r for r in rows if r["level"] in ("all", "graph")]
+    if not shown:
+        raise ValueError("no rows to plot")
+    models = list(dict.fromkeys(str(r["model"]) for r in shown))
+    names = list(dict.fromkeys(str(r["name"]) for r in shown))
+    blocks = list(dict.fromkeys(str(r["configs"]) for r in shown))
+    by_key = {(str(r["configs"]), str(r["model"]), str(r["name"])): r for r in shown}
+    figure = new_figure(bars_width(len(names), len(models)), 0.6 + 2.2 * len(blocks))
+    axes = figure.subplots(len(blocks), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, block in zip(axes, blocks):
+        series = {
+            m: [
+                float(by_key[block, m, n]["kendall_tau"])
+                if (block, m, n) in by_key
+                else float("nan")
+                for n in names
+            ]
+            for m in models
+        }
+        grouped_bars(ax, names, series)
+        ax.axhline(0.0, color="black", linewidth=0.6)
+        ax.set_ylabel(f"Kendall tau, {_TITLES.get(block, block)}", fontsize=8)
+    legend_above(figure, axes[0], 3, "Kendall's tau per graph (higher is better)")
+    axes[-1].set_xlabel("graph (ALL = mean over graphs)", fontsize=8)
+    return figure

@@ -413,6 +413,17 @@ class FitResult:
     timer: EpochTimer
     seconds: float
 
+    def record_fields(self) -> dict:
+        """The run record's fields that every collection's fit has alike."""
+        return {
+            "train_curve": self.stopping.curve,
+            "best_epoch": self.stopping.best_epoch,
+            "best_val_opa": float(self.stopping.best),
+            "averaged_epochs": self.stopping.averaged_epochs,
+            "timings": {"train_s": self.seconds, **self.timer.to_dict()},
+            "traces": dict(self.trainer.traces),
+        }
+
 
 def fit_run(
     build_trainer: Callable[[], tf.keras.Model],

@@ -314,12 +314,6 @@ def train_layout(
         progress=f"train {type(model).__name__}" if progress else None,
         log=log,
     )
-    trainer, stopping, timer, train_seconds = (
-        fitted.trainer,
-        fitted.stopping,
-        fitted.timer,
-        fitted.seconds,
-    )
     record = {
         "model": type(model).__name__,
         "model_kwargs": model.get_config(),
@@ -334,16 +328,11 @@ def train_layout(
         "keep_nodes": keep_nodes,
         "train_graphs": [g.graph_id for g in train],
         "valid_graphs": [g.graph_id for g in valid],
-        "train_curve": stopping.curve,
-        "best_epoch": stopping.best_epoch,
-        "best_val_opa": float(stopping.best),
         "average_from": average_from,
-        "averaged_epochs": stopping.averaged_epochs,
-        "traces": dict(trainer.traces),
+        **fitted.record_fields(),
     }
     if not chief:
         return {**record, "chief": False}
-    record["timings"] = {"train_s": train_seconds, **timer.to_dict()}
     if final_validation:
         clock = time.perf_counter()
         record["val"] = evaluate_graphs(model, valid)

@@ -266,6 +266,116 @@ def evaluate_split(
     return scores, metrics.summarize(list(split.tile_ids), scores, split.normalized_runtimes())
 
 
+def make_batches(
+    args: TrainArgs, train_split: TileSplit, valid_split: TileSplit, configs: int, replicas: int
+) -> tuple[keras_fit.EpochBatches, keras_fit.EpochBatches]:
+    """The train batches (sampled by `--sampling`) and the validation batches, which draw
+    one fixed sample of configs per kernel, the same every epoch."""
+    weights = sampling_weights(args, train_split)
+    train_batches = keras_fit.EpochBatches(
+        train_split, args.batch, configs, args.seed, weights=weights, num_replicas=replicas
+    )
+    val_batches = keras_fit.EpochBatches(
+        valid_split,
+        args.batch,
+        configs,
+        args.seed + 1,
+        fixed_epoch=0,
+        max_steps=args.validate_batches,
+        num_replicas=replicas,
+    )
+    return train_batches, val_batches
+
+
+def tensorboard_callbacks(
+    args: TrainArgs, tb_dir: Path, run_hash: str, source: dict[str, Any]
+) -> list[tf.keras.callbacks.Callback]:
+    """Marks `tb_dir` with the run's data and returns the HParams callback (chief only).
+
+    The callback labels the TensorBoard run (folders are named by hash only): the
+    HParams dashboard lists model, --run_id and the recipe's flags.
+    """
+    try:
+        tb_dir.mkdir(parents=True, exist_ok=True)
+        (tb_dir / DATA_MARKER).write_text(json.dumps(source))
+    except OSError as e:
+        raise PipelineError(
+            f"cannot write {tb_dir}: {describe_write_error(e)}; "
+            "free space or choose another --out_dir"
+        ) from None
+    write_hparams_config(tb_dir, args)
+    return [
+        hparams_api.KerasCallback(
+            str(tb_dir), tensorboard_hparams(args), trial_id=run_label(args, run_hash)
+        )
+    ]
+
+
+def evaluate_run(
+    args: TrainArgs,
+    scorer: ConfigScorer,
+    valid_split: TileSplit,
+    test_split: TileSplit,
+    timings: dict[str, float],
+    progress: bool,
+    log: Callable[[str], None],
+) -> tuple[dict[str, dict], dict[str, Any], list[np.ndarray], dict[str, list[int]]]:
+    """(top-K errors per split, the validation summary, the test scores, the test top-5s).
+
+    Every configuration of every kernel is scored. Test errors only with
+    `--test_mode=metrics` and test runtimes; test predictions only with
+    `--test_mode=predictions` (NaN or infinite scores refused). Adds the
+    scoring seconds to `timings`.
+    """
+    clock = time.perf_counter()
+    _, val_summary = evaluate_split(scorer, valid_split, progress)
+    timings["val_eval_s"] = time.perf_counter() - clock
+    top_ks = [str(k) for k in metrics.TOP_KS]
+    final_error = {"val": {k: val_summary[k] for k in top_ks}}
+    clock = time.perf_counter()
+    test_scores, test_summary = evaluate_split(scorer, test_split, progress)
+    timings["test_eval_s"] = time.perf_counter() - clock
+    test_predictions = {}
+    if args.test_mode == "metrics":
+        if test_summary is None:
+            log("note: the test split has no runtimes (hidden labels); no test errors")
+        else:
+            final_error["test"] = {k: test_summary[k] for k in top_ks}
+    else:
+        metrics.require_finite_scores(test_split.tile_ids, test_scores, "test kernels")
+        test_predictions = {
+            str(t): metrics.top_configs(s, 5) for t, s in zip(test_split.tile_ids, test_scores)
+        }
+    return final_error, val_summary, test_scores, test_predictions
+
+
+def save_outputs(
+    args: TrainArgs,
+    model: tf.keras.Model,
+    record: dict[str, Any],
+    out_dir: Path,
+    test_split: TileSplit,
+    test_scores: list[np.ndarray],
+    log: Callable[[str], None],
+) -> None:
+    """Saves `model_<hash>/` and `run_<hash>.jsonz`, removes the finished run's backup
+    (a rerun starts afresh) and, with `--test_mode=predictions`, writes the results CSV
+    (its path goes into `record`)."""
+    run_hash = record["run_hash"]
+    save_run(model, record, out_dir / f"model_{run_hash}", out_dir / f"run_{run_hash}.jsonz")
+    errors = " / ".join(f"{record['final_error']['val'][str(k)]:.4f}" for k in metrics.TOP_KS)
+    log(f"val top-1/5/10 error: {errors}")
+    shutil.rmtree(out_dir / f"backup_{run_hash}", ignore_errors=True)
+    log(f"saved {out_dir / f'model_{run_hash}'} and {out_dir / f'run_{run_hash}.jsonz'}")
+    if args.test_mode == "predictions":
+        csv_path = Path(args.results_csv or out_dir / f"results_{int(time.time() * 1000)}.csv")
+        write_csv_atomic(
+            csv_path.expanduser(), HEADER, ranking_rows(test_split.tile_ids, test_scores)
+        )
+        record["results_csv"] = str(csv_path)
+        log(f"wrote {csv_path} ({len(test_split)} test kernels)")
+
+
 def train(
     args: TrainArgs,
     *,
@@ -289,16 +399,13 @@ def train(
     if chief:
         for folder in (out_dir, Path(args.cache_dir).expanduser()):
             remove_stale_temporaries(folder, log)
-    splits_needed = ("train", "valid", "test")
-    timings: dict[str, float] = {}
     clock = time.perf_counter()
-    data, stats, source = prepare_splits(args, splits_needed, log, progress)
-    timings["load_s"] = time.perf_counter() - clock
-    root = Path(source["root"])
-    train_split, valid_split = data["train"], data["valid"]
+    data, stats, source = prepare_splits(args, ("train", "valid", "test"), log, progress)
+    timings: dict[str, float] = {"load_s": time.perf_counter() - clock}
+    train_split, valid_split, test_split = data["train"], data["valid"], data["test"]
     log(
-        f"data: {root} ({len(train_split)} train, {len(valid_split)} valid, "
-        f"{len(data['test'])} test kernels)"
+        f"data: {source['root']} ({len(train_split)} train, {len(valid_split)} valid, "
+        f"{len(test_split)} test kernels)"
     )
     run_hash, why = choose_run_hash(args, out_dir, source)
     if why:
@@ -306,20 +413,7 @@ def train(
     configs = effective_configs(args, train_split, log)
 
     replicas = strategy.num_replicas_in_sync
-    weights = sampling_weights(args, train_split)
-    train_batches = keras_fit.EpochBatches(
-        train_split, args.batch, configs, args.seed, weights=weights, num_replicas=replicas
-    )
-    # Validation draws one fixed sample of configs per kernel, the same every epoch.
-    val_batches = keras_fit.EpochBatches(
-        valid_split,
-        args.batch,
-        configs,
-        args.seed + 1,
-        fixed_epoch=0,
-        max_steps=args.validate_batches,
-        num_replicas=replicas,
-    )
+    train_batches, val_batches = make_batches(args, train_split, valid_split, configs, replicas)
     # The epochs this run trains; the run keeps its name and record of the given flags.
     schedule_args = dataclasses.replace(
         args, epochs=effective_epochs(args, train_batches.steps, log)
@@ -335,27 +429,9 @@ def train(
         return trainer
 
     backup_dir = out_dir / f"backup_{run_hash}"
-    if chief:
-        try:
-            (out_dir / f"tb_{run_hash}").mkdir(parents=True, exist_ok=True)
-            (out_dir / f"tb_{run_hash}" / DATA_MARKER).write_text(json.dumps(source))
-        except OSError as e:
-            raise PipelineError(
-                f"cannot write {out_dir / f'tb_{run_hash}'}: {describe_write_error(e)}; "
-                "free space or choose another --out_dir"
-            ) from None
-    last: list[tf.keras.callbacks.Callback] = []
-    if chief:
-        write_hparams_config(out_dir / f"tb_{run_hash}", args)
-        # Labels the TensorBoard run (folders are named by hash only): the
-        # HParams dashboard lists model, --run_id and the recipe's flags.
-        last.append(
-            hparams_api.KerasCallback(
-                str(out_dir / f"tb_{run_hash}"),
-                tensorboard_hparams(args),
-                trial_id=run_label(args, run_hash),
-            )
-        )
+    last = (
+        tensorboard_callbacks(args, out_dir / f"tb_{run_hash}", run_hash, source) if chief else []
+    )
     fitted = fit_run(
         build_trainer,
         train_batches,
@@ -372,34 +448,18 @@ def train(
         progress=f"train {args.model}" if progress else None,
         log=log,
     )
-    trainer, early_stopping, timer = fitted.trainer, fitted.stopping, fitted.timer
-    model, train_seconds = trainer.tile_model, fitted.seconds
-    curve, best_epoch = early_stopping.curve, early_stopping.best_epoch
+    model, fit_fields = fitted.trainer.tile_model, fitted.record_fields()
     if not chief:
-        return {"args": args.to_dict(), "run_hash": run_hash, "chief": False, "train_curve": curve}
-
-    scorer = ConfigScorer(model)
-    clock = time.perf_counter()
-    _, val_summary = evaluate_split(scorer, valid_split, progress)
-    timings["val_eval_s"] = time.perf_counter() - clock
-    top_ks = [str(k) for k in metrics.TOP_KS]
-    final_error = {"val": {k: val_summary[k] for k in top_ks}}
-    test_split = data["test"]
-    clock = time.perf_counter()
-    test_scores, test_summary = evaluate_split(scorer, test_split, progress)
-    timings["test_eval_s"] = time.perf_counter() - clock
-    test_predictions = {}
-    if args.test_mode == "metrics":
-        if test_summary is None:
-            log("note: the test split has no runtimes (hidden labels); no test errors")
-        else:
-            final_error["test"] = {k: test_summary[k] for k in top_ks}
-    else:
-        metrics.require_finite_scores(test_split.tile_ids, test_scores, "test kernels")
-        test_predictions = {
-            str(t): metrics.top_configs(s, 5) for t, s in zip(test_split.tile_ids, test_scores)
+        return {
+            "args": args.to_dict(),
+            "run_hash": run_hash,
+            "chief": False,
+            "train_curve": fit_fields["train_curve"],
         }
 
+    scorer = ConfigScorer(model)
+    evaluated = evaluate_run(args, scorer, valid_split, test_split, timings, progress, log)
+    final_error, val_summary, test_scores, test_predictions = evaluated
     record = {
         "args": args.to_dict(),
         "run_hash": run_hash,
@@ -410,30 +470,17 @@ def train(
         "epochs": schedule_args.epochs,
         "opcode_vocab_size": OPCODE_VOCAB_SIZE,
         "feature_stats": stats.to_dict(),
-        "data_root": str(root),
+        "data_root": str(source["root"]),
         "data": source,
-        "train_curve": curve,
-        "best_epoch": best_epoch,
-        "best_val_opa": float(early_stopping.best),
-        "averaged_epochs": early_stopping.averaged_epochs,
-        "timings": {**timings, "train_s": train_seconds, **timer.to_dict()},
-        "traces": dict(trainer.traces, predict=scorer.traces),
+        **fit_fields,
+        "timings": {**timings, **fit_fields["timings"]},
+        "traces": dict(fit_fields["traces"], predict=scorer.traces),
         "replicas": replicas,
         "final_error": final_error,
         "val_summary": val_summary,
         "test_predictions": test_predictions,
     }
-    save_run(model, record, out_dir / f"model_{run_hash}", out_dir / f"run_{run_hash}.jsonz")
-    log("val top-1/5/10 error: " + " / ".join(f"{final_error['val'][k]:.4f}" for k in top_ks))
-    shutil.rmtree(backup_dir, ignore_errors=True)  # finished: a rerun starts afresh
-    log(f"saved {out_dir / f'model_{run_hash}'} and {out_dir / f'run_{run_hash}.jsonz'}")
-    if args.test_mode == "predictions":
-        csv_path = Path(args.results_csv or out_dir / f"results_{int(time.time() * 1000)}.csv")
-        write_csv_atomic(
-            csv_path.expanduser(), HEADER, ranking_rows(test_split.tile_ids, test_scores)
-        )
-        record["results_csv"] = str(csv_path)
-        log(f"wrote {csv_path} ({len(test_split)} test kernels)")
+    save_outputs(args, model, record, out_dir, test_split, test_scores, log)
     if source["toy_fallback"]:
         log(toy_data_banner(f"{args.data_root} does not exist"))
     return record
