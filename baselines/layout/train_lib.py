@@ -236,30 +236,19 @@ def train_layout(
 ) -> dict[str, Any]:
     """Trains `model` in place and returns its record (curve, best epoch, validation metrics).
 
-    `configs` configurations per graph per step (capped to the most any
-    train graph has, said in one `log` line; the record holds the capped
-    value), `batch` graphs per step, Adam at `lr` with gradient-norm
-    clipping `clip_norm`, `losses` as for
-    tiles ("ListMLELoss:1,MSE:0.02"). Early stopping on val OPA with patience
-    `early_stop` (default: never stops early) always ends on the best epoch's
-    weights. The curve holds validation Kendall's tau per epoch
-    (`val_kendall_tau`, on the fixed validation sample). Keras `fit` runs
-    under `strategy` (default: one device). With `tb_dir`, TensorBoard
-    scalars (learning rate, losses, OPA, val Kendall tau) are written there
-    after every epoch; with `backup_dir`, every finished epoch is backed up
-    there and a run started again with the folder present resumes at its last
-    finished epoch and ends as an uninterrupted one would (the caller removes
-    the folder once the run is saved). Only the chief writes; other workers
-    return a record without validation metrics (`"chief": False`).
-    `keep_nodes`: segment training (`batching.segment_source`; models stop the
-    gradient outside each graph's segment, `models.backprop_segment`); None
-    trains through every node. With `out_dir`, the record (`layout_record.json`) and the weights
-    (`layout_weights.npz`) are written there. `final_validation=False` leaves out the
-    ranking of every configuration of `valid_graphs` after training (the record has no
-    "val"), for a caller that scores the graphs itself. `average_from` (an epoch
-    counted from 1): the run ends on the mean of the weights after that epoch and
-    every later one instead of the best epoch's (`ResumableEarlyStopping`); the
-    record's `averaged_epochs` counts them.
+    `configs` configurations per graph per step (capped to the most any train
+    graph has, said in one line), `batch` graphs per step, Adam at `lr` with
+    gradient-norm clipping `clip_norm`, `losses` as for tiles. The fit is
+    `core.runner.fit_run`'s: early stopping on val OPA with patience
+    `early_stop` (None: never early), ending on the best epoch's weights or
+    the mean from `average_from` on; resume from `backup_dir`; TensorBoard in
+    `tb_dir`; only the chief writes (other workers' records have `"chief":
+    False` and no validation). The curve adds validation Kendall's tau
+    (`val_kendall_tau`, on the fixed validation sample). `keep_nodes`: segment
+    training (`batching.segment_source`); None trains through every node.
+    `final_validation=False` leaves out ranking every configuration of
+    `valid_graphs` (no "val"). With `out_dir`, `layout_record.json` and
+    `layout_weights.npz` are written there.
     """
     if not train_graphs or not valid_graphs:
         raise PipelineError("train_layout needs at least one train and one validation graph")
@@ -270,13 +259,7 @@ def train_layout(
     set_determinism(seed)
     loss_fn = metrics.make_loss_fn(metrics.parse_losses(losses))
     train, valid = prepare_graphs(train_graphs), prepare_graphs(valid_graphs)
-    most = max(g.num_configs for g in train)
-    if int(configs) > most:
-        log(
-            f"--configs {int(configs)} exceeds the most configurations of any train graph "
-            f"({most:,}): {most:,} configuration slots per graph and step"
-        )
-    configs = min(int(configs), most)
+    configs = capped_configs(configs, train, log)
     replicas = strategy.num_replicas_in_sync
     train_batches = EpochBatches(
         batch_source(train) if keep_nodes is None else segment_source(train, keep_nodes, seed),
@@ -338,9 +321,25 @@ def train_layout(
         record["val"] = evaluate_graphs(model, valid)
         record["timings"]["val_eval_s"] = time.perf_counter() - clock
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        with atomic_output(out / "layout_weights.npz") as tmp:
-            np.savez(tmp, *model.get_weights())
-        with atomic_output(out / "layout_record.json") as tmp:
-            tmp.write_text(json.dumps(record, indent=1, sort_keys=True, default=float))
+        write_record(out, model, record)
     return record
+
+
+def capped_configs(configs: int, train: Sequence[PreparedGraph], log: Callable[[str], None]) -> int:
+    """`configs`, capped to the most configurations any train graph has (said in a line)."""
+    most = max(g.num_configs for g in train)
+    if int(configs) > most:
+        log(
+            f"--configs {int(configs)} exceeds the most configurations of any train graph "
+            f"({most:,}): {most:,} configuration slots per graph and step"
+        )
+    return min(int(configs), most)
+
+
+def write_record(out: Path, model: LayoutModel, record: dict[str, Any]) -> None:
+    """`layout_weights.npz` and `layout_record.json` into `out`, each written whole or not."""
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_output(out / "layout_weights.npz") as tmp:
+        np.savez(tmp, *model.get_weights())
+    with atomic_output(out / "layout_record.json") as tmp:
+        tmp.write_text(json.dumps(record, indent=1, sort_keys=True, default=float))
