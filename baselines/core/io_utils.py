@@ -462,3 +462,17 @@ def ensure_parent(path: Path) -> Path:
     except OSError as e:
         raise PipelineError(f"cannot write {path}: {describe_write_error(e)}") from None
     return path
+
+
+def list_npz_files(folder: Path, max_files: int | None, *, missing: str, empty: str) -> list[Path]:
+    """Sorted `*.npz` files of a split folder (the first `max_files` when given).
+
+    A missing folder or one without npz files is refused with the caller's
+    one-line `missing` or `empty` message, which says what to do.
+    """
+    if not folder.is_dir():
+        raise PipelineError(missing)
+    files = sorted(folder.glob("*.npz"))
+    if not files:
+        raise PipelineError(empty)
+    return files[:max_files] if max_files else files

@@ -23,6 +23,7 @@ import numpy as np
 
 from baselines.core.errors import PipelineError
 from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE
+from baselines.core.io_utils import list_npz_files
 from baselines.layout.cache import load_cached_graphs
 from baselines.layout.graph import (
     CONFIG_VALUE_MAX,
@@ -365,18 +366,14 @@ def _folder_hint(folder: Path) -> str:
 def list_layout_files(folder: Path | str, max_files: int | None = None) -> list[Path]:
     """Sorted *.npz files of a layout split folder (the first `max_files` when given)."""
     folder = Path(folder).expanduser()
-    if not folder.is_dir():
-        raise PipelineError(
-            f"{folder}: layout folder does not exist; {_folder_hint(folder)}; download it "
-            "(python echo_download_commands.py --collections layout) or fix the path"
-        )
-    files = sorted(folder.glob("*.npz"))
-    if not files:
-        raise PipelineError(
-            f"{folder}: layout folder has no .npz files; {_folder_hint(folder)}; "
-            "check the path or untar the download there"
-        )
-    return files[:max_files] if max_files else files
+    return list_npz_files(
+        folder,
+        max_files,
+        missing=f"{folder}: layout folder does not exist; {_folder_hint(folder)}; download it "
+        "(python echo_download_commands.py --collections layout) or fix the path",
+        empty=f"{folder}: layout folder has no .npz files; {_folder_hint(folder)}; "
+        "check the path or untar the download there",
+    )
 
 
 def load_layout_split(

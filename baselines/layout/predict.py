@@ -32,17 +32,10 @@ def read_layout_models(text: str, flag: str) -> list[tuple[Path, dict[str, Any]]
     An empty item, a folder listed twice, a tile model and models of different
     sources or searches are refused in one line naming `flag`.
     """
+    from baselines.core.run_files import model_dirs
     from baselines.layout.run_files import read_layout_run
 
-    items = [item.strip() for item in text.split(",")]
-    if not text.strip() or any(not item for item in items):
-        raise PipelineError(
-            f"{flag}: empty item in {text!r}; give model folders separated by commas"
-        )
-    dirs = [Path(item).expanduser() for item in items]
-    if len(set(dirs)) != len(dirs):
-        raise PipelineError(f"{flag}: a model is listed twice in {text!r}")
-    models = [(d, read_layout_run(d)) for d in dirs]
+    models = [(d, read_layout_run(d)) for d in model_dirs(text, flag)]
     kinds = {(r["source"], r["search"]) for _, r in models}
     if len(kinds) > 1:
         raise PipelineError(

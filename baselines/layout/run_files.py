@@ -24,30 +24,17 @@ import numpy as np
 from baselines.core.cli import did_you_mean
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_directory, atomic_output, describe_write_error
+from baselines.core.run_files import RUN_IN_MODEL, run_file_of
 from baselines.core.run_json import read_gzip_json, write_gzip_json
 
 COLLECTION = "layout"
-RUN_IN_MODEL = "run.jsonz"
 WEIGHTS = "weights.npz"
-
-
-def run_path_for(model_dir: Path) -> Path:
-    if not model_dir.name.startswith("model_"):
-        raise PipelineError(
-            f"{model_dir}: expected a folder named model_<hash> written by layout_train.py"
-        )
-    return model_dir.parent / f"run_{model_dir.name.removeprefix('model_')}.jsonz"
 
 
 def read_layout_run(model_dir: Path) -> dict[str, Any]:
     """The layout run record of `model_dir`; a tile model is refused in one line."""
     model_dir = Path(model_dir).expanduser()
-    if not model_dir.is_dir():
-        raise PipelineError(f"{model_dir}: model folder not found; pass --dir <out>/model_<hash>")
-    inside = model_dir / RUN_IN_MODEL
-    path = inside if inside.is_file() else run_path_for(model_dir)
-    if not path.is_file():
-        raise PipelineError(f"{path}: run file not found; it is written by layout_train.py")
+    path = run_file_of(model_dir, "layout_train.py")
     record = read_gzip_json(path)
     if record.get("collection") != COLLECTION:
         if "feature_stats" in record or (model_dir / "saved_model.pb").is_file():

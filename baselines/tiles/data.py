@@ -37,6 +37,7 @@ from baselines.core.args_record import TOY_MAX_FILES
 from baselines.core.array_cache import discard_directory  # noqa: F401 (re-exported)
 from baselines.core.errors import PipelineError
 from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE  # noqa: F401 (re-exported)
+from baselines.core.io_utils import list_npz_files
 
 CONFIG_FEAT_DIM = 24
 SPLITS = ("train", "valid", "test")
@@ -304,15 +305,13 @@ def validate_kernel(path: Path, tile_id: str, raw: dict[str, np.ndarray]) -> Ker
 def list_split_files(split_dir: Path | str, max_files: int | None = None) -> list[Path]:
     """Sorted npz files of a split (first `max_files` when given); errors when none."""
     split_dir = Path(split_dir).expanduser()
-    if not split_dir.is_dir():
-        raise PipelineError(
-            f"{split_dir}: split directory does not exist; download the data "
-            "(python echo_download_commands.py) or pass --data_root"
-        )
-    files = sorted(split_dir.glob("*.npz"))
-    if not files:
-        raise PipelineError(f"{split_dir}: split has no .npz files; check --data_root")
-    return files[:max_files] if max_files else files
+    return list_npz_files(
+        split_dir,
+        max_files,
+        missing=f"{split_dir}: split directory does not exist; download the data "
+        "(python echo_download_commands.py) or pass --data_root",
+        empty=f"{split_dir}: split has no .npz files; check --data_root",
+    )
 
 
 def stack_kernels(name: str, kernels: Sequence[Kernel]) -> TileSplit:

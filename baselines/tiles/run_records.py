@@ -15,22 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from baselines.core.errors import PipelineError
+from baselines.core.run_files import RUN_IN_MODEL, model_dirs, run_file_beside, run_file_of
 from baselines.core.run_json import read_gzip_json
 from baselines.tiles.features import FeatureStats
 
 
 def run_file_for(model_dir: Path) -> Path:
     """`<out>/run_<hash>.jsonz` beside `<out>/model_<hash>`."""
-    name = model_dir.name
-    if not name.startswith("model_"):
-        raise PipelineError(
-            f"{model_dir}: expected a folder named model_<hash> written by tiles_train.py"
-        )
-    return model_dir.parent / f"run_{name.removeprefix('model_')}.jsonz"
-
-
-# The run file's copy inside the model folder: the record that belongs to it.
-RUN_IN_MODEL = "run.jsonz"
+    return run_file_beside(model_dir, "tiles_train.py")
 
 
 def model_fingerprint(model_dir: Path) -> str:
@@ -71,10 +63,7 @@ def read_run_for_model(model_dir: Path) -> tuple[dict[str, Any], FeatureStats]:
     files: a model is never paired with another run's record.
     """
     model_dir = Path(model_dir).expanduser()
-    if not model_dir.is_dir():
-        raise PipelineError(f"{model_dir}: model folder not found; pass --dir <out>/model_<hash>")
-    inside = model_dir / RUN_IN_MODEL
-    run_path = inside if inside.is_file() else run_file_for(model_dir)
+    run_path = run_file_of(model_dir, "tiles_train.py")
     record = read_run_file(run_path)
     expected = record.get("model_fingerprint")
     if expected is not None and expected != model_fingerprint(model_dir):
@@ -90,17 +79,8 @@ def read_model_list(text: str, flag: str) -> list[tuple[Path, dict[str, Any]]]:
 
     Refuses empty items, missing folders or run files, and a folder listed twice.
     """
-    items = [item.strip() for item in text.split(",")]
-    if not text.strip() or any(not item for item in items):
-        raise PipelineError(
-            f"{flag}: empty item in {text!r}; give model folders separated by commas, "
-            "e.g. out/model_<hash1>,out/model_<hash2>"
-        )
-    dirs = [Path(item).expanduser() for item in items]
-    if len(set(dirs)) != len(dirs):
-        raise PipelineError(f"{flag}: a model is listed twice in {text!r}")
     models = []
-    for d in dirs:
+    for d in model_dirs(text, flag):
         if not d.is_dir():
             raise PipelineError(f"{flag}: {d}: model folder not found; pass <out_dir>/model_<hash>")
         models.append((d, read_run_for_model(d)[0]))

@@ -1,0 +1,57 @@
+"""Where a saved run's record is, for either collection, and lists of model folders.
+
+A run is `<out>/model_<hash>/` (the model, with `run.jsonz`, a copy of its
+record written with it) and `<out>/run_<hash>.jsonz` beside it. Readers take
+the copy inside the folder when there is one (it always belongs to the
+model), else the file beside it (models saved before the copy existed).
+No TensorFlow and no numpy: entry scripts read records before importing them.
+
+    dirs = model_dirs("out/model_a,out/model_b", "--dir")
+    path = run_file_of(dirs[0], "tiles_train.py")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from baselines.core.errors import PipelineError
+
+# The run file's copy inside the model folder: the record that belongs to it.
+RUN_IN_MODEL = "run.jsonz"
+
+
+def run_file_beside(model_dir: Path, script: str) -> Path:
+    """`<out>/run_<hash>.jsonz` beside `<out>/model_<hash>` (`script` wrote it)."""
+    name = model_dir.name
+    if not name.startswith("model_"):
+        raise PipelineError(
+            f"{model_dir}: expected a folder named model_<hash> written by {script}"
+        )
+    return model_dir.parent / f"run_{name.removeprefix('model_')}.jsonz"
+
+
+def run_file_of(model_dir: Path, script: str) -> Path:
+    """The run record of an existing model folder: the copy inside, else the one beside."""
+    model_dir = Path(model_dir).expanduser()
+    if not model_dir.is_dir():
+        raise PipelineError(f"{model_dir}: model folder not found; pass --dir <out>/model_<hash>")
+    inside = model_dir / RUN_IN_MODEL
+    path = inside if inside.is_file() else run_file_beside(model_dir, script)
+    if not path.is_file():
+        raise PipelineError(f"{path}: run file not found; it is written by {script}")
+    return path
+
+
+def model_dirs(text: str, flag: str) -> list[Path]:
+    """The folders of a comma-separated `--dir` list; an empty item or a folder listed
+    twice is refused in one line naming `flag`."""
+    items = [item.strip() for item in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise PipelineError(
+            f"{flag}: empty item in {text!r}; give model folders separated by commas, "
+            "e.g. out/model_<hash1>,out/model_<hash2>"
+        )
+    dirs = [Path(item).expanduser() for item in items]
+    if len(set(dirs)) != len(dirs):
+        raise PipelineError(f"{flag}: a model is listed twice in {text!r}")
+    return dirs
