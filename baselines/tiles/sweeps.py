@@ -2,16 +2,15 @@
 
 The machinery (grid expansion, the Beam pipeline, failure capture, the summary
 files, the ensemble command) is `baselines/core/sweeps.py`; this module gives
-it the tile parts as `TILE_SWEEPS` and keeps the tile-level names:
+it the tile parts as `TILE_SWEEPS`:
 
-    sweep = load_sweep("paper")                 # or "seeds" (num_seeds=N), or "FILE.json"
-    runs = expand_runs(sweep, {"epochs": 3})    # [TrainArgs, ...], duplicates dropped
-    result = run_one(0, len(runs), runs[0], train_lib.train, print)
-    write_summary(out_dir, [result, ...], ensemble_top=3)
+    sweep = core.load_sweep(TILE_SWEEPS, "paper")   # or "seeds" (num_seeds=N), or "FILE.json"
+    runs, _ = core.expand_runs(TILE_SWEEPS, sweep, {"epochs": 3})  # [TrainArgs, ...]
+    result = core.run_one(TILE_SWEEPS, 0, len(runs), runs[0], train_lib.train, print)
+    core.write_summary(TILE_SWEEPS, out_dir, [result, ...], ensemble_top=3)
 
 `tiles_beam_experiments.py` runs each `TrainArgs` as one element of an Apache
-Beam pipeline. Nothing here imports TensorFlow or Beam; `run_one` gets the
-training function as an argument.
+Beam pipeline. Nothing here imports TensorFlow or Beam.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ import itertools
 import json
 import math
 import time  # noqa: F401  (sweeps.time: the clock of run_one's wall time, patched in tests)
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from baselines.core import sweeps as core
@@ -140,67 +138,3 @@ TILE_SWEEPS = core.SweepKind(
     default_sweep="paper",
     sweep_example='[{"model": "MLP"}, {"model": "EarlyJoinSAGE", "lr": 0.01}]',
 )
-
-
-# --- the core functions for tile runs --------------------------------------------------------
-
-
-def check_flag_value(name: str, value: Any, where: str) -> Any:
-    """`value` for tiles_train.py flag `name` if its type fits: check_flag_value("lr", 1, "x")."""
-    return core.check_flag_value(TILE_SWEEPS, name, value, where)
-
-
-def read_sweep_file(path: Path | str) -> Sweep:
-    """A JSON list of flag dicts (keys = tiles_train.py flag names), checked."""
-    return core.read_sweep_file(TILE_SWEEPS, path)
-
-
-def load_sweep(name: str, num_seeds: int | None = None) -> Sweep:
-    """`paper`, `seeds` (with `num_seeds`), or the path of a JSON sweep file."""
-    return core.load_sweep(TILE_SWEEPS, name, num_seeds)
-
-
-def expand_runs(sweep: Sweep, overrides: Mapping[str, Any]) -> tuple[list[TrainArgs], int]:
-    """One TrainArgs per entry (base < entry < overrides) and how many repeats were dropped."""
-    return core.expand_runs(TILE_SWEEPS, sweep, overrides)
-
-
-summary_dir = core.summary_dir
-
-
-def run_one(
-    index: int,
-    total: int,
-    args: TrainArgs,
-    train: Callable[..., dict[str, Any]],
-    log: Callable[[str], None] = print,
-) -> dict[str, Any]:
-    """Trains one tile run with `train(args, progress=False, log=...)`; a result either way.
-
-    run_one(0, 3, args, train_lib.train, print)["val_error"]["5"]
-    """
-    return core.run_one(TILE_SWEEPS, index, total, args, train, log)
-
-
-def split_results(
-    results: Iterable[Mapping[str, Any]],
-) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-    """Trained runs by validation top-5 error (then top-1, top-10; NaN last), failed runs."""
-    return core.split_results(TILE_SWEEPS, results)
-
-
-def differing_flags(results: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Flags whose value is not the same in every run, in TrainArgs field order."""
-    return core.differing_flags(TILE_SWEEPS, results)
-
-
-def ensemble_command(ranked: Sequence[Mapping[str, Any]], top: int) -> str | None:
-    """The command that ensembles the best `top` trained runs (None without any)."""
-    return core.ensemble_command(TILE_SWEEPS, ranked, top)
-
-
-def write_summary(
-    out_dir: Path | str, results: Iterable[Mapping[str, Any]], ensemble_top: int
-) -> tuple[Path, Path]:
-    """Writes sweep_summary.csv and sweep_summary.md into `out_dir`, each atomically."""
-    return core.write_summary(TILE_SWEEPS, out_dir, results, ensemble_top)
