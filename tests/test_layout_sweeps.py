@@ -196,11 +196,11 @@ def test_toy_seed_sweep_trains_as_layout_train_and_reports_a_failed_run(tmp_path
     assert "on DirectRunner (2 workers, multi_processing" in proc.stdout
 
     # The hashes layout_train.py gives these flags: md5 of the sorted flags but the two
-    # that only say where files go, out_dir and cache_dir, and average_from, which came
-    # after runs were saved and counts only when set.
+    # that only say where files go, out_dir and cache_dir, and average_from and
+    # toy_data, which came after runs were saved and count only when set.
     def hash_of(**extra) -> str:
         flags = {**LayoutTrainArgs().to_dict(), **TINY, **extra}
-        del flags["out_dir"], flags["cache_dir"], flags["average_from"]
+        del flags["out_dir"], flags["cache_dir"], flags["average_from"], flags["toy_data"]
         return hashlib.md5(json.dumps(flags, sort_keys=True).encode()).hexdigest()
 
     hashes = [hash_of(seed=0), hash_of(seed=1), hash_of(model="NoSuchModel")]

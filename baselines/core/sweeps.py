@@ -71,7 +71,7 @@ class Sweep:
 class SweepKind:
     """What one collection's sweeps need; the rest of this module is the same for all.
 
-        SweepKind("layout", LayoutTrainArgs, "layout_train.py", "layout_train:train_run",
+        SweepKind("layout", LayoutTrainArgs, "layout_train.py", "baselines.layout.train_lib:train",
                   "layout_gen_predictions_csv.py", ("val_tau", "val_opa"), metric_cells,
                   summarize, sort_key, "validation Kendall's tau (higher is better)", done_line)
 
@@ -582,7 +582,10 @@ def make_pipeline(options, runner: str):
 
 
 def import_train_function(path: str) -> Callable[..., Mapping[str, Any]]:
-    """The function a "module:name" path names: import_train_function("layout_train:train_run")."""
+    """The function a "module:name" path names.
+
+    import_train_function("baselines.layout.train_lib:train")
+    """
     module, name = path.split(":")
     return getattr(importlib.import_module(module), name)
 

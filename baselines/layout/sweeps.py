@@ -5,10 +5,11 @@ files, the ensemble command) is `baselines/core/sweeps.py`; `LAYOUT_SWEEPS`
 gives it the layout parts, and `layout_beam_experiments.py` runs it:
 
     runs, _ = core.expand_runs(LAYOUT_SWEEPS, core.seeds_sweep(3), {"epochs": 2})
-    result = core.run_one(LAYOUT_SWEEPS, 0, 3, runs[0], layout_train.train_run, print)
+    result = core.run_one(LAYOUT_SWEEPS, 0, 3, runs[0], train_lib.train, print)
     core.write_summary(LAYOUT_SWEEPS, "out/layout_seeds", [result, ...], ensemble_top=3)
 
-Runs train with `layout_train.py`'s own `train_run` (same files, same hash).
+Runs train with `baselines.layout.train_lib.train`, as `layout_train.py` does
+(same files, same hash).
 Trained runs rank by validation Kendall's tau, higher first; the ensemble
 command (`layout_gen_predictions_csv.py --dir a,b,c`) takes the best runs of the
 best run's collection, as that script ranks one source and search at a time.
@@ -28,7 +29,7 @@ from baselines.layout.train_args import LayoutTrainArgs
 def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
     """A layout run record's summary fields: validation tau and OPA, best epoch, epochs.
 
-    summarize(layout_train.train_run(args))["val_tau"]   # the run's val kendall_tau
+    summarize(train_lib.train(args))["val_tau"]   # the run's val kendall_tau
 
     Both metrics rank every configuration of every validation graph with the
     best epoch's weights (`run["val"]`).
@@ -76,7 +77,7 @@ LAYOUT_SWEEPS = SweepKind(
     name="layout",
     args_type=LayoutTrainArgs,
     train_script="layout_train.py",
-    train_function="layout_train:train_run",
+    train_function="baselines.layout.train_lib:train",
     predict_script="layout_gen_predictions_csv.py",
     metric_columns=("val_tau", "val_opa"),
     metric_cells=metric_cells,

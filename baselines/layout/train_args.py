@@ -215,3 +215,18 @@ def toy_banner(root: Path) -> str:
         f"!!! TOY DATA: --data_root is the bundled synthetic layout toy set {root}; "
         "its results say nothing about real TPU programs !!!"
     )
+
+
+def check_run(args: LayoutTrainArgs, log=None) -> tuple[Path, bool, Path]:
+    """(data root, whether it is the bundled toy set, output folder) of a run, after every
+    check that needs no TensorFlow: the flags, the data root, a writable --out_dir and
+    the cache folder (its stale temporaries removed, said through `log`)."""
+    from baselines.core.io_utils import check_writable_dir
+    from baselines.layout.cache import prepare_cache_dir
+
+    args.check_flags()
+    root, toy = resolve_layout_root(args.data_root)
+    out = Path(args.out_dir).expanduser()
+    check_writable_dir(out, "--out_dir")
+    prepare_cache_dir(args.cache_dir, log)
+    return root, toy, out

@@ -22,6 +22,7 @@ run: pass an unbuilt model, its weights are created after the seed is set.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,7 +34,7 @@ import tensorflow as tf
 from baselines.core import distribution, metrics
 from baselines.core.errors import PipelineError
 from baselines.core.fused_adam import FusedAdam
-from baselines.core.io_utils import atomic_output
+from baselines.core.io_utils import atomic_output, remove_stale_temporaries
 from baselines.core.keras_fit import EpochBatches, RankingTrainer, compile_trainer
 from baselines.core.runner import fit_run, set_determinism
 from baselines.layout.batching import (
@@ -50,6 +51,8 @@ from baselines.layout.batching import (
 from baselines.layout.graph import LayoutGraph
 from baselines.layout.metrics import kendall_tau, slowdown_at_k
 from baselines.layout.models import LayoutModel
+from baselines.layout.run_data import load_run_split, max_configs_note
+from baselines.layout.train_args import LayoutTrainArgs, check_run, toy_banner
 
 SLOWDOWN_KS = (1, 10, 100)
 SCORE_CHUNK = 256  # configurations per scoring call, at most
@@ -343,3 +346,112 @@ def write_record(out: Path, model: LayoutModel, record: dict[str, Any]) -> None:
         np.savez(tmp, *model.get_weights())
     with atomic_output(out / "layout_record.json") as tmp:
         tmp.write_text(json.dumps(record, indent=1, sort_keys=True, default=float))
+
+
+def train(
+    args: LayoutTrainArgs,
+    *,
+    strategy: tf.distribute.Strategy | None = None,
+    progress: bool = False,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Trains and saves one layout run as `layout_train.py` does; returns its run record.
+
+        record = train(LayoutTrainArgs(epochs=2, out_dir="out/layout"))
+        record["run_hash"], record["val"]["kendall_tau"]
+
+    Writes `model_<hash>/`, `run_<hash>.jsonz` and `tb_<hash>/` into
+    `args.out_dir`; `backup_<hash>/` holds the last finished epoch while it
+    trains, so the same call after a crash resumes there. A bad flag is a
+    PipelineError (one line). `layout_beam_experiments.py` trains each run of
+    a sweep with it. A worker that is not the chief of a `multi_worker`
+    cluster saves nothing and returns an empty record.
+    """
+    from baselines.layout.run_files import build_model
+
+    root, toy, out = check_run(args, log)
+    if toy:
+        log(toy_banner(root))
+    run_hash, folder = args.run_hash(), args.collection_dir(root)
+    log(f"layout:{args.source}:{args.search} from {folder}; run {run_hash}")
+    strategy = strategy or tf.distribute.get_strategy()
+    chief = distribution.is_chief(strategy)
+    if chief:
+        remove_stale_temporaries(out, log)
+    train_graphs, valid_graphs = load_train_graphs(args, folder, log)
+    model = build_model(args.model, args.model_kwargs())
+    started = time.perf_counter()
+    record = train_layout(
+        train_graphs,
+        valid_graphs,
+        model,
+        **args.train_kwargs(),
+        progress=progress,
+        strategy=strategy,
+        backup_dir=out / f"backup_{run_hash}",
+        tb_dir=out / f"tb_{run_hash}",
+        log=log,
+    )
+    if not chief:
+        log(f"trained {record['model']} as a worker; the chief evaluates and saves the run")
+        return {}
+    val = record["val"]
+    averaged = record["averaged_epochs"]
+    ended_on = (
+        f"the mean of the weights of its last {averaged} epochs"
+        if averaged
+        else f"best epoch {record['best_epoch']}"
+    )
+    log(
+        f"trained {record['model']} in {time.perf_counter() - started:.1f} s, {ended_on}: "
+        f"validation Kendall tau {val['kendall_tau']:.4f}, "
+        f"OPA {val['opa']:.4f} over {val['graphs']} graphs"
+    )
+    run = {
+        "args": args.to_dict(),
+        "run_hash": run_hash,
+        "toy_data": toy,
+        "data_root": str(root),
+        "source": args.source,
+        "search": args.search,
+        "model": record["model"],
+        "model_kwargs": record["model_kwargs"],
+        "train": {k: v for k, v in record.items() if k not in ("model", "model_kwargs")},
+        "val": val,
+        "train_curve": record["train_curve"],
+    }
+    save_run(model, run, out, log)
+    if toy:
+        log(toy_banner(root))
+    return run
+
+
+def load_train_graphs(
+    args: LayoutTrainArgs, folder: Path, log: Callable[[str], None]
+) -> tuple[list[LayoutGraph], list[LayoutGraph]]:
+    """The train and validation graphs of a run, reduced as its args say."""
+    reduce = dict(**args.split_kwargs(), log=log)
+    train_graphs = load_run_split(folder / "train", training=True, **reduce)
+    valid_graphs = load_run_split(folder / "valid", training=True, **reduce)
+    graphs = [*train_graphs, *valid_graphs]
+    note = max_configs_note(args.max_configs, graphs, distinct=args.drop_duplicates)
+    if note:
+        log(note)  # the flag stays in the run hash and run file as given
+    return train_graphs, valid_graphs
+
+
+def save_run(
+    model: LayoutModel, run: dict[str, Any], out: Path, log: Callable[[str], None]
+) -> None:
+    """`model_<hash>/` and `run_<hash>.jsonz` into `out`; the finished run's backup goes
+    (a rerun starts afresh)."""
+    from baselines.layout.run_files import save_layout_run
+
+    run_hash = run["run_hash"]
+    model_dir, run_path = out / f"model_{run_hash}", out / f"run_{run_hash}.jsonz"
+    out.mkdir(parents=True, exist_ok=True)
+    save_layout_run(model, run, model_dir, run_path)
+    shutil.rmtree(out / f"backup_{run_hash}", ignore_errors=True)
+    log(f"saved model: {model_dir}")
+    log(f"saved run file: {run_path}")
+    log(f"TensorBoard: {out / f'tb_{run_hash}'}")
