@@ -117,14 +117,21 @@ def test_normalized_splits_carry_the_estimates_of_the_raw_files():
     np.testing.assert_allclose(normalized.config_feat[c0:c1, ANALYTIC_COLUMN:], expected)
 
 
-def test_a_convolution_without_dimension_numbers_reduces_over_hwi():
-    """The generator writes no dimension numbers: XLA's default filter layout HWIO."""
+def bf16_convolution_nodes() -> np.ndarray:
+    """bf16 input [2, 8, 8, 64], filter [3, 3, 64, 32] and convolution output [2, 8, 8, 32]
+    (the root), minor_to_major [3, 2, 1, 0], no dimension numbers."""
     node_feat = np.zeros((3, 140), np.float32)
     for i, dims in enumerate(([2, 8, 8, 64], [3, 3, 64, 32], [2, 8, 8, 32])):
         node_feat[i, 21:25] = dims
         node_feat[i, 134:138] = [3, 2, 1, 0]
         node_feat[i, 15] = 1  # bf16
     node_feat[2, 0] = 1
+    return node_feat
+
+
+def test_a_convolution_without_dimension_numbers_reduces_over_hwi():
+    """The generator writes no dimension numbers: XLA's default filter layout HWIO."""
+    node_feat = bf16_convolution_nodes()
     config = np.zeros((1, 24), np.float32)
     config[0, 0:4] = [3, 3, 16, 16]  # filter tile: K tile 16 of 64, Co tile 16 of 32
     config[0, 8:12] = [1, 8, 8, 16]
@@ -245,12 +252,7 @@ def test_the_widths_differ_where_the_types_do():
 
 def test_a_bf16_convolution_counts_two_bytes_in_every_tile():
     """bf16 input [2, 8, 8, 64], filter [3, 3, 64, 32], output [2, 8, 8, 32]."""
-    node_feat = np.zeros((3, 140), np.float32)
-    for i, dims in enumerate(([2, 8, 8, 64], [3, 3, 64, 32], [2, 8, 8, 32])):
-        node_feat[i, 21:25] = dims
-        node_feat[i, 134:138] = [3, 2, 1, 0]
-        node_feat[i, 15] = 1  # bf16
-    node_feat[2, 0] = 1
+    node_feat = bf16_convolution_nodes()
     config = np.zeros((1, 24), np.float32)
     config[0, 0:4] = [3, 3, 16, 16]  # filter tile
     config[0, 8:12] = [1, 8, 8, 16]  # output tile
