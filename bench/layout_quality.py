@@ -391,13 +391,11 @@ def train_and_score(run, folder: Path) -> dict[str, Any]:
     from baselines.layout.batching import prepare_graphs
     from baselines.layout.run_data import load_run_split
     from baselines.layout.run_files import build_model
-    from baselines.layout.train_lib import GraphScorer, train_layout
+    from baselines.layout.train_lib import GraphScorer, load_train_graphs, train_layout
 
     tf.get_logger().setLevel("ERROR")  # one traced scorer per model: retracing notes are noise
     quiet = lambda line: None  # noqa: E731
-    reduce = dict(**run.split_kwargs(), log=None)
-    train = load_run_split(folder / "train", training=True, **reduce)
-    valid = load_run_split(folder / "valid", training=True, **reduce)
+    train, valid = load_train_graphs(run, folder, quiet)
     model = build_model(run.model, run.model_kwargs())
     started = time.perf_counter()
     # No final validation: every configuration of valid is scored below.

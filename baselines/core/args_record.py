@@ -43,6 +43,23 @@ class ArgsRecord:
         }
         return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
 
+    def parse_optional_ints(self, *names: str) -> None:
+        """Sets each named field from its flag text: None ("" or "none") or an integer.
+
+        Flags arrive as text; anything else is refused in one line naming the flag.
+        """
+        for name in names:
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                continue
+            try:
+                parsed = None if value.strip().lower() in ("", "none") else int(value)
+            except ValueError:
+                raise PipelineError(
+                    f"--{name}: expected an integer or None, got {value!r}"
+                ) from None
+            object.__setattr__(self, name, parsed)
+
     @classmethod
     def flag_names(cls) -> frozenset[str]:
         """One command-line flag per field, named like it."""
@@ -70,3 +87,11 @@ def parse_json_object(flag: str, text: str, example: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise PipelineError(f"--{flag}: expected a JSON object, got {text!r}")
     return value
+
+
+def check_average_from(average_from: int | None, epochs: int) -> None:
+    """`--average_from` is unset or an epoch from 1 to `--epochs`; else one line."""
+    if average_from is not None and not 1 <= average_from <= epochs:
+        raise PipelineError(
+            f"--average_from: must be an epoch from 1 to --epochs ({epochs}), got {average_from}"
+        )

@@ -22,7 +22,12 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from baselines.core.args_record import TOY_MAX_FILES, ArgsRecord, parse_json_object
+from baselines.core.args_record import (
+    TOY_MAX_FILES,
+    ArgsRecord,
+    check_average_from,
+    parse_json_object,
+)
 from baselines.core.errors import PipelineError
 from baselines.core.loss_spec import parse_losses
 from baselines.core.submission import LAYOUT_SEARCHES, LAYOUT_SOURCES
@@ -34,20 +39,11 @@ BUNDLED_TOY_ROOT = REPO_ROOT / DEFAULT_DATA_ROOT
 # The model classes of baselines/layout/models.py (checked there too; listed here so
 # that a bad --model is refused before TensorFlow is imported).
 MODEL_NAMES = ("ResModel", "LayoutSAGE")
-# Fields that do not change what a run computes: not part of its hash.
 
 
 def _flag(default: Any, help: str) -> Any:
     """A field that is also a command-line flag; `help` is its one description."""
     return dataclasses.field(default=default, metadata={"help": help})
-
-
-def _optional_int(text: str | int | None) -> int | None:
-    if text is None or isinstance(text, int):
-        return text
-    if text.strip().lower() in ("", "none"):
-        return None
-    return int(text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,16 +101,8 @@ class LayoutTrainArgs(ArgsRecord):
     )
 
     def __post_init__(self) -> None:
-        # Flags arrive as text for the optional ints; -1 means no pruning.
-        for name in ("max_configs", "prune_hops", "average_from"):
-            try:
-                value = _optional_int(getattr(self, name))
-            except ValueError:
-                raise PipelineError(
-                    f"--{name}: expected an integer or None, got {getattr(self, name)!r}"
-                ) from None
-            object.__setattr__(self, name, value)
-        if self.prune_hops == -1:
+        self.parse_optional_ints("max_configs", "prune_hops", "average_from")
+        if self.prune_hops == -1:  # no pruning
             object.__setattr__(self, "prune_hops", None)
         if isinstance(self.cache_dir, str) and self.cache_dir.strip().lower() in ("", "none"):
             object.__setattr__(self, "cache_dir", None)
@@ -180,11 +168,7 @@ class LayoutTrainArgs(ArgsRecord):
             raise PipelineError(
                 f"--max_configs: must be at least 2 (or None = all), got {self.max_configs}"
             )
-        if self.average_from is not None and not 1 <= self.average_from <= self.epochs:
-            raise PipelineError(
-                f"--average_from: must be an epoch from 1 to --epochs ({self.epochs}), "
-                f"got {self.average_from}"
-            )
+        check_average_from(self.average_from, self.epochs)
         if self.prune_hops is not None and self.prune_hops < 0:
             raise PipelineError(
                 f"--prune_hops: must be >= 0, or None/-1 for no pruning, got {self.prune_hops}"

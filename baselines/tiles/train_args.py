@@ -17,7 +17,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from baselines.core.args_record import ArgsRecord, parse_json_object
+from baselines.core.args_record import ArgsRecord, check_average_from, parse_json_object
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_writable_dir
 from baselines.core.loss_spec import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
@@ -110,16 +110,7 @@ class TrainArgs(ArgsRecord):
     )
 
     def __post_init__(self) -> None:
-        # The flag arrives as text; None or an epoch.
-        value = self.average_from
-        if isinstance(value, str):
-            try:
-                value = None if value.strip().lower() in ("", "none") else int(value)
-            except ValueError:
-                raise PipelineError(
-                    f"--average_from: expected an integer or None, got {value!r}"
-                ) from None
-            object.__setattr__(self, "average_from", value)
+        self.parse_optional_ints("average_from")
 
     def model_kwargs(self) -> dict[str, Any]:
         return parse_json_object("model_kwargs_json", self.model_kwargs_json, '{"hidden_dim": 128}')
@@ -179,11 +170,7 @@ class TrainArgs(ArgsRecord):
             )
         if self.early_stop < 1:
             raise PipelineError(f"--early_stop: must be at least 1, got {self.early_stop}")
-        if self.average_from is not None and not 1 <= self.average_from <= self.epochs:
-            raise PipelineError(
-                f"--average_from: must be an epoch from 1 to --epochs ({self.epochs}), "
-                f"got {self.average_from}"
-            )
+        check_average_from(self.average_from, self.epochs)
         if not self.lr > 0 or not self.clip_norm > 0:
             raise PipelineError("--lr and --clip_norm must be positive")
         check_writable_dir(Path(self.out_dir).expanduser(), "--out_dir")
