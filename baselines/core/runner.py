@@ -5,8 +5,9 @@ trainer with its model and optimizer, the train and validation batches, the
 callbacks of its own metrics) and builds none of it. It owns what every run
 does the same way:
 
-- determinism (`set_determinism`) and tf.distribute (the trainer is built under
-  the strategy's scope; its first epoch is read back after a resume);
+- determinism (`set_determinism`, which a collection calls before it draws
+  its first batch) and tf.distribute (the trainer is built under the
+  strategy's scope; its first epoch is read back after a resume);
 - early stopping on validation OPA that always ends on the best weights, or on
   the mean of the weights from `average_from` on (`ResumableEarlyStopping`),
   with its state kept beside the backup so that a killed run resumes at its
