@@ -28,7 +28,6 @@ from baselines.core.distribution import add_strategy_flag, check_strategy_enviro
 from baselines.core.errors import run_cli
 from baselines.core.flagfile import expand_flagfiles
 from baselines.tiles.data_roots import resolve_data_root
-from baselines.tiles.model_catalog import read_catalog
 from baselines.tiles.train_args import DEFAULT_DATA_ROOT, TrainArgs
 
 
@@ -39,13 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="--flagfile=FILE reads one --flag=value per line (absl's convention); "
         "flags after it override it.",
     )
-    models = ", ".join(read_catalog().names)
-
-    def help_text(field) -> str:
-        extra = f" ({models})" if field.name == "model" else ""
-        return field_help(field) + extra
-
-    add_field_flags(parser, TrainArgs, default=lambda field: field.default, help=help_text)
+    add_field_flags(parser, TrainArgs, default=lambda field: field.default, help=field_help)
     # Not a TrainArgs field: the same recipe on 1 or N devices is the same run (hash).
     add_strategy_flag(parser)
     return parser
@@ -67,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
 
 def main() -> int:
     args, strategy_name = parse_command()
-    # Flags, model name and kwarg names first: importing TensorFlow takes seconds.
+    # Flags first: importing TensorFlow takes seconds.
     args.check_flags()
     # A mistyped --data_root too (the toy-set banner is printed by train()).
     resolve_data_root(args.data_root, DEFAULT_DATA_ROOT, log=lambda _: None)

@@ -293,8 +293,12 @@ def part_scoring_flops(spec: dict) -> dict:
     import numpy as np
 
     from baselines.tiles.data import load_split
-    from baselines.tiles.graph import assemble_batch, graph_from_batch, to_tensors
-    from baselines.tiles.model_base import configs_per_kernel
+    from baselines.tiles.graph import (
+        assemble_batch,
+        configs_per_kernel,
+        graph_from_batch,
+        to_tensors,
+    )
     from baselines.tiles.predict import SavedRanker
 
     ranker = SavedRanker.load(spec["model_dir"])

@@ -25,7 +25,6 @@ from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
 from baselines.core.io_utils import atomic_write_text
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
-from baselines.tiles.model_catalog import read_catalog
 from baselines.tiles.train_args import TrainArgs
 
 
@@ -34,17 +33,16 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=40, help="maximum training epochs")
     parser.add_argument("--early_stop", type=int, default=10, help="tiles_train.py's --early_stop")
     parser.add_argument("--seed", type=int, default=0, help="training seed")
-    parser.add_argument(
-        "--models", default=",".join(read_catalog().names), help="models of models.py to train"
-    )
+    parser.add_argument("--models", default="", help="models of models.py to train (all)")
     parser.add_argument("--out", default=str(ROOT / "out" / "toy_models"), help="results")
     flags = parser.parse_args()
+    from baselines.tiles.model_builder import model_classes
     from baselines.tiles.train_lib import train
 
     out = Path(flags.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name in flags.models.split(","):
+    for name in flags.models.split(",") if flags.models else model_classes():
         args = TrainArgs(
             model=name,
             epochs=flags.epochs,

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, numpy_feature_stats, signed_log
 
+from baselines.core import npz
 from baselines.core.errors import PipelineError
 from baselines.tiles import data, data_roots
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT, resolve_data_root
@@ -393,7 +394,7 @@ def test_npy_headers_are_parsed_one_thread_at_a_time(tmp_path, monkeypatch):
 
     def checked(*args, **kwargs):
         calls.append(1)
-        if not data._NPY_HEADER_LOCK.locked():
+        if not npz._NPY_HEADER_LOCK.locked():
             unlocked.append(1)
         return real(*args, **kwargs)
 

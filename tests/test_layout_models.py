@@ -662,3 +662,21 @@ def test_relative_to_reference_scores_the_reference_layouts_as_an_empty_change(t
     assert np.ptp(np.delete(scores, 2)) > 1e-3
     with pytest.raises(ValueError, match="relative_to_reference"):
         LayoutSAGE(8, relative_to_reference=1)
+
+
+def test_a_layout_model_is_found_by_class_name_and_rebuilt_from_its_config():
+    """The layout lookup is the tiles' one: the base is not a model, a misspelt name or
+    kwarg gets a suggestion, and `get_config` (with num_configs) rebuilds the class."""
+    from baselines.core.errors import PipelineError
+    from baselines.layout.run_files import build_model
+
+    with pytest.raises(PipelineError, match="LayoutModel is a base class, not a model"):
+        build_model("LayoutModel", {})
+    with pytest.raises(PipelineError, match="unknown model 'LayoutSAG'; did you mean LayoutSAGE"):
+        build_model("LayoutSAG", {})
+    with pytest.raises(PipelineError, match=r"does not take num_gnn \(did you mean num_gnns\?\)"):
+        build_model("ResModel", {"num_gnn": 2})
+    model = build_model("LayoutSAGE", {"hidden_dim": 16, "config_layers": 2})
+    again = build_model("LayoutSAGE", model.get_config())
+    assert type(again) is LayoutSAGE and again.get_config() == model.get_config()
+    assert again.get_config()["config_layers"] == 2

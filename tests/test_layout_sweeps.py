@@ -137,7 +137,7 @@ def failure(index, seed):
         "flags": args.to_dict(),
         "model_dir": "",
         "status": "error",
-        "error": "--model: unknown layout model 'X'",
+        "error": "--model: unknown model 'X'",
     }
 
 

@@ -51,8 +51,6 @@ def test_prepare_skips_the_setuptools_distutils_shim():
 @pytest.mark.parametrize(
     "flag, message",
     [
-        ("--model=Transformer", "unknown model 'Transformer'"),
-        ('--model_kwargs_json={"num_gnns": 2}', "num_gnns (= num_layers) means nothing for MLP"),
         ("--losses=ListMLE:1", "--losses: cannot parse"),
         ("--eval_every=0", "--eval_every: must be at least 1"),
         ("--data_root=/no/such/tpugraphs", "--data_root: /no/such/tpugraphs does not exist"),

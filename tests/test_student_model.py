@@ -23,7 +23,6 @@ import pytest
 from conftest import ROOT, copy_repository
 
 from baselines.core.errors import PipelineError
-from baselines.tiles.model_catalog import read_catalog
 
 GUIDE = ROOT / "docs" / "adding_a_model.md"
 MODELS = Path("baselines") / "tiles" / "models.py"
@@ -196,37 +195,37 @@ def test_a_model_returning_the_wrong_shape_is_refused_naming_the_expected_one(tm
     ],
 )
 def test_a_colliding_class_name_is_refused_in_one_line(tmp_path, extra, message):
-    path = tmp_path / "models.py"
-    path.write_text((ROOT / MODELS).read_text() + extra)
+    from baselines.tiles.model_builder import build_model
+
+    module = load_models_module(tmp_path, (ROOT / MODELS).read_text() + extra)
     with pytest.raises(PipelineError, match=message) as caught:
-        read_catalog(models_file=path)
+        build_model("LateJoinGAT", 3, {}, module=module)
     text = str(caught.value)
-    assert f"{path}:" in text and "\n" not in text
+    assert f"{module.__file__}:" in text and "\n" not in text
     # The line of the second definition is named.
     line = len((ROOT / MODELS).read_text().splitlines()) + 2
-    assert f"{path}:{line}:" in text
+    assert f"{module.__file__}:{line}:" in text
 
 
 def test_kwargs_a_student_class_does_not_take_are_refused_with_a_suggestion(tmp_path):
-    path = tmp_path / "models.py"
-    path.write_text(with_student_class((ROOT / MODELS).read_text(), template_class()))
-    catalog = read_catalog(models_file=path)
-    from baselines.tiles.model_kwargs import resolve_model_kwargs
+    from baselines.tiles.model_builder import resolve_model_kwargs
 
-    assert resolve_model_kwargs("StudentSAGE", {"mix_dim": 8, "hidden_dim": 16}, catalog) == {
-        "mix_dim": 8,
-        "hidden_dim": 16,
-    }
+    module = load_models_module(
+        tmp_path, with_student_class((ROOT / MODELS).read_text(), template_class())
+    )
+    kwargs = {"mix_dim": 8, "hidden_dim": 16}
+    assert resolve_model_kwargs("StudentSAGE", kwargs, module) == kwargs
     with pytest.raises(PipelineError) as caught:
-        resolve_model_kwargs("StudentSAGE", {"mixdim": 8}, catalog)
+        resolve_model_kwargs("StudentSAGE", {"mixdim": 8}, module)
     assert "StudentSAGE does not take mixdim (did you mean mix_dim?)" in str(caught.value)
     with pytest.raises(PipelineError, match="does not take num_heads"):
-        resolve_model_kwargs("StudentSAGE", {"num_heads": 2}, catalog)
+        resolve_model_kwargs("StudentSAGE", {"num_heads": 2}, module)
 
 
-def test_the_source_catalog_agrees_with_the_imported_classes(tmp_path):
-    """What entry scripts check before TensorFlow is what the classes say after."""
-    from baselines.tiles.model_builder import runtime_catalog
+def test_a_models_kwargs_are_its_constructors_followed_through_kwargs(tmp_path):
+    """Each constructor names its own parts' kwargs and passes the rest on; one that
+    passes nothing on ends the chain. Helpers and private classes are not models."""
+    from baselines.tiles.model_builder import model_classes, model_kwargs
 
     source = with_student_class((ROOT / MODELS).read_text(), template_class())
     source += (
@@ -236,20 +235,20 @@ def test_the_source_catalog_agrees_with_the_imported_classes(tmp_path):
         "    def __init__(self, num_configs, num_ops=OPCODE_VOCAB_SIZE, depth=2, **kwargs):\n"
         "        super().__init__(num_configs, num_ops, **kwargs)\n"
         "        self.depth = depth\n"
+        '\n\nclass Fixed(LateJoinModel):\n    """Passes nothing on: only its own kwarg."""\n\n'
+        "    def __init__(self, num_configs, num_ops=OPCODE_VOCAB_SIZE, width=3):\n"
+        "        super().__init__(num_configs, num_ops, hidden_dim=width)\n"
     )
     module = load_models_module(tmp_path, source)
-    from_source = read_catalog(models_file=Path(module.__file__))
-    imported = runtime_catalog(module)
-    assert from_source.names == imported.names
-    # Same kwargs (the order, bases first, may differ under multiple inheritance).
-    assert {k: set(v) for k, v in from_source.kwargs.items()} == {
-        k: set(v) for k, v in imported.kwargs.items()
-    }
-    assert "_Helper" not in imported.names and "NotAModel" not in imported.names
-    assert imported.kwargs["Deeper"][-2:] == ("mix_dim", "depth")
-    shipped = read_catalog()
-    assert shipped.names == runtime_catalog().names
-    assert shipped.kwargs == runtime_catalog().kwargs
+    names = list(model_classes(module))
+    assert names[-3:] == ["StudentSAGE", "Deeper", "Fixed"]
+    assert "_Helper" not in names and "NotAModel" not in names
+    assert not {"TileModel", "LateJoinModel", "EarlyJoinModel"} & set(names)  # bases
+    shared = ["hidden_dim", "op_embedding_dim", "activation", "dropout", "final_mlp_layers"]
+    deeper = model_kwargs("Deeper", module)
+    assert list(deeper)[:5] == shared and list(deeper)[-2:] == ["mix_dim", "depth"]
+    assert deeper["mix_dim"] == 32 and deeper["depth"] == 2
+    assert model_kwargs("Fixed", module) == {"width": 3}
 
 
 def test_a_layer_only_a_call_builds_is_rebuilt_and_its_weights_copied(tmp_path, monkeypatch):

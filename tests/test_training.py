@@ -75,13 +75,16 @@ def test_run_hash_is_deterministic_and_covers_every_arg():
         ("--model_kwargs_json={hidden", "--model_kwargs_json: not valid JSON"),
         ("--model_kwargs_json=[1]", "expected a JSON object"),
         ('--model_kwargs_json={"heads": 2}', "does not take heads"),
+        ('--model_kwargs_json={"num_gnns": 2}', "num_gnns (= num_layers) means nothing for MLP"),
         ("--out_dir=/proc/forbidden/out", "--out_dir: /proc/forbidden/out is not writable"),
         ("--eval_every=0", "--eval_every: must be at least 1"),
     ],
 )
 def test_bad_flags_fail_before_loading_data(tmp_path, flag, message):
-    missing_root = tmp_path / "no_data"  # loading it would print a fallback note
-    flags = [f"--data_root={missing_root}", f"--out_dir={tmp_path / 'out'}"]
+    # An existing folder without splits: loading it would fail on the missing train/.
+    empty_root = tmp_path / "data"
+    empty_root.mkdir()
+    flags = [f"--data_root={empty_root}", f"--out_dir={tmp_path / 'out'}"]
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tiles_train.py"), "--model=MLP", *flags, flag],
         cwd=tmp_path,
@@ -95,7 +98,8 @@ def test_bad_flags_fail_before_loading_data(tmp_path, flag, message):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and message in last, proc.stderr
     assert "toy" not in proc.stdout  # no data was looked at
-    assert list(tmp_path.iterdir()) == []  # nothing written
+    assert list(tmp_path.iterdir()) == [empty_root]  # nothing written
+    assert list(empty_root.iterdir()) == []
 
 
 @pytest.fixture(scope="module")

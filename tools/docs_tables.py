@@ -5,10 +5,10 @@
     python tools/docs_tables.py --check    # exit 1 if a table is out of date (a test runs this)
 
 A flag is described once, in its parser (`TrainArgs` field help for the
-training flags); a model's kwargs are read off models.py (`model_catalog`). In
-the docs, a generated table sits between `<!-- generated:NAME:start -->` and
-`<!-- generated:NAME:end -->`; NAME is a script (`tiles_train.py`, ...) or
-`model-kwargs`.
+training flags); a model's kwargs are read off the classes of models.py
+(`model_builder.model_kwargs`). In the docs, a generated table sits between
+`<!-- generated:NAME:start -->` and `<!-- generated:NAME:end -->`; NAME is a
+script (`tiles_train.py`, ...) or `model-kwargs`.
 """
 
 from __future__ import annotations
@@ -79,12 +79,11 @@ def flag_table(
 
 def model_kwargs_table() -> str:
     """A markdown table of every model of models.py and the kwargs it takes."""
-    from baselines.tiles.model_catalog import read_catalog
+    from baselines.tiles.model_builder import model_classes, model_kwargs
 
-    catalog = read_catalog()
     lines = ["| model | kwargs |", "|---|---|"]
-    for name in catalog.names:
-        kwargs = catalog.kwargs[name] or ()
+    for name in model_classes():
+        kwargs = model_kwargs(name)
         lines.append(f"| `{name}` | {', '.join(f'`{k}`' for k in kwargs)} |")
     return "\n".join(lines) + "\n"
 

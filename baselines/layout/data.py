@@ -14,7 +14,6 @@ The config and pruning helpers of `baselines.layout.prune` are re-exported here.
 
 from __future__ import annotations
 
-import zipfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
@@ -24,6 +23,7 @@ import numpy as np
 from baselines.core.errors import PipelineError
 from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE
 from baselines.core.io_utils import list_npz_files
+from baselines.core.npz import read_npz, read_whole
 from baselines.layout.cache import load_cached_graphs
 from baselines.layout.graph import (
     CONFIG_VALUE_MAX,
@@ -62,9 +62,6 @@ EXPECTED_FOLDER = ".../npz/layout/{xla,nlp}/{default,random}/{train,valid,test}"
 SHAPE_DIMS = slice(21, 27)  # node_feat shape_dimensions_0..5
 MINOR_TO_MAJOR = slice(134, 140)  # node_feat layout_minor_to_major_0..5
 
-# Deflate cannot shrink data more than about 1032:1: a member that claims to
-# unpack to more is damaged, and is refused before anything is allocated for it.
-_MAX_DEFLATE_RATIO = 1032
 # Configurations converted per block: bounds the float32 scratch to ~64 MB.
 _BLOCK_VALUES = 1 << 24
 
@@ -74,55 +71,7 @@ def _bad(path: Path, problem: str, advice: str = ADVICE) -> PipelineError:
 
 
 # ---------------------------------------------------------------------------
-# Reading the npz members.
-
-
-def _open_member(
-    archive: zipfile.ZipFile, info: zipfile.ZipInfo, file_size: int
-) -> tuple[IO[bytes], tuple[int, ...], bool, np.dtype]:
-    """An open .npy member at its data, with its declared shape, Fortran order and dtype.
-
-    The declared shape must account for exactly the member's bytes: numpy would
-    otherwise allocate whatever a damaged header declares.
-    """
-    if info.compress_size > file_size or info.file_size > max(
-        info.compress_size * _MAX_DEFLATE_RATIO, info.compress_size + 1024
-    ):
-        raise ValueError(f"member {info.filename} claims {info.file_size} bytes")
-    stream = archive.open(info)
-    version = np.lib.format.read_magic(stream)
-    if version == (1, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
-    elif version == (2, 0):
-        shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
-    else:
-        raise ValueError(f"member {info.filename} has .npy format version {version}")
-    if dtype.hasobject:
-        raise ValueError(f"member {info.filename} holds Python objects, not numbers")
-    data_bytes = info.file_size - stream.tell()
-    if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize != data_bytes:
-        raise ValueError(
-            f"member {info.filename} declares shape {shape} of {dtype} but holds {data_bytes} bytes"
-        )
-    return stream, tuple(shape), bool(fortran), dtype
-
-
-def _read_exact(stream: IO[bytes], nbytes: int) -> bytes:
-    data = stream.read(nbytes)
-    if len(data) != nbytes:
-        raise ValueError(f"member ends after {len(data)} of {nbytes} bytes")
-    return data
-
-
-def _read_whole(
-    stream: IO[bytes], shape: tuple[int, ...], dtype: np.dtype, fortran: bool = False
-) -> np.ndarray:
-    count = int(np.prod(shape, dtype=np.int64))
-    data = _read_exact(stream, count * dtype.itemsize)
-    array = np.frombuffer(data, dtype=dtype, count=count).reshape(
-        shape, order="F" if fortran else "C"
-    )
-    return np.ascontiguousarray(array)
+# Reading node_config_feat.
 
 
 def _config_value_problem(block: np.ndarray, first_config: int) -> str | None:
@@ -158,7 +107,7 @@ def _read_config_feat(
             f"node_config_feat has shape {shape}, expected (c, nc, {NODE_CONFIG_FEAT_DIM})",
         )
     c, nc, _ = shape
-    whole = _read_whole(stream, shape, dtype, fortran) if fortran else None
+    whole = read_whole(stream, shape, fortran, dtype) if fortran else None
     out = np.empty(shape, dtype=np.int8)
     per_config = nc * NODE_CONFIG_FEAT_DIM
     block = max(1, _BLOCK_VALUES // max(per_config, 1))
@@ -167,31 +116,12 @@ def _read_config_feat(
         if whole is not None:
             values = whole[start : start + rows]
         else:
-            values = _read_whole(stream, (rows, nc, NODE_CONFIG_FEAT_DIM), dtype)
+            values = read_whole(stream, (rows, nc, NODE_CONFIG_FEAT_DIM), False, dtype)
         problem = _config_value_problem(values, start)
         if problem:
             raise _bad(path, problem)
         out[start : start + rows] = values
     return out
-
-
-def _read_members(path: Path) -> dict[str, np.ndarray]:
-    file_size = path.stat().st_size
-    with zipfile.ZipFile(path) as archive:
-        infos = {info.filename.removesuffix(".npy"): info for info in archive.infolist()}
-        missing = [key for key in REQUIRED_KEYS if key not in infos]
-        if missing:
-            raise _bad(path, f"missing key(s) {', '.join(missing)}")
-        raw = {}
-        for key in REQUIRED_KEYS:
-            stream, shape, fortran, dtype = _open_member(archive, infos[key], file_size)
-            with stream:
-                if key == "node_config_feat":
-                    raw[key] = _read_config_feat(path, stream, shape, fortran, dtype)
-                else:
-                    # edge_index is stored in Fortran order in the real files.
-                    raw[key] = _read_whole(stream, shape, dtype, fortran)
-        return raw
 
 
 # ---------------------------------------------------------------------------
@@ -207,17 +137,13 @@ def read_layout_file(path: Path | str) -> LayoutGraph:
     path = Path(path).expanduser()
     if not path.is_file():
         raise PipelineError(f"{path}: layout file not found; check the path")
-    try:
-        raw = _read_members(path)
-    except PipelineError:
-        raise
-    except MemoryError:
-        raise _bad(path, "not a readable npz file (too large to read)") from None
-    # zipfile, zlib and numpy's header parser raise many types on damaged bytes;
-    # whichever it is, the file is unreadable and the message names it.
-    except Exception as e:
-        reason = " ".join(str(e).split()) or type(e).__name__
-        raise _bad(path, f"not a readable npz file ({type(e).__name__}: {reason})") from None
+    raw = read_npz(
+        path,
+        REQUIRED_KEYS,
+        ADVICE,
+        # Converted to int8 block by block: whole as float32 an nlp file takes GBs.
+        readers={"node_config_feat": lambda *member: _read_config_feat(path, *member)},
+    )
     return validate_layout_arrays(path, path.stem, raw)
 
 
@@ -231,19 +157,7 @@ def read_config_count(path: Path | str) -> int:
     path = Path(path).expanduser()
     if not path.is_file():
         raise PipelineError(f"{path}: layout file not found; check the path")
-    try:
-        with zipfile.ZipFile(path) as archive:
-            infos = {info.filename.removesuffix(".npy"): info for info in archive.infolist()}
-            if "config_runtime" not in infos:
-                raise _bad(path, "missing key(s) config_runtime")
-            info = infos["config_runtime"]
-            stream, shape, _, _ = _open_member(archive, info, path.stat().st_size)
-            stream.close()
-    except PipelineError:
-        raise
-    except Exception as e:  # damaged bytes: see read_layout_file
-        reason = " ".join(str(e).split()) or type(e).__name__
-        raise _bad(path, f"not a readable npz file ({type(e).__name__}: {reason})") from None
+    (shape,) = read_npz(path, ("config_runtime",), ADVICE, shapes_only=True).values()
     if len(shape) != 1:
         raise _bad(path, f"config_runtime has shape {shape}, expected (configs,)")
     return int(shape[0])

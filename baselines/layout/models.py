@@ -2,8 +2,8 @@
 
 The contract is the tiles' one: a model is a public class defined here deriving
 from `LayoutModel`, built as `Class(num_configs, num_ops, **kwargs)`; `get_config`
-returns those kwargs (defaults resolved), so `Class.from_config(config)` rebuilds
-it and trained weights can be copied in (`set_weights`). `forward(inputs,
+returns those kwargs (defaults resolved, `core.cost_model`), so
+`Class.from_config(config)` rebuilds it and trained weights can be copied in. `forward(inputs,
 num_configs)` reads `batching.to_model_inputs(batch)` and returns scores
 [graphs, K], lower = predicted faster (the core losses' convention: they rank by
 -score). K is read off the batch, so one model scores any number of
@@ -34,10 +34,9 @@ so a score never depends on how scoring was chunked.
 
 from __future__ import annotations
 
-from typing import Any
-
 import tensorflow as tf
 
+from baselines.core.cost_model import CostModel
 from baselines.core.format import OPCODE_VOCAB_SIZE
 from baselines.core.layers import (
     ConfigScoringHead,
@@ -48,26 +47,13 @@ from baselines.core.layers import (
     SAGEConv,
     graph_ops,
 )
+from baselines.core.model_lookup import check_bool, check_int, reductions
 from baselines.layout.batching import dummy_batch, to_model_inputs, to_tensors
 from baselines.layout.graph import CONFIG_VALUE_MAX, CONFIG_VALUE_MIN, NODE_CONFIG_FEAT_DIM
 from baselines.layout.relayout import relayout_copies as copy_features
 from baselines.layout.tile_padding import tile_padding as padding_features
 
-KERAS_PACKAGE = "tpugraphs_layout"
 NUM_CONFIG_VALUES = CONFIG_VALUE_MAX - CONFIG_VALUE_MIN + 1  # -1..5: 7 values
-
-
-def _check_int(name: str, value: Any, least: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
-
-
-def _reductions(reduction: Any) -> tuple[str, ...]:
-    if not isinstance(reduction, str):
-        raise ValueError(
-            f"reduction must be a string such as 'sum' or 'sum+mean', got {reduction!r}"
-        )
-    return tuple(reduction.split("+"))
 
 
 class ConfigAttention(tf.keras.layers.Layer):
@@ -96,42 +82,14 @@ class ConfigAttention(tf.keras.layers.Layer):
         return x + self.attention(normed, normed, attention_mask=keys)
 
 
-class LayoutModel(tf.keras.Model):
-    """Shared parts: kwargs bookkeeping, `call`, `get_config`/`from_config`, `create_variables`.
+class LayoutModel(CostModel):
+    """Shared parts: `call`, `create_variables` and the optional split of `forward`.
 
-    A subclass calls `super().__init__(num_configs, num_ops, kwargs, at_least)`
-    with its resolved kwargs dict and the least value of each integer kwarg
-    (checked here, with `directed` a bool), and implements `forward`, or
-    `graph_part` and `config_part`.
+    A subclass checks its own kwargs, calls `super().__init__(num_configs,
+    num_ops)` and implements `forward`, or `graph_part` and `config_part`.
     """
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        tf.keras.utils.register_keras_serializable(package=KERAS_PACKAGE)(cls)
-
-    def __init__(
-        self,
-        num_configs: int,
-        num_ops: int,
-        kwargs: dict[str, Any],
-        at_least: dict[str, int] | None = None,
-    ):
-        super().__init__(name=type(self).__name__.lower())
-        _check_int("num_ops", num_ops, 1)
-        for name, least in (at_least or {}).items():
-            _check_int(name, kwargs[name], least)
-        if not isinstance(kwargs.get("directed", False), bool):
-            raise ValueError(f"directed must be true or false, got {kwargs['directed']!r}")
-        self.num_configs = num_configs
-        self.num_ops = num_ops
-        self._kwargs = dict(kwargs)
-
-    def get_config(self) -> dict[str, Any]:
-        return {"num_configs": self.num_configs, "num_ops": self.num_ops, **self._kwargs}
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> LayoutModel:
-        return cls(**config)
+    keras_package = "tpugraphs_layout"
 
     def call(self, batch: dict[str, tf.Tensor], training=None) -> tf.Tensor:
         return self.forward(to_model_inputs(batch), None, training=training)
@@ -238,29 +196,18 @@ class ResModel(LayoutModel):
         reduction: str = "sum",
         directed: bool = False,
     ):
-        super().__init__(
-            num_configs,
-            num_ops,
-            dict(
-                op_embed_dim=op_embed_dim,
-                hidden_dim=hidden_dim,
-                num_gnns=num_gnns,
-                mlp_layers=mlp_layers,
-                final_mlp_layers=final_mlp_layers,
-                hidden_activation=hidden_activation,
-                reduction=reduction,
-                directed=directed,
-            ),
-            at_least={
-                "op_embed_dim": 1,
-                "hidden_dim": 1,
-                "num_gnns": 0,
-                "mlp_layers": 1,
-                "final_mlp_layers": 0,
-            },
-        )
+        super().__init__(num_configs, num_ops)
+        for name, value, least in (
+            ("op_embed_dim", op_embed_dim, 1),
+            ("hidden_dim", hidden_dim, 1),
+            ("num_gnns", num_gnns, 0),
+            ("mlp_layers", mlp_layers, 1),
+            ("final_mlp_layers", final_mlp_layers, 0),
+        ):
+            check_int(name, value, least)
+        check_bool("directed", directed)
         self.activation = tf.keras.activations.get(hidden_activation)
-        self.pool = KernelPooling(_reductions(reduction))
+        self.pool = KernelPooling(reductions(reduction))
         # Linear: the config part is added before the activation.
         self.op_encoder = OpEncoder(num_ops, op_embed_dim, hidden_dim, activation=None)
         self.config_proj = PointwiseDense(hidden_dim, use_bias=False, name="config_proj")
@@ -334,44 +281,25 @@ class LayoutSAGE(LayoutModel):
         graph_state_in_head: bool = True,
         relative_to_reference: bool = False,
     ):
-        for flag, value in (
+        super().__init__(num_configs, num_ops)
+        for name, value, least in (
+            ("op_embed_dim", op_embed_dim, 1),
+            ("hidden_dim", hidden_dim, 1),
+            ("num_gnns", num_gnns, 0),
+            ("config_embed_dim", config_embed_dim, 1),
+            ("config_layers", config_layers, 0),
+            ("final_mlp_layers", final_mlp_layers, 0),
+            ("config_attention_heads", config_attention_heads, 0),
+        ):
+            check_int(name, value, least)
+        for name, value in (
+            ("directed", directed),
             ("tile_padding", tile_padding),
             ("relayout_copies", relayout_copies),
             ("graph_state_in_head", graph_state_in_head),
             ("relative_to_reference", relative_to_reference),
         ):
-            if not isinstance(value, bool):
-                raise ValueError(f"{flag} must be true or false, got {value!r}")
-        super().__init__(
-            num_configs,
-            num_ops,
-            dict(
-                op_embed_dim=op_embed_dim,
-                hidden_dim=hidden_dim,
-                num_gnns=num_gnns,
-                config_embed_dim=config_embed_dim,
-                config_layers=config_layers,
-                final_mlp_layers=final_mlp_layers,
-                hidden_activation=hidden_activation,
-                reduction=reduction,
-                directed=directed,
-                dropout=dropout,
-                config_attention_heads=config_attention_heads,
-                tile_padding=tile_padding,
-                relayout_copies=relayout_copies,
-                graph_state_in_head=graph_state_in_head,
-                relative_to_reference=relative_to_reference,
-            ),
-            at_least={
-                "op_embed_dim": 1,
-                "hidden_dim": 1,
-                "num_gnns": 0,
-                "config_embed_dim": 1,
-                "config_layers": 0,
-                "final_mlp_layers": 0,
-                "config_attention_heads": 0,
-            },
-        )
+            check_bool(name, value)
         self.hidden_dim = hidden_dim
         self.config_embed_dim = config_embed_dim
         self.tile_padding = tile_padding
@@ -379,9 +307,8 @@ class LayoutSAGE(LayoutModel):
         self.graph_state_in_head = graph_state_in_head
         self.relative_to_reference = relative_to_reference
         self.activation = tf.keras.activations.get(hidden_activation)
-        reductions = _reductions(reduction)
-        self.graph_pool = KernelPooling(reductions, name="graph_pool")
-        self.reductions = reductions
+        self.reductions = reductions(reduction)
+        self.graph_pool = KernelPooling(self.reductions, name="graph_pool")
         self.op_encoder = OpEncoder(num_ops, op_embed_dim, hidden_dim, hidden_activation)
         self.convs = [
             SAGEConv(hidden_dim, hidden_activation, directed=directed, name=f"sage_{i}")

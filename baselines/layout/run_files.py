@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from baselines.core.cli import did_you_mean
+from baselines.core import model_lookup
 from baselines.core.errors import PipelineError
+from baselines.core.format import OPCODE_VOCAB_SIZE
 from baselines.core.io_utils import atomic_directory, atomic_output, describe_write_error
 from baselines.core.run_files import RUN_IN_MODEL, run_file_of
 from baselines.core.run_json import read_gzip_json, write_gzip_json
@@ -47,33 +48,16 @@ def read_layout_run(model_dir: Path) -> dict[str, Any]:
     return record
 
 
-def model_class(name: str) -> type:
-    """The public LayoutModel subclass `name` of baselines/layout/models.py."""
+def build_model(name: str, kwargs: dict[str, Any]):
+    """The model `name` of baselines/layout/models.py, unbuilt; a bad name or kwarg is one line.
+
+    `kwargs` may hold `num_configs` and `num_ops` (a run record's `get_config`).
+    """
     from baselines.layout import models
 
-    choices = sorted(
-        n
-        for n, obj in vars(models).items()
-        if isinstance(obj, type)
-        and issubclass(obj, models.LayoutModel)
-        and obj is not models.LayoutModel
-        and not n.startswith("_")
-    )
-    if name not in choices:
-        raise PipelineError(
-            f"--model: unknown layout model {name!r}{did_you_mean(name, choices)}; "
-            f"choices: {', '.join(choices)}"
-        )
-    return getattr(models, name)
-
-
-def build_model(name: str, kwargs: dict[str, Any]):
-    """`Class(**kwargs)` (unbuilt); a kwarg the class refuses is one line."""
-    cls = model_class(name)
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as e:
-        raise PipelineError(f"--model_kwargs_json: {name}: {e}") from None
+    kwargs = dict(kwargs)
+    positional = (kwargs.pop("num_configs", None), kwargs.pop("num_ops", OPCODE_VOCAB_SIZE))
+    return model_lookup.build_model(models, models.LayoutModel, name, positional, kwargs)
 
 
 def _weight_entries(model) -> dict[str, np.ndarray]:

@@ -378,8 +378,8 @@ def train(
     chief = distribution.is_chief(strategy)
     if chief:
         remove_stale_temporaries(out, log)
+    model = build_model(args.model, args.model_kwargs())  # a bad name or kwarg: before loading
     train_graphs, valid_graphs = load_train_graphs(args, folder, log)
-    model = build_model(args.model, args.model_kwargs())
     started = time.perf_counter()
     record = train_layout(
         train_graphs,

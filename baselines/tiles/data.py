@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import io
 import json
 import multiprocessing
 import os
-import threading
-import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -38,6 +35,7 @@ from baselines.core.array_cache import discard_directory  # noqa: F401 (re-expor
 from baselines.core.errors import PipelineError
 from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE  # noqa: F401 (re-exported)
 from baselines.core.io_utils import list_npz_files
+from baselines.core.npz import read_npz
 
 CONFIG_FEAT_DIM = 24
 SPLITS = ("train", "valid", "test")
@@ -146,89 +144,11 @@ def _bad(path: Path | str, problem: str) -> PipelineError:
     return PipelineError(f"{path}: {problem}")
 
 
-# numpy parses every .npy header with ast.literal_eval, and CPython 3.11's
-# compile() is not thread-safe: parsing headers in several threads at once
-# fails at random with "SystemError: AST constructor recursion depth mismatch"
-# (python/cpython#106905). Threads decompress in parallel (zlib drops the GIL)
-# and take turns only for the header and the copy into an array.
-_NPY_HEADER_LOCK = threading.Lock()
-
-
-# Deflate cannot shrink data more than about 1032:1, so a member that claims
-# to unpack to more is damaged (or a zip bomb); refused before decompressing.
-_MAX_DEFLATE_RATIO = 1032
-
-
-def _npy_from_bytes(data: bytes, member: str) -> np.ndarray:
-    """Parses one .npy member, checking its header against its size before reading.
-
-    numpy's `read_array` allocates the shape its header declares, so a damaged
-    header that declares 10^10 rows would ask for terabytes (MemoryError);
-    here the declared size must match the bytes present.
-    """
-    stream = io.BytesIO(data)
-    version = np.lib.format.read_magic(stream)
-    if version not in ((1, 0), (2, 0), (3, 0)):
-        raise ValueError(f"{member}: unsupported .npy format version {version}")
-    with _NPY_HEADER_LOCK:
-        shape, fortran_order, dtype = np.lib.format._read_array_header(stream, version)
-    if dtype.hasobject:
-        raise ValueError(f"{member}: holds Python objects, not numbers")
-    count = 1
-    for dim in shape:
-        count *= dim
-    expected = count * dtype.itemsize
-    present = len(data) - stream.tell()
-    if expected != present:
-        raise ValueError(
-            f"{member}: header declares shape {shape} of {dtype} ({expected} bytes) "
-            f"but the member holds {present} bytes"
-        )
-    array = np.frombuffer(data, dtype=dtype, count=count, offset=stream.tell())
-    return array.reshape(shape, order="F" if fortran_order else "C")
-
-
-def _read_npz_members(path: Path, keys: Sequence[str], advice: str) -> dict[str, np.ndarray]:
-    """The named arrays of an npz (zip of .npy files), safe to call from many threads."""
-    size = path.stat().st_size
-    with zipfile.ZipFile(path) as archive:
-        infos = {info.filename.removesuffix(".npy"): info for info in archive.infolist()}
-        missing = [k for k in keys if k not in infos]
-        if missing:
-            raise _bad(path, f"missing key(s) {', '.join(missing)}; {advice}")
-        arrays = {}
-        for key in keys:
-            info = infos[key]
-            if info.compress_size > size or info.file_size > max(
-                info.compress_size * _MAX_DEFLATE_RATIO, info.compress_size + 1024
-            ):
-                raise ValueError(
-                    f"member {info.filename} claims {info.file_size} bytes from "
-                    f"{info.compress_size} compressed in a {size}-byte file"
-                )
-            arrays[key] = _npy_from_bytes(archive.read(info), info.filename)
-        return arrays
-
-
 def read_kernel(path: Path | str) -> Kernel:
     """Reads and validates one kernel file; raises PipelineError on any defect."""
     path = Path(path)
     advice = "re-download or regenerate this file, or remove it from the split"
-    try:
-        raw = _read_npz_members(path, REQUIRED_KEYS, advice)
-    except PipelineError:
-        raise
-    except MemoryError:
-        raise _bad(path, f"not a readable npz file (too large to read); {advice}") from None
-    # zipfile, zlib and numpy's header parser raise many types on damaged bytes
-    # (BadZipFile, zlib.error, NotImplementedError for unknown compression,
-    # tokenize.TokenError and SyntaxError from the header, EOFError, struct
-    # errors...); whatever they raise, the file is unreadable and is named.
-    except Exception as e:
-        reason = " ".join(str(e).split()) or type(e).__name__
-        raise _bad(
-            path, f"not a readable npz file ({type(e).__name__}: {reason}); {advice}"
-        ) from None
+    raw = read_npz(path, REQUIRED_KEYS, advice)
     return validate_kernel(path, path.stem, raw)
 
 

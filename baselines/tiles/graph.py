@@ -35,8 +35,9 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from baselines.core.keras_fit import BatchSource, sample_config_slots  # noqa: F401 (re-exported)
-from baselines.tiles.data import TileSplit
-from baselines.tiles.features import NORMALIZED_CONFIG_DIM, NORMALIZED_NODE_DIM
+from baselines.tiles.analytic import NUM_ESTIMATES
+from baselines.tiles.data import CONFIG_FEAT_DIM, TileSplit
+from baselines.tiles.features import ANALYTIC_COLUMN, NORMALIZED_CONFIG_DIM, NORMALIZED_NODE_DIM
 
 BATCH_SIGNATURE = {
     "op_sizes": tf.TensorSpec([None], tf.int32),
@@ -198,3 +199,20 @@ def batch_source(split: TileSplit) -> BatchSource:
         assemble=lambda ids, slots, k: assemble_batch(split, ids, slots, k),
         signature=BATCH_SIGNATURE,
     )
+
+
+def configs_per_kernel(graph: tfgnn.GraphTensor) -> tf.Tensor:
+    """Number of configuration slots per kernel (batches have the same count each)."""
+    return graph.node_sets["config"].total_size // graph.num_components
+
+
+def config_features(graph: tfgnn.GraphTensor, num_configs) -> tf.Tensor:
+    """The files' 24 config columns (normalized) as [batch, num_configs, 24]."""
+    feats = graph.node_sets["config"]["feats"][:, :CONFIG_FEAT_DIM]
+    return tf.reshape(feats, [-1, num_configs, CONFIG_FEAT_DIM])
+
+
+def analytic_features(graph: tfgnn.GraphTensor, num_configs) -> tf.Tensor:
+    """The analytic estimates of each config (`analytic.py`) as [batch, num_configs, 4]."""
+    feats = graph.node_sets["config"]["feats"][:, ANALYTIC_COLUMN:NORMALIZED_CONFIG_DIM]
+    return tf.reshape(feats, [-1, num_configs, NUM_ESTIMATES])

@@ -1,38 +1,59 @@
-"""Finds the models of models.py, builds one by name and creates its variables.
+"""Builds a tile model of models.py by name and creates its variables.
 
-    catalog = runtime_catalog()                       # names and kwargs, from the classes
     model = build_model("LateJoinGAT", 64, {"hidden_dim": 128})
-    create_variables(model)                           # one forward pass: before training
+    create_variables(model)                    # one forward pass: before training
 
-A model is a public `TileModel` subclass defined in models.py; nothing lists
-them (see models.py). Its kwargs are read off its classes: the `takes` of it
-and its bases plus the keyword parameters of each `__init__` below
-`TileModel`, the same rules `model_catalog` applies to the source before
-TensorFlow is imported.
+The lookup and the kwarg checks are `core.model_lookup`'s; this module adds
+the tiles' part: models.py and `TileModel`, and upstream's kwarg names.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import tensorflow as tf
 
+from baselines.core import model_lookup
 from baselines.core.errors import PipelineError
 from baselines.tiles.data import OPCODE_VOCAB_SIZE
 from baselines.tiles.graph import BATCH_SIGNATURE, dummy_batch, graph_from_batch, to_tensors
 from baselines.tiles.model_base import TileModel
-from baselines.tiles.model_catalog import (
-    ModelCatalog,
-    read_catalog,
-    unknown_model_message,
-)
-from baselines.tiles.model_kwargs import resolve_model_kwargs
 
 MODELS_MODULE = "baselines.tiles.models"
+_RESGCN_MLP = (
+    "upstream's ResGCN used mlp_layers for the depth of the MLP inside each graph "
+    "convolution, and these ResGCN layers have one Dense layer each; the scoring "
+    "head's depth is final_mlp_layers"
+)
+# Upstream's kwarg names (its models and its sweep). Upstream's MLP calls its
+# depth `mlp_layers` and its SAGE models call the head after the GNN
+# `final_mlp_layers`: both are the scoring head's depth here. A run file keeps
+# the names the user passed; `build_model` maps them.
+UPSTREAM = model_lookup.Upstream(
+    aliases={
+        "num_gnns": "num_layers",
+        "op_embed_dim": "op_embedding_dim",
+        "hidden_activation": "activation",
+        "mlp_layers": "final_mlp_layers",
+    },
+    names=(
+        "num_gnns",
+        "op_embed_dim",
+        "hidden_dim",
+        "mlp_layers",
+        "final_mlp_layers",
+        "hidden_activation",
+        "directed",
+        "reduction",
+    ),
+    no_part={
+        "num_layers": "it has no graph layers",
+        "directed": "it has no graph layers, so no edge directions",
+    },
+    elsewhere={(m, "mlp_layers"): _RESGCN_MLP for m in ("EarlyJoinResGCN", "LateJoinResGCN")},
+)
 
 
 def models_module() -> ModuleType:
@@ -40,67 +61,38 @@ def models_module() -> ModuleType:
 
 
 def model_classes(module: ModuleType | None = None) -> dict[str, type[TileModel]]:
-    """Every public TileModel subclass defined in `module` (default models.py), in file order."""
-    module = module or models_module()
-    return {
-        name: obj
-        for name, obj in vars(module).items()
-        if not name.startswith("_")
-        and isinstance(obj, type)
-        and issubclass(obj, TileModel)
-        and obj.__module__ == module.__name__
-    }
+    """Every model of `module` (default models.py), in file order."""
+    return model_lookup.model_classes(module or models_module(), TileModel)
 
 
-def accepted_kwargs(cls: type[TileModel]) -> tuple[str, ...]:
-    """The kwargs `cls` takes (`TileModel.kwarg_names`)."""
-    return cls.kwarg_names()
+def model_kwargs(name: str, module: ModuleType | None = None) -> dict[str, Any]:
+    """The kwargs the model `name` takes, with their defaults."""
+    cls = model_lookup.find_model(module or models_module(), TileModel, name)
+    return model_lookup.constructor_kwargs(cls, TileModel)
 
 
-def runtime_catalog(module: ModuleType | None = None) -> ModelCatalog:
-    """The models and their kwargs, from the imported classes.
-
-    The module's source is read too, so that a class name defined twice (the
-    second silently replacing the first) is refused here as before the import.
-    """
-    module = module or models_module()
-    path = Path(inspect.getsourcefile(module) or module.__name__)
-    read_catalog(models_file=path)
-    classes = model_classes(module)
-    return ModelCatalog(
-        path=path,
-        names=tuple(classes),
-        kwargs={name: accepted_kwargs(cls) for name, cls in classes.items()},
-        uncertain=frozenset(),
-    )
+def resolve_model_kwargs(
+    name: str, given: dict[str, Any], module: ModuleType | None = None
+) -> dict[str, Any]:
+    """`given` with upstream's names mapped to this project's; PipelineError if wrong."""
+    return model_lookup.resolve_kwargs(name, given, tuple(model_kwargs(name, module)), UPSTREAM)
 
 
 def build_model(
     name: str,
     num_configs: int,
-    model_kwargs: dict[str, Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
     module: ModuleType | None = None,
 ) -> TileModel:
-    """Instantiates a model class by name; bad names or kwargs raise PipelineError.
-
-    Kwarg names, upstream's included, are resolved by
-    `model_kwargs.resolve_model_kwargs`; values are checked by the constructor.
-    """
-    module = module or models_module()
-    catalog = runtime_catalog(module)
-    if name not in catalog.names:
-        obj = getattr(module, name, None)
-        if isinstance(obj, type) and issubclass(obj, TileModel):
-            raise PipelineError(
-                f"--model: {name} is a base class, not a model; models are the classes "
-                f"defined in {catalog.path.name}: {', '.join(catalog.names)}"
-            )
-        raise PipelineError(unknown_model_message(name, catalog.names, catalog.path))
-    kwargs = resolve_model_kwargs(name, model_kwargs or {}, catalog)
-    try:
-        return model_classes(module)[name](num_configs, OPCODE_VOCAB_SIZE, **kwargs)
-    except (TypeError, ValueError) as e:
-        raise PipelineError(f"--model_kwargs_json: bad value for {name}: {e}") from None
+    """The model `name` of models.py; a bad name, kwarg or value is one line."""
+    return model_lookup.build_model(
+        module or models_module(),
+        TileModel,
+        name,
+        (num_configs, OPCODE_VOCAB_SIZE),
+        kwargs,
+        UPSTREAM,
+    )
 
 
 def check_scores_shape(model: TileModel, scores: tf.Tensor, kernels: int, configs: int) -> None:

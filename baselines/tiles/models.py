@@ -1,48 +1,45 @@
 """Tile cost models: every class here maps a kernel batch to one score per configuration.
 
 This file is the model contract. A model is any public class defined here that
-derives from `TileModel` (usually through `LateJoinModel` or `EarlyJoinModel`);
-it is found by its class name, so adding a class here is all it takes:
+derives from `TileModel` (usually through `LateJoinModel` or `EarlyJoinModel`,
+in `model_base.py`); it is found by its class name, so adding a class here is
+all it takes:
 
     python tiles_train.py --model=MyModel --toy_data=True --epochs=1
 
 A model takes `(num_configs, num_ops, **kwargs)` and returns, from
 `forward(graph, num_configs)`, scores of shape [batch, num_configs], lower =
-predicted faster. Its kwargs are the standard parts' kwargs its bases list in
-`takes` plus the keyword parameters of its own `__init__`; training saves them in
-the run file and prediction rebuilds the class with them, then copies the
-trained weights in. docs/adding_a_model.md walks through an example.
-
-- `MLP`: op states pooled (sum) over the kernel, joined with each config, MLP.
-- `EarlyJoinSAGE`, `EarlyJoinResGCN`: config features joined onto every op node
-  *before* message passing (states [ops, configs, hidden]).
-- `LateJoinSAGE`, `LateJoinResGCN`, `LateJoinGAT`: message passing on ops only,
-  pooled per kernel, then joined with each config's features.
-- `ChebSAGE`: early join, then ChebNet and GraphSAGE layers.
+predicted faster. Its kwargs are the keyword parameters of its constructor and
+of the base constructors it passes `**kwargs` to; training saves them in the
+run file and prediction rebuilds the class with them, then copies the trained
+weights in. docs/adding_a_model.md walks through an example.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
+from baselines.core.model_lookup import check_bool, check_int
 from baselines.tiles.data import OPCODE_VOCAB_SIZE
-from baselines.tiles.layers import ChebConv, GATv2Block, ResGCNConv, SAGEConv
-from baselines.tiles.model_base import (
-    ConvStack,
-    EarlyJoinModel,
-    GraphLayers,
-    LateJoinModel,
-    check_int,
+from baselines.tiles.layers import (
+    ChebConv,
+    GATv2Block,
+    PerDimConfigEncoder,
+    PointwiseDense,
+    ResGCNConv,
+    SAGEConv,
 )
+from baselines.tiles.model_base import ConvStack, EarlyJoinModel, LateJoinModel
 
 CHEB_LAYOUTS = ("parallel", "interleaved")
+CONFIG_ENCODINGS = ("flat", "per_dim")
 
 
 class MLP(LateJoinModel):
-    """No message passing: sum of op states joined with each config, then an MLP."""
+    """No message passing: the sum of op states joined with each config, then an MLP."""
 
 
-class EarlyJoinSAGE(EarlyJoinModel):
+class EarlyJoinSAGE(ConvStack, EarlyJoinModel):
     """Config features on every op node, then GraphSAGE layers, sum pooling, MLP."""
 
     conv_class = SAGEConv
@@ -53,12 +50,8 @@ class LateJoinSAGE(ConvStack, LateJoinModel):
 
     conv_class = SAGEConv
 
-    def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
-        super().__init__(num_configs, num_ops, **kwargs)
-        self.build_convs()
 
-
-class EarlyJoinResGCN(EarlyJoinModel):
+class EarlyJoinResGCN(ConvStack, EarlyJoinModel):
     """Config features on every op node, then residual GCN layers, sum pooling, MLP."""
 
     conv_class = ResGCNConv
@@ -69,12 +62,8 @@ class LateJoinResGCN(ConvStack, LateJoinModel):
 
     conv_class = ResGCNConv
 
-    def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
-        super().__init__(num_configs, num_ops, **kwargs)
-        self.build_convs()
 
-
-class LateJoinGAT(GraphLayers, LateJoinModel):
+class LateJoinGAT(LateJoinModel):
     """GATv2 blocks (both edge directions, residual, LayerNorm), sum/mean/max pooling.
 
     The head sees [kernel ; config ; gate(kernel) * proj(config)]: the product
@@ -82,26 +71,54 @@ class LateJoinGAT(GraphLayers, LateJoinModel):
     size matters relative to the kernel's shapes), which a concatenation alone
     learns slowly. With `config_encoding="per_dim"` each config is a set of six
     per-dimension tokens beside the matching dims of `tiled_op_heads` ops the
-    model picks by attention (`layers/config_encoder.py`).
+    model picks by attention (`layers/config_encoder.py`); `dim_layout` says
+    how a token finds its dim.
     """
 
-    takes = ("num_heads", "config_encoding", "tiled_op_heads", "dim_layout")
-    default_reduction = "sum+mean+max"
-    default_dropout = 0.1
-    default_directed = True
-    config_interaction = True
-
-    def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
-        super().__init__(num_configs, num_ops, **kwargs)
-        if not self.directed:
+    def __init__(
+        self,
+        num_configs: int,
+        num_ops: int = OPCODE_VOCAB_SIZE,
+        num_layers: int = 3,
+        num_heads: int = 4,
+        directed: bool = True,
+        config_encoding: str = "flat",
+        tiled_op_heads: int = 1,
+        dim_layout: str = "minor_to_major",
+        dropout: float = 0.1,
+        reduction: str = "sum+mean+max",
+        **kwargs,
+    ):
+        super().__init__(num_configs, num_ops, dropout=dropout, reduction=reduction, **kwargs)
+        check_bool("directed", directed)
+        if not directed:
             raise ValueError(
-                "directed=false: LateJoinGAT always attends along each edge direction with "
-                "its own weights (directed); there is no shared-weight variant"
+                "directed=false: LateJoinGAT always attends along each edge direction "
+                "with its own weights (directed); there is no shared-weight variant"
             )
+        if config_encoding not in CONFIG_ENCODINGS:
+            raise ValueError(
+                f"config_encoding must be one of {', '.join(CONFIG_ENCODINGS)}, "
+                f"got {config_encoding!r}"
+            )
+        if tiled_op_heads < 1 or (tiled_op_heads != 1 and config_encoding != "per_dim"):
+            raise ValueError(
+                f"tiled_op_heads {tiled_op_heads} needs config_encoding 'per_dim' and a value >= 1"
+            )
+        if dim_layout != "minor_to_major" and config_encoding != "per_dim":
+            raise ValueError(f"dim_layout {dim_layout!r} needs config_encoding 'per_dim'")
+        self.num_layers = num_layers
+        self.directed = directed
         self.blocks = [
-            GATv2Block(self.hidden_dim, self.num_heads, self.dropout_rate, name=f"gat_{i}")
-            for i in range(self.num_layers)
+            GATv2Block(self.hidden_dim, num_heads, self.dropout_rate, name=f"gat_{i}")
+            for i in range(num_layers)
         ]
+        if config_encoding == "per_dim":
+            self.config_encoder = PerDimConfigEncoder(
+                self.config_dim, self.activation, tiled_op_heads, dim_layout, name="config_encoder"
+            )
+        self.kernel_gate = tf.keras.layers.Dense(self.config_dim, name="kernel_gate")
+        self.config_projection = PointwiseDense(self.config_dim, name="config_proj")
 
     def message_passing_layers(self) -> list[tf.keras.layers.Layer]:
         return list(self.blocks)
@@ -128,29 +145,39 @@ class ChebSAGE(EarlyJoinModel):
     (`run_files.with_saved_layout`).
     """
 
-    takes = ("cheb_order", "cheb_layout")
-
-    def build_convs(self) -> None:
-        check_int("cheb_order", self.cheb_order, 1)
-        if self.cheb_layout not in CHEB_LAYOUTS:
+    def __init__(
+        self,
+        num_configs: int,
+        num_ops: int = OPCODE_VOCAB_SIZE,
+        num_layers: int = 3,
+        directed: bool = False,
+        cheb_order: int = 3,
+        cheb_layout: str = "interleaved",
+        **kwargs,
+    ):
+        super().__init__(num_configs, num_ops, **kwargs)
+        check_bool("directed", directed)
+        check_int("cheb_order", cheb_order, 1)
+        if cheb_layout not in CHEB_LAYOUTS:
             raise ValueError(
-                f"cheb_layout must be one of {', '.join(CHEB_LAYOUTS)}, got {self.cheb_layout!r}"
+                f"cheb_layout must be one of {', '.join(CHEB_LAYOUTS)}, got {cheb_layout!r}"
             )
+        self.num_layers = num_layers
+        self.directed = directed
+        self.cheb_layout = cheb_layout
 
         def cheb(i: int) -> ChebConv:
-            return ChebConv(self.hidden_dim, self.cheb_order, self.activation, name=f"cheb_{i}")
+            return ChebConv(self.hidden_dim, cheb_order, self.activation, name=f"cheb_{i}")
 
         def sage(i: int) -> SAGEConv:
-            return SAGEConv(
-                self.hidden_dim, self.activation, directed=self.directed, name=f"sage_{i}"
-            )
+            return SAGEConv(self.hidden_dim, self.activation, directed=directed, name=f"sage_{i}")
 
         # Attribute names are the variables' paths in saved models: keep them.
-        if self.cheb_layout == "parallel":
-            self.cheb_branch = [cheb(i) for i in range(self.num_layers)]
-            self.sage_branch = [sage(i) for i in range(self.num_layers)]
+        if cheb_layout == "parallel":
+            self.cheb_branch = [cheb(i) for i in range(num_layers)]
+            self.sage_branch = [sage(i) for i in range(num_layers)]
         else:
-            self.stack = [sage(i) if i % 2 else cheb(i) for i in range(self.num_layers)]
+            self.stack = [sage(i) if i % 2 else cheb(i) for i in range(num_layers)]
 
     @property
     def branches(self) -> list[list[tf.keras.layers.Layer]]:

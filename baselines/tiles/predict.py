@@ -44,11 +44,12 @@ from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import (
     BATCH_SIGNATURE,
     assemble_batch,
+    configs_per_kernel,
     dummy_batch,
     graph_from_batch,
     to_tensors,
 )
-from baselines.tiles.model_base import EarlyJoinModel, TileModel, configs_per_kernel
+from baselines.tiles.model_base import EarlyJoinModel, TileModel
 from baselines.tiles.run_files import read_run_for_model, restore_model
 
 

@@ -31,8 +31,7 @@ from baselines.core.run_json import write_gzip_json
 from baselines.tiles.data import OPCODE_VOCAB_SIZE
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.model_base import TileModel
-from baselines.tiles.model_builder import build_model, create_variables
-from baselines.tiles.model_kwargs import resolve_model_kwargs
+from baselines.tiles.model_builder import build_model, create_variables, resolve_model_kwargs
 from baselines.tiles.run_records import (  # noqa: F401 (re-exported for callers)
     RUN_IN_MODEL,
     model_fingerprint,

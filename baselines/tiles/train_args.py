@@ -21,7 +21,6 @@ from baselines.core.args_record import ArgsRecord, check_average_from, parse_jso
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_writable_dir
 from baselines.core.loss_spec import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
-from baselines.tiles.model_kwargs import resolve_model_kwargs
 
 TEST_MODES = ("predictions", "metrics")
 OPTIMIZERS = ("adam", "adamw")
@@ -132,9 +131,9 @@ class TrainArgs(ArgsRecord):
         build_model(self.model, self.configs, self.model_kwargs())
 
     def check_flags(self) -> None:
-        """Checks every flag, the model name and its kwarg names, without TensorFlow."""
+        """Checks every flag without TensorFlow (the model and its kwargs: `validate`)."""
         parse_losses(self.losses)
-        resolve_model_kwargs(self.model, self.model_kwargs())
+        self.model_kwargs()  # a JSON object (its names are checked by `validate`)
         if self.test_mode not in TEST_MODES:
             raise PipelineError(f"--test_mode: '{self.test_mode}' is not one of {TEST_MODES}")
         if self.configs == 1:
