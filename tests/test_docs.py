@@ -253,8 +253,150 @@ def test_generated_tables_match_the_code():
         assert f"<!-- generated:{name}:start -->" in text, name
 
 
-def test_the_readme_is_short_and_nothing_cites_outside_documents():
-    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+README_LINES = 180
+PAGE_LINES = 400
+PARAGRAPH_LINES = 8  # the README's longest paragraph
+EXPERIMENTS_PROSE_LINES = 5  # experiments.md is tables: its longest paragraph outside them
+
+
+def paragraphs(text: str) -> list[tuple[int, list[str]]]:
+    """(first line number, lines) of every paragraph of prose: a run of non-blank lines that are
+    not in a fenced block, a table, a heading, an image or an HTML comment; each list item
+    (with its continuation lines) is a paragraph of its own."""
+    found: list[tuple[int, list[str]]] = []
+    current: list[str] = []
+    start = 0
+    fenced = False
+
+    def close():
+        nonlocal current
+        if current:
+            found.append((start, current))
+        current = []
+
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            close()
+            fenced = not fenced
+            continue
+        if fenced or not stripped or stripped.startswith(("|", "#", "<!--", "![")):
+            close()
+            continue
+        if re.match(r"([-*]|\d+\.) ", stripped):  # a list item starts a paragraph of its own
+            close()
+        if not current:
+            start = number
+        current.append(line)
+    close()
+    return found
+
+
+def long_paragraphs(text: str, limit: int) -> list[str]:
+    return [f"line {n}: {len(lines)} lines" for n, lines in paragraphs(text) if len(lines) > limit]
+
+
+def test_paragraphs_are_found_outside_tables_and_code():
+    text = "a\nb\n\n| t |\n|---|\n\n```bash\nx\ny\nz\n```\n- item\n  more\n- item2\n"
+    assert [(n, len(lines)) for n, lines in paragraphs(text)] == [(1, 2), (12, 2), (14, 1)]
+    assert long_paragraphs("x\n" * 9, 8) == ["line 1: 9 lines"]
+    assert long_paragraphs("x\n" * 8, 8) == []
+
+
+def test_the_readme_is_short_with_short_paragraphs():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= README_LINES
+    assert not long_paragraphs(text, PARAGRAPH_LINES)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
+def test_every_reference_page_is_at_most_400_lines(path):
+    assert len(path.read_text().splitlines()) <= PAGE_LINES, path.name
+
+
+def test_experiments_holds_tables_not_prose():
+    text = (ROOT / "docs" / "experiments.md").read_text()
+    assert not long_paragraphs(text, EXPERIMENTS_PROSE_LINES)
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    prose = [line for _, lines in paragraphs(text) for line in lines]
+    assert len(rows) > 2 * len(prose), (len(rows), len(prose))
+    # One table per collection.
+    for collection in [
+        "tile:xla",
+        *(f"layout:{s}:{x}" for s in ("xla", "nlp") for x in ("default", "random")),
+    ]:
+        assert f"\n## {collection}\n" in text, collection
+
+
+FLAGFILE = re.compile(r"configs/[\w/]+\.flags")
+RECIPE_LIST = re.compile(r"--recipes[ =]([\w/,.]+)")
+
+
+def cited_recipes() -> set[str]:
+    """Flagfiles (paths relative to configs/, without .flags) that the docs name."""
+    cited = set()
+    for path in DOCS:
+        text = path.read_text()
+        cited |= {m[len("configs/") : -len(".flags")] for m in FLAGFILE.findall(text)}
+        # `ablation/x` in a table cell or a --recipes list: tile names are relative to
+        # configs/, layout ones (bench/layout_*.py) to configs/layout/.
+        for name in re.findall(r"`(ablation/\w+)`", text):
+            cited |= {name, f"layout/{name}"}
+        for names in RECIPE_LIST.findall(text):
+            for name in names.split(","):
+                cited |= {name, f"layout/{name}"}
+    return cited
+
+
+def test_every_flagfile_is_cited_by_a_doc_and_every_cited_flagfile_exists():
+    shipped = {str(p.relative_to(ROOT / "configs"))[:-6] for p in ROOT.glob("configs/**/*.flags")}
+    cited = cited_recipes()
+    assert sorted(shipped - cited) == [], "flagfiles no doc cites"
+    named = set()
+    for path in DOCS:
+        named |= {m[len("configs/") : -len(".flags")] for m in FLAGFILE.findall(path.read_text())}
+    assert sorted(named - shipped) == [], "docs name flagfiles that do not exist"
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+    return {anchor(m) for m in re.findall(r"^#{1,6} (.+)$", text, re.M)}
+
+
+def test_anchor_is_githubs():
+    assert (
+        anchor("Layout collections: `bench/layout_scale.py`")
+        == "layout-collections-benchlayout_scalepy"
+    )
+    assert anchor("layout:xla:default") == "layoutxladefault"
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_every_link_between_docs_reaches_its_file_and_anchor():
+    sources = [*DOCS, ROOT / "data" / "README.md"]
+    broken = []
+    for path in sources:
+        for target in LINK.findall(path.read_text()):
+            if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+                continue
+            file, _, fragment = target.partition("#")
+            dest = (path.parent / file).resolve() if file else path
+            if not dest.exists():
+                broken.append(f"{path.relative_to(ROOT)}: {target}")
+            elif fragment and dest.suffix == ".md" and fragment not in anchors(dest):
+                broken.append(f"{path.relative_to(ROOT)}: {target}")
+    assert not broken, broken
+
+
+def test_nothing_cites_outside_documents():
     # Built so that this file does not match itself.
     cited = re.compile("SP" + r"EC\b|issue #\d|issues? \d+\b")
     listed = subprocess.run(
