@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines.core import sweeps as core
 from baselines.core.errors import run_cli
-from baselines.layout.sweeps import LAYOUT_SWEEPS
+from baselines.layout.task import LAYOUT_SWEEPS
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -89,10 +89,10 @@ def main() -> int:
             f"and {args.subset_seed}"
         )
     from baselines.core.ranking import ensemble_scores
-    from baselines.layout import evaluate
+    from baselines.layout import metrics
     from baselines.layout.data import list_layout_files, read_config_count
     from baselines.layout.predict import read_layout_models, score_runs
-    from baselines.layout.train_args import resolve_layout_root, toy_banner
+    from baselines.layout.task import resolve_layout_root, toy_banner
 
     models = read_layout_models(args.dirs, "--dirs")
     first = models[0][1]
@@ -104,13 +104,13 @@ def main() -> int:
     counts = {p.stem: read_config_count(p) for p in list_layout_files(folder)}
     if args.subsets:
         where = Path(args.subsets).expanduser()
-        subsets, seed, size = evaluate.parse_subsets(
+        subsets, seed, size = metrics.parse_subsets(
             read_user_text(where, "--subsets", "subsets file "), str(where), counts
         )
         print(f"subsets: read from {where}", flush=True)
     else:
         seed, size = args.subset_seed, args.subset_size
-        subsets = evaluate.choose_subsets(counts, size, seed)
+        subsets = metrics.choose_subsets(counts, size, seed)
     print(f"evaluating {folder} with {', '.join(r['model'] for _, r in models)}", flush=True)
 
     graphs, members = score_runs(models, folder, log=print, cache_dir=args.cache_dir)
@@ -118,8 +118,8 @@ def main() -> int:
     if len(members) > 1:
         scores["ensemble"] = ensemble_scores(members)
     runtimes = [g.config_runtime for g in graphs]
-    rows = evaluate.evaluation_rows([g.graph_id for g in graphs], runtimes, scores, subsets)
-    text = evaluate.markdown(rows)
+    rows = metrics.evaluation_rows([g.graph_id for g in graphs], runtimes, scores, subsets)
+    text = metrics.markdown(rows)
 
     from baselines.core import plots
     from baselines.core.io_utils import atomic_write_text, ensure_parent
@@ -129,8 +129,8 @@ def main() -> int:
     written = []
     for ending, content in (
         (".md", text),
-        (".csv", evaluate.csv_text(rows)),
-        ("_subsets.json", evaluate.subsets_json(subsets, seed, size)),
+        (".csv", metrics.csv_text(rows)),
+        ("_subsets.json", metrics.subsets_json(subsets, seed, size)),
     ):
         atomic_write_text(output.with_name(output.name + ending), content)
         written.append(f"{output}{ending}")

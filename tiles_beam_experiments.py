@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines.core import sweeps as core
 from baselines.core.errors import run_cli
-from baselines.tiles.sweeps import TILE_SWEEPS
+from baselines.tiles.task import TILE_SWEEPS
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -28,7 +28,7 @@ is chosen on test: the test graphs are only scored, after training. A run's
 training wall seconds run from the first epoch to the best epoch's weights
 restored (loading and the scoring below not included). Each seed's model ranks
 every configuration of every valid and test graph;
-`baselines.layout.evaluate.evaluation_rows` gives Kendall's tau and
+`baselines.layout.metrics.evaluation_rows` gives Kendall's tau and
 slowdown@1/10/100 per graph, program and overall, for each seed and for the
 seeds' ensemble (`core.ranking.ensemble_scores`). A run's scores are kept in
 `<out>/runs/...` and reused while the resolved flags (the run hash) and the set

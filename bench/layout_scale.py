@@ -320,7 +320,7 @@ def _validate_child(spec_json: str) -> int:
     from baselines.layout.predict import read_layout_models
     from baselines.layout.run_data import load_run_split
     from baselines.layout.run_files import restore_layout_model
-    from baselines.layout.train_args import LayoutTrainArgs
+    from baselines.layout.task import LayoutTrainArgs
     from baselines.layout.train_lib import GraphScorer
 
     (model_dir, record), *_ = read_layout_models(spec["model_dir"], "--dir")

@@ -67,7 +67,7 @@ def main() -> int:
     import layout_train
     from baselines.layout.run_data import load_run_split
     from baselines.layout.run_files import build_model
-    from baselines.layout.train_args import resolve_layout_root
+    from baselines.layout.task import resolve_layout_root
     from baselines.layout.train_lib import train_layout
 
     recipes = args.recipes.split(",")

@@ -171,7 +171,7 @@ def _parse_value(text: str, like):
 def train_args_from_flags(flags: list[str], **overrides):
     """A TrainArgs from `--flag=value` lines (flagfiles expanded), then `overrides`."""
     from baselines.core.flagfile import expand_flagfiles
-    from baselines.tiles.train_args import TrainArgs
+    from baselines.tiles.task import TrainArgs
 
     defaults = TrainArgs()
     values = {}

@@ -1,4 +1,4 @@
-"""tiles_beam_experiments.py and baselines/tiles/sweeps.py: sweeps, overrides, summaries, Beam."""
+"""tiles_beam_experiments.py and baselines/tiles/task.py: sweeps, overrides, summaries, Beam."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from conftest import TOY_ROOT, run_repo_script
 import tiles_beam_experiments as beam_script
 from baselines.core import sweeps as core_sweeps
 from baselines.core.errors import PipelineError
-from baselines.tiles import model_builder, sweeps
+from baselines.tiles import model_builder
+from baselines.tiles import task as sweeps
 from baselines.tiles.run_files import build_from_record, load_trained_model, read_run_file
-from baselines.tiles.sweeps import TILE_SWEEPS
-from baselines.tiles.train_args import TrainArgs
+from baselines.tiles.task import TILE_SWEEPS, TrainArgs
 
 # Upstream's sweep, written out here from its source (tpu_graphs tiles_beam_experiments.py):
 # (model, kwargs) rows crossed with losses x run ids x clip norms x learning rates.

@@ -40,7 +40,7 @@ CHILD = textwrap.dedent(
             tf.config.list_physical_devices("CPU")[0],
             [tf.config.LogicalDeviceConfiguration()] * cpus)
     from baselines.core.distribution import make_strategy
-    from baselines.tiles.train_args import TrainArgs
+    from baselines.tiles.task import TrainArgs
     from baselines.tiles.train_lib import train
 
     kill_at = os.environ.get("KILL_AT")
@@ -108,7 +108,7 @@ def saved_weights(out_dir, run_hash: str) -> list[np.ndarray]:
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     """One uninterrupted toy run: its args, record and saved weights."""
-    from baselines.tiles.train_args import TrainArgs
+    from baselines.tiles.task import TrainArgs
 
     whole = toy_args(tmp_path_factory.mktemp("whole"))
     _, record = run_child(whole)
@@ -117,7 +117,7 @@ def uninterrupted(tmp_path_factory):
 
 @pytest.mark.parametrize("when", ["after_backup", "before_backup"])
 def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(tmp_path, when, uninterrupted):
-    from baselines.tiles.train_args import TrainArgs
+    from baselines.tiles.task import TrainArgs
 
     whole, expected, expected_weights = uninterrupted
 

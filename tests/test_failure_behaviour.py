@@ -23,7 +23,7 @@ from baselines.core.submission import HEADER, write_csv_atomic
 from baselines.tiles import data, run_files, train_lib
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.model_builder import build_model, create_variables
-from baselines.tiles.train_args import TrainArgs
+from baselines.tiles.task import TrainArgs
 
 
 def _enospc(*_args, **_kwargs):

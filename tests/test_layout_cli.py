@@ -16,7 +16,7 @@ from conftest import read_run_file as read_run
 from conftest import run_repo_script as run
 
 from baselines.core.errors import PipelineError
-from baselines.layout.train_args import LayoutTrainArgs
+from baselines.layout.task import LayoutTrainArgs
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = REPO / "data" / "layout_toy"

@@ -1,4 +1,4 @@
-"""layout_evaluate.py and baselines/layout/evaluate.py: figures checked against brute force.
+"""layout_evaluate.py and baselines/layout/metrics.py: figures checked against brute force.
 
 Tau by counting pairs, slowdowns by hand, program and overall means recomputed,
 the ensemble as the mean of z-scores, subsets drawn, recorded and read back,
@@ -23,7 +23,7 @@ from conftest import run_repo_script as run
 from baselines.core.errors import PipelineError
 from baselines.core.plots import tau_per_graph
 from baselines.core.ranking import ensemble_scores
-from baselines.layout import evaluate
+from baselines.layout import metrics as evaluate
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = REPO / "data" / "layout_toy"

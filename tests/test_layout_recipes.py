@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from baselines.layout.train_args import LayoutTrainArgs
+from baselines.layout.task import LayoutTrainArgs
 
 RECIPES = Path(__file__).resolve().parents[1] / "configs" / "layout"
 

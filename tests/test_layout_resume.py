@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import one_line_error, read_run_file
 
-from baselines.layout.train_args import LayoutTrainArgs
+from baselines.layout.task import LayoutTrainArgs
 
 # Child processes, a few seconds of training each: the slow tier.
 pytestmark = pytest.mark.slow
@@ -136,7 +136,7 @@ def sample_tau(out: Path, run_hash: str) -> float:
     from baselines.layout.batching import batch_source, prepare_graphs, to_model_inputs
     from baselines.layout.run_data import load_run_split
     from baselines.layout.run_files import restore_layout_model
-    from baselines.layout.train_args import BUNDLED_TOY_ROOT
+    from baselines.layout.task import BUNDLED_TOY_ROOT
 
     record = read_run(out, run_hash)
     args = LayoutTrainArgs.from_dict(record["args"])

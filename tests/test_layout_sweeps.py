@@ -1,4 +1,4 @@
-"""layout_beam_experiments.py and baselines/layout/sweeps.py: layout sweeps, ranked by tau."""
+"""layout_beam_experiments.py and baselines/layout/task.py: layout sweeps, ranked by tau."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ from conftest import run_repo_script
 import layout_beam_experiments as beam_script
 from baselines.core import sweeps as core
 from baselines.core.errors import PipelineError
-from baselines.layout.sweeps import LAYOUT_SWEEPS
-from baselines.layout.train_args import LayoutTrainArgs
+from baselines.layout.task import LAYOUT_SWEEPS, LayoutTrainArgs
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = str(REPO / "layout_beam_experiments.py")

@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 from baselines.core import metrics
-from baselines.tiles import data, model_builder, sweeps
+from baselines.tiles import data, model_builder
+from baselines.tiles import task as sweeps
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import BATCH_SIGNATURE, assemble_batch, graph_from_batch, to_tensors

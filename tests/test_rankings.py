@@ -33,7 +33,7 @@ from baselines.tiles.run_files import (
     run_file_for,
     save_run,
 )
-from baselines.tiles.train_args import TrainArgs
+from baselines.tiles.task import TrainArgs
 from baselines.tiles.train_lib import train
 
 LINEAR_MLP = '{"hidden_dim": 8, "op_embedding_dim": 4, "activation": "linear"}'

@@ -14,7 +14,7 @@ from conftest import ROOT
 import tiles_train
 from baselines.core.errors import PipelineError
 from baselines.core.flagfile import expand_flagfiles
-from baselines.tiles.train_args import TrainArgs
+from baselines.tiles.task import TrainArgs
 
 KNOWN = {"model", "epochs", "lr", "toy_data"}
 

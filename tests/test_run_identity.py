@@ -17,7 +17,7 @@ import types
 import pytest
 
 from baselines.core.distribution import is_chief
-from baselines.tiles.train_args import TrainArgs
+from baselines.tiles.task import TrainArgs
 from baselines.tiles.train_lib import choose_run_hash
 
 # Fields that say only where things are read or written, never what is

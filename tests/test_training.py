@@ -23,7 +23,7 @@ from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import graph_from_batch, to_tensors
 from baselines.tiles.keras_fit import EpochBatches, RankingTrainer, ResumableEarlyStopping
 from baselines.tiles.model_builder import build_model, create_variables
-from baselines.tiles.train_args import TrainArgs
+from baselines.tiles.task import TrainArgs
 from baselines.tiles.train_lib import train
 
 BASELINE_DEFAULTS = {

@@ -92,12 +92,12 @@ def table(name: str) -> str:
     if name == "model-kwargs":
         return model_kwargs_table()
     if name == "tiles_beam_experiments.py":
-        from baselines.tiles.train_args import TrainArgs
+        from baselines.tiles.task import TrainArgs
 
         # Its training flags are tiles_train.py's (listed there), set in every run.
         return flag_table(PARSERS[name](), skip=lambda flag: flag in TrainArgs.flag_names())
     if name == "layout_beam_experiments.py":
-        from baselines.layout.train_args import LayoutTrainArgs
+        from baselines.layout.task import LayoutTrainArgs
 
         # Its training flags are layout_train.py's (listed there), set in every run.
         return flag_table(

@@ -174,7 +174,7 @@ def per_program_errors(rows: Sequence[Mapping], ks: Sequence[int] = (1, 5, 10)) 
         rows = error_table(split, {"a": scores_a, "ensemble": ensemble_scores([...])})
         save_png(per_program_errors(rows), "evaluation_per_program.png")
 
-    `rows` are `baselines.tiles.evaluate.error_table`'s (keys model, program,
+    `rows` are `baselines.tiles.task.error_table`'s (keys model, program,
     top<k>_err, ...). x: the programs, "ALL" (every kernel) first, then the
     others in the rows' order; bars: the models in the rows' order (the ensemble
     too when it is there); y: top-k error (0 = the model's pick was the fastest).
@@ -377,7 +377,7 @@ def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
 
         save_png(tau_per_graph(evaluation_rows(ids, runtimes, scores)), "tau.png")
 
-    `rows` are `baselines.layout.evaluate.evaluation_rows`'s. x: "ALL" (the mean
+    `rows` are `baselines.layout.metrics.evaluation_rows`'s. x: "ALL" (the mean
     over graphs), then the graphs in the rows' order; bars: the models in the
     rows' order (the ensemble too when it is there); y: tau (1 = the runtimes'
     own order). Panels: "all" configurations, then "subset" when present.

@@ -5,7 +5,7 @@ top of base flags; every run is `kind.args_type(**{**base, **entry, **overrides}
 where `overrides` are the flags given on the command line (they win in every
 run). A `SweepKind` holds what differs between collections (the args record,
 the training function, the summary's metric columns and ranking);
-`baselines/tiles/sweeps.py` and `baselines/layout/sweeps.py` define theirs.
+`baselines/tiles/task.py` and `baselines/layout/task.py` define theirs.
 
     sweep = load_sweep(kind, "seeds", num_seeds=3)       # or a named sweep, or "FILE.json"
     runs, repeats = expand_runs(kind, sweep, {"epochs": 3})

@@ -7,14 +7,39 @@ Predictions are scores where lower means predicted faster, as for tiles:
     print(f"tau {tau:.3f}, top-5 slowdown {err:.2%}")
 
 numpy only (no TensorFlow), so evaluation scripts import it cheaply.
+
+Kendall's tau and slowdown@1/10/100 of layout models per graph, per program and overall.
+
+    rows = evaluation_rows(graph_ids, runtimes, {"a": scores_a, "ensemble": ens}, subsets)
+    print(markdown(rows))
+
+`evaluation_rows` is pure: per-graph scores (lower = predicted faster) and
+runtimes in, table rows out (COLUMNS). For each model, on all configurations
+and then on the fixed subsets (when given), a row "ALL" (the mean over graphs),
+one per program (the mean over its graphs) and one per graph. A graph's
+*program* is its id (the file stem) up to the first "." : real xla files are
+named `<program>.<topology>.<precision>` (`unet_3d.4x4.bf16`), so one program's
+files group together; an id without a "." (the nlp files, the toy set) is its
+own program. Tau means skip graphs where tau is undefined (constant scores or
+runtimes). A slowdown is `metrics.slowdown_at_k` (the best runtime among the
+k lowest-scored configurations over the best runtime, minus 1).
+
+Subsets, as upstream evaluates: at most `size` configurations per graph (all
+when it has fewer), drawn by `choose_subsets` from the seed and the graph id,
+recorded and read back as JSON (`subsets_json`, `parse_subsets`). numpy only.
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from baselines.core.errors import PipelineError
 from baselines.core.ranking import ranking_order
+from baselines.core.tables import cell, csv_table, markdown_table
+from baselines.layout.prune import graph_key
 
 # Elements of one [rows, c] comparison block: bounds memory to tens of MB for any c
 # (the full [c, c] matrices of a 60k-config nlp graph would be 3.6 GB each).
@@ -87,3 +112,220 @@ def slowdown_at_k(pred: np.ndarray, runtime: np.ndarray, k: int) -> float:
         )
     picked = runtime[ranking_order(pred)[: int(k)]].min()
     return float(np.float64(picked) / np.float64(best) - 1.0)
+
+
+SLOWDOWN_KS = (1, 10, 100)
+ALL = "ALL"
+COLUMNS = (
+    "model",
+    "configs",
+    "level",
+    "name",
+    "graphs",
+    "configurations",
+    "kendall_tau",
+    *(f"slowdown_{k}" for k in SLOWDOWN_KS),
+)
+# Mixed into the subsets' random stream, so a subset is not the `max_configs`
+# sample a run with the same seed trained or validated on.
+_SUBSET_STREAM = 1
+
+
+def program_of(graph_id: str) -> str:
+    """A graph's program: its id up to the first "." (`unet_3d.4x4.bf16` -> `unet_3d`)."""
+    return graph_id.split(".", 1)[0]
+
+
+def graph_figures(scores: np.ndarray, runtimes: np.ndarray) -> dict[str, float]:
+    """{"kendall_tau": ..., "slowdown_<k>": ...} of one graph's scores against its runtimes."""
+    figures = {"kendall_tau": kendall_tau(scores, runtimes)}
+    for k in SLOWDOWN_KS:
+        figures[f"slowdown_{k}"] = slowdown_at_k(scores, runtimes, k)
+    return figures
+
+
+def _mean_row(per_graph: Sequence[dict]) -> dict:
+    taus = [r["kendall_tau"] for r in per_graph if np.isfinite(r["kendall_tau"])]
+    row = {
+        "graphs": len(per_graph),
+        "configurations": sum(r["configurations"] for r in per_graph),
+        "kendall_tau": float(np.mean(taus)) if taus else float("nan"),
+    }
+    for k in SLOWDOWN_KS:
+        row[f"slowdown_{k}"] = float(np.mean([r[f"slowdown_{k}"] for r in per_graph]))
+    return row
+
+
+def _model_rows(label: str, configs: str, graph_ids: Sequence[str], scores, runtimes) -> list[dict]:
+    per_graph = []
+    for graph_id, s, r in zip(graph_ids, scores, runtimes, strict=True):
+        if not np.all(np.isfinite(np.asarray(s, dtype=np.float64))):
+            raise PipelineError(f"{graph_id}: model {label} gave non-finite scores")
+        per_graph.append(
+            {
+                "level": "graph",
+                "name": graph_id,
+                "graphs": 1,
+                "configurations": int(np.asarray(r).size),
+                **graph_figures(np.asarray(s), np.asarray(r)),
+            }
+        )
+    groups: dict[str, list[dict]] = {}
+    for row in per_graph:
+        groups.setdefault(program_of(row["name"]), []).append(row)
+    rows = [{"level": "all", "name": ALL, **_mean_row(per_graph)}]
+    rows += [
+        {"level": "program", "name": p, **_mean_row(group)} for p, group in sorted(groups.items())
+    ]
+    rows += per_graph
+    return [{"model": label, "configs": configs, **row} for row in rows]
+
+
+def evaluation_rows(
+    graph_ids: Sequence[str],
+    runtimes: Sequence[np.ndarray],
+    scores_by_model: Mapping[str, Sequence[np.ndarray]],
+    subsets: Mapping[str, np.ndarray] | None = None,
+) -> list[dict]:
+    """Rows of COLUMNS: per model, "ALL", then each program by name, then each graph in order.
+
+        rows = evaluation_rows(["a", "b"], [ra, rb], {"m": [sa, sb]}, {"a": ia, "b": ib})
+
+    `configs` is "all" (every configuration) for the first block of rows and
+    "subset" for the second, present when `subsets` (graph id -> config
+    indices) is given: there each graph's scores and runtimes are both taken
+    at its indices. Runtimes must be positive (a labelled split).
+    """
+    graph_ids = [str(g) for g in graph_ids]
+    if not graph_ids:
+        raise PipelineError("no graphs to evaluate")
+    if len(runtimes) != len(graph_ids):
+        raise PipelineError(f"{len(graph_ids)} graphs but {len(runtimes)} runtime arrays")
+    for graph_id, r in zip(graph_ids, runtimes):
+        if not np.all(np.asarray(r) > 0):
+            raise PipelineError(
+                f"{graph_id}: runtimes are not all positive (a test file hides them as 0); "
+                "evaluate a labelled split (valid or train)"
+            )
+    for label, scores in scores_by_model.items():
+        if len(scores) != len(graph_ids):
+            raise PipelineError(
+                f"model {label}: {len(scores)} graphs scored, {len(graph_ids)} given"
+            )
+    blocks = [("all", lambda i, values: values)]
+    if subsets is not None:
+        missing = [g for g in graph_ids if g not in subsets]
+        if missing:
+            raise PipelineError(f"no subset for graph(s) {', '.join(missing)}")
+        blocks.append(("subset", lambda i, values: np.asarray(values)[subsets[graph_ids[i]]]))
+    rows = []
+    for configs, take in blocks:
+        kept_runtimes = [take(i, r) for i, r in enumerate(runtimes)]
+        for label, scores in scores_by_model.items():
+            kept = [take(i, s) for i, s in enumerate(scores)]
+            rows += _model_rows(label, configs, graph_ids, kept, kept_runtimes)
+    return rows
+
+
+def choose_subsets(config_counts: Mapping[str, int], size: int, seed: int) -> dict[str, np.ndarray]:
+    """Graph id -> sorted indices of at most `size` of its configurations, by seed and id.
+
+        choose_subsets({"unet": 5000, "tiny": 10}, 1000, 0)  # 1000 of unet's, all 10 of tiny's
+
+    The draw of a graph depends only on (`seed`, its id, its count, `size`),
+    never on which other graphs are evaluated.
+    """
+    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+        raise PipelineError(f"--subset_size: must be an integer >= 1, got {size!r}")
+    if int(seed) < 0:
+        raise PipelineError(f"--subset_seed: must be >= 0, got {seed}")
+    subsets = {}
+    for graph_id, count in config_counts.items():
+        if count <= size:
+            subsets[graph_id] = np.arange(count, dtype=np.int64)
+            continue
+        rng = np.random.default_rng([int(seed), graph_key(graph_id), _SUBSET_STREAM])
+        subsets[graph_id] = np.sort(rng.choice(count, size=int(size), replace=False))
+    return subsets
+
+
+def subsets_json(subsets: Mapping[str, np.ndarray], seed: int | None, size: int | None) -> str:
+    """The subsets as JSON: {"seed": ..., "size": ..., "subsets": {id: [sorted indices]}}.
+
+    One graph a line, graphs sorted by id, so that two records compare line by line.
+    """
+    lines = [
+        f"  {json.dumps(g)}: {json.dumps([int(i) for i in np.sort(idx)])}"
+        for g, idx in sorted(subsets.items())
+    ]
+    head = f'{{\n "seed": {json.dumps(seed)},\n "size": {json.dumps(size)},\n "subsets": {{\n'
+    return head + ",\n".join(lines) + "\n }\n}\n"
+
+
+def parse_subsets(
+    text: str, where: str, config_counts: Mapping[str, int]
+) -> tuple[dict[str, np.ndarray], int | None, int | None]:
+    """(subsets, seed, size) of a recorded subsets file, checked against the split.
+
+        subsets, seed, size = parse_subsets(path.read_text(), str(path), counts)
+
+    `config_counts` is graph id -> configurations of every graph of the split.
+    Refused in one line naming `where`: text that is not such a record, a
+    graph not in the split or a split graph without a subset, an index that is
+    not an integer in range, a repeated index, an empty subset.
+    """
+    fix = "pass a file written by layout_evaluate.py for this split, or leave --subsets out"
+    try:
+        record = json.loads(text)
+    except ValueError as e:
+        raise PipelineError(f"{where}: not JSON ({e}); {fix}") from None
+    if not isinstance(record, dict) or not isinstance(record.get("subsets"), dict):
+        raise PipelineError(f'{where}: no "subsets" object of graph id -> indices; {fix}')
+    given = record["subsets"]
+    unknown = sorted(set(given) - set(config_counts))
+    if unknown:
+        raise PipelineError(
+            f"{where}: graph {unknown[0]} is not in the split ({len(unknown)} unknown); {fix}"
+        )
+    missing = sorted(set(config_counts) - set(given))
+    if missing:
+        raise PipelineError(f"{where}: no subset for graph {missing[0]} of the split; {fix}")
+    subsets = {}
+    for graph_id, count in config_counts.items():
+        indices = given[graph_id]
+        if (
+            not isinstance(indices, list)
+            or not indices
+            or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices)
+        ):
+            raise PipelineError(f"{where}: {graph_id}: expected a non-empty list of integers")
+        bad = [i for i in indices if not 0 <= i < count]
+        if bad:
+            raise PipelineError(
+                f"{where}: {graph_id}: config index {bad[0]} out of range (the graph has "
+                f"{count} configurations); {fix}"
+            )
+        if len(set(indices)) != len(indices):
+            raise PipelineError(f"{where}: {graph_id}: a config index is listed twice; {fix}")
+        subsets[graph_id] = np.sort(np.asarray(indices, dtype=np.int64))
+    seed, size = record.get("seed"), record.get("size")
+    return (
+        subsets,
+        seed if isinstance(seed, int) else None,
+        size if isinstance(size, int) else None,
+    )
+
+
+def markdown(rows: Sequence[dict]) -> str:
+    """One table per `configs` block ("all", "subset"), each under its own heading."""
+    titles = {"all": "All configurations", "subset": "Fixed subsets of configurations"}
+    parts = []
+    for configs in dict.fromkeys(r["configs"] for r in rows):
+        block = [[cell(r[c]) for c in COLUMNS] for r in rows if r["configs"] == configs]
+        parts.append(f"## {titles.get(configs, configs)}\n\n" + markdown_table(COLUMNS, block))
+    return "\n".join(parts)
+
+
+def csv_text(rows: Sequence[dict]) -> str:
+    """Every row, COLUMNS in order, floats to 4 decimals (as in the markdown)."""
+    return csv_table(COLUMNS, [[cell(r[c]) for c in COLUMNS] for r in rows])

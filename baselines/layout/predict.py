@@ -62,7 +62,7 @@ def score_runs(
     from baselines.layout.batching import prepare_graphs
     from baselines.layout.run_data import load_run_split
     from baselines.layout.run_files import restore_layout_model
-    from baselines.layout.train_args import LayoutTrainArgs
+    from baselines.layout.task import LayoutTrainArgs
     from baselines.layout.train_lib import GraphScorer
 
     by_hops: dict[int | None, tuple[list[LayoutGraph], list]] = {}

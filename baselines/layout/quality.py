@@ -32,7 +32,7 @@ import numpy as np
 
 from baselines.core.quality_report import markdown_table, mean_std, pm
 from baselines.core.ranking import ensemble_scores
-from baselines.layout.evaluate import SLOWDOWN_KS, evaluation_rows
+from baselines.layout.metrics import SLOWDOWN_KS, evaluation_rows
 
 METRICS = ("kendall_tau", *(f"slowdown_{k}" for k in SLOWDOWN_KS))
 ENSEMBLE = "ensemble"

@@ -52,7 +52,7 @@ from baselines.layout.graph import LayoutGraph
 from baselines.layout.metrics import kendall_tau, slowdown_at_k
 from baselines.layout.models import LayoutModel
 from baselines.layout.run_data import load_run_split, max_configs_note
-from baselines.layout.train_args import LayoutTrainArgs, check_run, toy_banner
+from baselines.layout.task import LayoutTrainArgs, check_run, toy_banner
 
 SLOWDOWN_KS = (1, 10, 100)
 SCORE_CHUNK = 256  # configurations per scoring call, at most

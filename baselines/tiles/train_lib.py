@@ -47,7 +47,7 @@ from baselines.tiles.features import FeatureStats, uses_estimates
 from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.predict import ConfigScorer, ranking_rows
 from baselines.tiles.run_files import RUN_IN_MODEL, read_run_file, save_run
-from baselines.tiles.train_args import DEFAULT_DATA_ROOT, TrainArgs
+from baselines.tiles.task import DEFAULT_DATA_ROOT, TrainArgs
 
 
 def program_balanced_weights(split: TileSplit) -> np.ndarray:

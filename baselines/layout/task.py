@@ -1,24 +1,32 @@
-"""The immutable record of one layout training run; its hash names the run's files.
+"""The layout task: its training flags and how a sweep summarizes its runs.
 
     args = LayoutTrainArgs(source="xla", search="default", epochs=2)
     args.run_hash()        # md5 of the sorted JSON of every field but out_dir and cache_dir
     args.check_flags()     # PipelineError (one line) on a bad value, without TensorFlow
+    runs, _ = core.expand_runs(LAYOUT_SWEEPS, core.seeds_sweep(3), {"epochs": 2})
 
-Flags and defaults are upstream `layout_train.py`'s (`--source` ... `--losses`);
-`--seed`, `--data_root`, `--out_dir`, `--cache_dir`, `--prune_hops`,
-`--drop_duplicates` and `--average_from` are this project's. `--keep_nodes` is
-upstream's segment training: the forward pass sees the whole (pruned) graph,
-the gradient flows through one random segment of at most `keep_nodes` nodes
-per graph and step.
+`LayoutTrainArgs`: flags and defaults are upstream `layout_train.py`'s
+(`--source` ... `--losses`); `--seed`, `--data_root`, `--out_dir`,
+`--cache_dir`, `--prune_hops`, `--drop_duplicates` and `--average_from` are
+this project's. `--keep_nodes` is upstream's segment training: the forward
+pass sees the whole (pruned) graph, the gradient flows through one random
+segment of at most `keep_nodes` nodes per graph and step. `split_kwargs()`
+and `train_kwargs()` are what `train_lib.train` passes to `load_run_split` and
+`train_layout`; bench/layout_toy.py passes the same, so a recipe file trains
+the same run in both.
 
-`split_kwargs()` and `train_kwargs()` are what layout_train.py passes to
-`load_run_split` and `train_layout`; bench/layout_toy.py passes the same, so a
-recipe file trains the same run in both.
+`LAYOUT_SWEEPS`: the layout parts of `baselines/core/sweeps.py`. Trained runs
+rank by validation Kendall's tau, higher first; the ensemble command
+(`layout_gen_predictions_csv.py --dir a,b,c`) takes the best runs of the best
+run's collection, as that script ranks one source and search at a time.
+Nothing here imports TensorFlow or Beam.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +39,7 @@ from baselines.core.args_record import (
 from baselines.core.errors import PipelineError
 from baselines.core.loss_spec import parse_losses
 from baselines.core.submission import LAYOUT_SEARCHES, LAYOUT_SOURCES
+from baselines.core.sweeps import SweepKind
 
 # The bundled synthetic toy set (relative to the repository), every entry script's default.
 DEFAULT_DATA_ROOT = "data/layout_toy"
@@ -207,3 +216,67 @@ def check_run(args: LayoutTrainArgs, log=None) -> tuple[Path, bool, Path]:
     check_writable_dir(out, "--out_dir")
     prepare_cache_dir(args.cache_dir, log)
     return root, toy, out
+
+
+def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
+    """A layout run record's summary fields: validation tau and OPA, best epoch, epochs.
+
+    summarize(train_lib.train(args))["val_tau"]   # the run's val kendall_tau
+
+    Both metrics rank every configuration of every validation graph with the
+    best epoch's weights (`run["val"]`).
+    """
+    return dict(
+        val_tau=float(run["val"]["kendall_tau"]),
+        val_opa=float(run["val"]["opa"]),
+        best_epoch=int(run.get("train", {}).get("best_epoch", -1)),
+        epochs_run=len(run.get("train_curve", {}).get("epoch", [])),
+    )
+
+
+def metric_cells(result: Mapping[str, Any]) -> list[float]:
+    """The summary's metric cells: [val_tau, val_opa]."""
+    return [result["val_tau"], result["val_opa"]]
+
+
+def _higher_first(value: float) -> tuple[bool, float]:
+    return (math.isnan(value), -value if not math.isnan(value) else 0.0)
+
+
+def sort_key(result: Mapping[str, Any]) -> tuple:
+    """Best first: validation Kendall's tau, higher first, then OPA (NaN last), then the hash.
+
+    sorted(results, key=sort_key)[0]["val_tau"] == max(r["val_tau"] for r in results)
+    """
+    return (
+        _higher_first(result["val_tau"]),
+        _higher_first(result["val_opa"]),
+        result["run_hash"],
+    )
+
+
+def done_line(result: Mapping[str, Any]) -> str:
+    """The log line's end for a trained run: "val Kendall tau 0.3200, OPA 0.6600"."""
+    return f"val Kendall tau {result['val_tau']:.4f}, OPA {result['val_opa']:.4f}"
+
+
+def collection(result: Mapping[str, Any]) -> tuple[str, str]:
+    """A run's (source, search): an ensemble ranks one collection."""
+    return result["flags"]["source"], result["flags"]["search"]
+
+
+LAYOUT_SWEEPS = SweepKind(
+    name="layout",
+    args_type=LayoutTrainArgs,
+    train_script="layout_train.py",
+    train_function="baselines.layout.train_lib:train",
+    predict_script="layout_gen_predictions_csv.py",
+    metric_columns=("val_tau", "val_opa"),
+    metric_cells=metric_cells,
+    summarize=summarize,
+    sort_key=sort_key,
+    ranking="validation Kendall's tau, higher first",
+    done_line=done_line,
+    sweep_example='[{"model": "ResModel"}, {"model": "LayoutSAGE", "lr": 0.003}]',
+    ensemble_key=collection,
+)

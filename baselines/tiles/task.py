@@ -1,0 +1,368 @@
+"""The tile:xla task: its training flags, how a sweep summarizes its runs, its evaluation table.
+
+    args = TrainArgs(model="LateJoinGAT", toy_data=True)
+    args.run_hash()        # md5 of the sorted JSON of every field
+    args.validate()        # PipelineError on a bad model, loss spec, kwargs, test mode
+    sweep = core_sweeps.load_sweep(TILE_SWEEPS, "paper")   # or "seeds", or "FILE.json"
+    rows = error_table(raw_valid, {"model_a": scores_a, "ensemble": ensemble_scores(members)})
+
+`TrainArgs`: every tiles_train.py flag. Defaults are the public baseline's;
+`seed`, `optimizer`, `weight_decay`, `lr_schedule`, `warmup_epochs`,
+`sampling` and `max_train_steps` are new, and at their defaults they train
+exactly as the baseline does; `eval_every` is upstream's (validate every N
+epochs and after the last one). Each field's help is the flag's one
+description (tiles_train.py --help and docs/usage.md are made from it).
+
+`TILE_SWEEPS`: the tile parts of `baselines/core/sweeps.py` (the paper's grid,
+what a run's summary shows, its order); `tiles_beam_experiments.py` runs each
+`TrainArgs` as one element of an Apache Beam pipeline.
+
+`error_table`: top-K errors of saved models and of their ensemble, overall and
+per program. A row is one (model, program) pair; program "ALL" is every
+kernel. Programs are the file-name prefixes before the trailing hash
+("benchmarks" upstream). Nothing here imports TensorFlow or Beam.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+import time  # noqa: F401  (sweeps.time: the clock of run_one's wall time, patched in tests)
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from baselines.core import sweeps as core
+from baselines.core.args_record import ArgsRecord, check_average_from, parse_json_object
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import check_writable_dir
+from baselines.core.loss_spec import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
+from baselines.core.sweeps import DEBUG_RUNS as DEBUG_RUNS
+from baselines.core.sweeps import SUMMARY_CSV as SUMMARY_CSV
+from baselines.core.sweeps import SUMMARY_MD as SUMMARY_MD
+from baselines.core.sweeps import Sweep
+from baselines.core.sweeps import seeds_sweep as seeds_sweep
+from baselines.core.tables import cell, csv_table, markdown_table
+from baselines.tiles.data import TileSplit
+
+TEST_MODES = ("predictions", "metrics")
+OPTIMIZERS = ("adam", "adamw")
+LR_SCHEDULES = ("constant", "cosine")
+SAMPLINGS = ("uniform", "balanced", "sqrt_configs")
+# Where echo_download_commands.py puts tile:xla; every entry script's default.
+DEFAULT_DATA_ROOT = "~/data/tpugraphs/npz/tile/xla"
+
+
+def _flag(default: Any, help: str) -> Any:
+    """A field that is also a command-line flag; `help` is its one description."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainArgs(ArgsRecord):
+    """Every tiles_train.py flag; `docs/usage.md`'s flag table is generated from these helps."""
+
+    HASHED_WHEN_SET = frozenset({"average_from"})
+
+    model: str = _flag("EarlyJoinSAGE", "model class: a class of baselines/tiles/models.py")
+    epochs: int = _flag(100, "maximum training epochs")
+    max_train_steps: int = _flag(
+        0,
+        "cap on training steps: a run trains min(--epochs, ceil(this / steps per epoch)) "
+        "epochs, its learning-rate schedule fitted to them (0 = no cap)",
+    )
+    early_stop: int = _flag(20, "stop after this many epochs without a validation OPA gain")
+    configs: int = _flag(
+        10,
+        "configurations sampled per kernel in a training batch (at least 2; more than the "
+        "largest train kernel has is capped to it)",
+    )
+    batch: int = _flag(10, "kernels per training batch")
+    losses: str = _flag(
+        "ListMLELoss:1,MSE:0.02",
+        "weighted losses, Name:weight,... (ListMLELoss, PListMLELoss, PairwiseHingeLoss, MSE)",
+    )
+    lr: float = _flag(1e-3, "learning rate (peak rate with --lr_schedule=cosine)")
+    clip_norm: float = _flag(1e-3, "gradient clip norm (per variable, as Keras clipnorm)")
+    model_kwargs_json: str = _flag("{}", "JSON object of model constructor kwargs")
+    test_mode: str = _flag(
+        "predictions",
+        "predictions: write the results CSV; metrics: report test errors (labelled test data)",
+    )
+    out_dir: str = _flag(
+        "~/out/tpugraphs_tiles", "where the model, run file, TensorBoard logs and CSV go"
+    )
+    results_csv: str = _flag("", "results CSV path (default: <out_dir>/results_<ms timestamp>.csv)")
+    validate_batches: int = _flag(-1, "validation batches per epoch for OPA (-1 = all)")
+    run_id: str = _flag("", "free-form label stored in the run (part of the hash)")
+    data_root: str = _flag(
+        DEFAULT_DATA_ROOT,
+        "folder with train/, valid/, test/ npz files (the bundled toy set stands in when "
+        "this default is absent)",
+    )
+    cache_dir: str = _flag(
+        "~/data/tpugraphs/cache/tile",
+        "cache of loaded splits, keyed by file names, sizes, mtimes and contents",
+    )
+    toy_data: bool = _flag(False, "use the first 100 files of each split")
+    seed: int = _flag(0, "random seed: same seed and data give the same run")
+    # Beyond the baseline (its behaviour at these defaults):
+    optimizer: str = _flag("adam", "adam (the baseline) or adamw (decoupled weight decay)")
+    weight_decay: float = _flag(0.0, "AdamW weight decay (needs --optimizer=adamw)")
+    lr_schedule: str = _flag(
+        "constant", "constant (the baseline) or cosine (Keras CosineDecay over all steps)"
+    )
+    warmup_epochs: int = _flag(0, "epochs of linear warm-up before the cosine decay")
+    sampling: str = _flag(
+        "uniform",
+        "uniform: every train kernel once per epoch; balanced: kernels drawn so that every "
+        "program is seen equally often; sqrt_configs: kernels drawn in proportion to the "
+        "square root of their config count",
+    )
+    average_from: int | None = _flag(
+        None,
+        "end on the mean of the weights after this epoch (counted from 1) and every later "
+        "one, instead of the best epoch's (None = the best epoch's)",
+    )
+    # Upstream's flag and default.
+    eval_every: int = _flag(
+        5,
+        "validate (OPA, model selection, early stop) every N epochs and after the last; "
+        "--early_stop still counts epochs",
+    )
+
+    def __post_init__(self) -> None:
+        self.parse_optional_ints("average_from")
+
+    def model_kwargs(self) -> dict[str, Any]:
+        return parse_json_object("model_kwargs_json", self.model_kwargs_json, '{"hidden_dim": 128}')
+
+    def validation_epochs(self) -> list[int]:
+        """1-based epochs after which validation runs: every `eval_every`-th and the last."""
+        return sorted({*range(self.eval_every, self.epochs + 1, self.eval_every), self.epochs})
+
+    def validate(self) -> None:
+        """Checks everything that can be checked before loading data.
+
+        `check_flags` (no TensorFlow), then builds the model once, so that the
+        kwargs' values are checked by its constructor.
+        """
+        self.check_flags()
+        # Imported here so that importing TrainArgs stays free of TensorFlow.
+        from baselines.tiles.model_builder import build_model
+
+        build_model(self.model, self.configs, self.model_kwargs())
+
+    def check_flags(self) -> None:
+        """Checks every flag without TensorFlow (the model and its kwargs: `validate`)."""
+        parse_losses(self.losses)
+        self.model_kwargs()  # a JSON object (its names are checked by `validate`)
+        if self.test_mode not in TEST_MODES:
+            raise PipelineError(f"--test_mode: '{self.test_mode}' is not one of {TEST_MODES}")
+        if self.configs == 1:
+            # One configuration per kernel has no pair to order: the ranking
+            # losses are constant and validation OPA is 0.
+            raise PipelineError(
+                "--configs: 1 gives no ranking signal (configurations are ranked against "
+                "each other within a kernel); use at least 2"
+            )
+        for flag in ("epochs", "configs", "batch", "eval_every"):
+            if getattr(self, flag) < 1:
+                raise PipelineError(f"--{flag}: must be at least 1, got {getattr(self, flag)}")
+        for flag, allowed in (
+            ("optimizer", OPTIMIZERS),
+            ("lr_schedule", LR_SCHEDULES),
+            ("sampling", SAMPLINGS),
+        ):
+            if getattr(self, flag) not in allowed:
+                raise PipelineError(
+                    f"--{flag}: '{getattr(self, flag)}' is not one of {', '.join(allowed)}"
+                )
+        if self.weight_decay < 0 or (self.weight_decay > 0 and self.optimizer != "adamw"):
+            raise PipelineError(
+                f"--weight_decay: {self.weight_decay} needs --optimizer=adamw and a value >= 0"
+            )
+        if self.warmup_epochs < 0 or (self.warmup_epochs and self.lr_schedule != "cosine"):
+            raise PipelineError(
+                f"--warmup_epochs: {self.warmup_epochs} needs --lr_schedule=cosine and a value >= 0"
+            )
+        if self.max_train_steps < 0:
+            raise PipelineError(
+                f"--max_train_steps: must be 0 (no cap) or positive, got {self.max_train_steps}"
+            )
+        if self.early_stop < 1:
+            raise PipelineError(f"--early_stop: must be at least 1, got {self.early_stop}")
+        check_average_from(self.average_from, self.epochs)
+        if not self.lr > 0 or not self.clip_norm > 0:
+            raise PipelineError("--lr and --clip_norm must be positive")
+        check_writable_dir(Path(self.out_dir).expanduser(), "--out_dir")
+        if self.results_csv and self.test_mode == "predictions":
+            # Checked now, not after hours of training.
+            check_writable_dir(Path(self.results_csv).expanduser().parent, "--results_csv")
+
+
+TOP_KS = ("1", "5", "10")  # keys of a run record's final_error["val"]
+
+# The paper's hyperparameter grid (TpuGraphs paper, Table 5), as the
+# upstream sweep `tiles_beam_experiments.py` spells it: every (model, kwargs)
+# row below is crossed with every combination of PAPER_TRAINING_AXES, in
+# upstream's loop order (model, loss, run id, clip norm, learning rate).
+# Model kwargs keep upstream's names (num_gnns, op_embed_dim, mlp_layers; see
+# models.KWARG_ALIASES): the rows are upstream's, all 20 of them.
+PAPER_BASE_FLAGS: dict[str, Any] = {
+    "out_dir": "~/out/tpugraphs_tiles/beam",
+    "test_mode": "metrics",
+    "validate_batches": 50,
+    "early_stop": 10,
+    "epochs": 500,
+    "configs": 8,
+    "batch": 10,
+    "eval_every": 2,
+}
+PAPER_MODEL_GRID: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("MLP", {"op_embed_dim": 64, "hidden_dim": 64, "mlp_layers": 2}),
+    ("MLP", {"op_embed_dim": 128, "hidden_dim": 128, "mlp_layers": 2}),
+    ("MLP", {"op_embed_dim": 128, "hidden_dim": 128, "mlp_layers": 3}),
+    ("MLP", {"op_embed_dim": 256, "hidden_dim": 128, "mlp_layers": 3}),
+    ("EarlyJoinSAGE", {"num_gnns": 2, "op_embed_dim": 64, "hidden_dim": 64}),
+    ("EarlyJoinSAGE", {"num_gnns": 3, "op_embed_dim": 64, "hidden_dim": 64}),
+    ("EarlyJoinSAGE", {"num_gnns": 3, "op_embed_dim": 128, "hidden_dim": 128}),
+    ("EarlyJoinSAGE", {"num_gnns": 3, "op_embed_dim": 256, "hidden_dim": 128}),
+    ("LateJoinSAGE", {"num_gnns": 2, "op_embed_dim": 64, "hidden_dim": 64}),
+    ("LateJoinSAGE", {"num_gnns": 3, "op_embed_dim": 64, "hidden_dim": 64}),
+    ("LateJoinSAGE", {"num_gnns": 3, "op_embed_dim": 128, "hidden_dim": 128}),
+    ("LateJoinSAGE", {"num_gnns": 3, "op_embed_dim": 256, "hidden_dim": 128}),
+    ("EarlyJoinResGCN", {"num_gnns": 2, "op_embed_dim": 64, "hidden_dim": 64}),
+    ("EarlyJoinResGCN", {"num_gnns": 3, "op_embed_dim": 64, "hidden_dim": 64}),
+    ("EarlyJoinResGCN", {"num_gnns": 3, "op_embed_dim": 128, "hidden_dim": 128}),
+    ("EarlyJoinResGCN", {"num_gnns": 3, "op_embed_dim": 256, "hidden_dim": 128}),
+    ("LateJoinResGCN", {"num_gnns": 2, "op_embed_dim": 64, "hidden_dim": 64}),
+    ("LateJoinResGCN", {"num_gnns": 3, "op_embed_dim": 64, "hidden_dim": 64}),
+    ("LateJoinResGCN", {"num_gnns": 3, "op_embed_dim": 128, "hidden_dim": 128}),
+    ("LateJoinResGCN", {"num_gnns": 3, "op_embed_dim": 256, "hidden_dim": 128}),
+)
+PAPER_TRAINING_AXES: tuple[tuple[str, tuple[Any, ...]], ...] = (
+    ("losses", ("ListMLELoss:1,MSE:0.02", "MSE:1", "ListMLELoss:1")),
+    ("run_id", ("0", "1", "2")),
+    ("clip_norm", (1e-3, 100.0)),
+    ("lr", (1e-2, 1e-3)),
+)
+
+
+def paper_sweep() -> Sweep:
+    """The paper's grid: PAPER_MODEL_GRID x PAPER_TRAINING_AXES on PAPER_BASE_FLAGS."""
+    names = [name for name, _ in PAPER_TRAINING_AXES]
+    entries = [
+        {"model": model, "model_kwargs_json": json.dumps(kwargs), **dict(zip(names, values))}
+        for model, kwargs in PAPER_MODEL_GRID
+        for values in itertools.product(*(values for _, values in PAPER_TRAINING_AXES))
+    ]
+    return Sweep("paper", dict(PAPER_BASE_FLAGS), tuple(entries))
+
+
+def summarize(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A tile run record's summary fields: validation top-K errors, best validated OPA, epochs.
+
+    summarize(record)["val_error"] == {"1": 0.31, "5": 0.12, "10": 0.05}
+    """
+    # None marks epochs without validation (--eval_every > 1).
+    val_opa = [v for v in record.get("train_curve", {}).get("val_opa", []) if v is not None]
+    val_opa = val_opa or [math.nan]
+    return dict(
+        val_error={k: float(record["final_error"]["val"][k]) for k in TOP_KS},
+        val_opa=float(max(val_opa)),
+        best_epoch=int(record.get("best_epoch", -1)),
+        epochs_run=len(record.get("train_curve", {}).get("epoch", [])),
+    )
+
+
+def metric_cells(result: Mapping[str, Any]) -> list[float]:
+    """The summary's metric cells: top-1/5/10 validation error, then val OPA."""
+    return [*(result["val_error"][k] for k in TOP_KS), result["val_opa"]]
+
+
+def sort_key(result: Mapping[str, Any]) -> tuple:
+    """Best first: validation top-5 error, then top-1, top-10 (NaN last), then the hash."""
+    errors = [result["val_error"][k] for k in ("5", "1", "10")]
+    return (*((math.isnan(e), e) for e in errors), result["run_hash"])
+
+
+def done_line(result: Mapping[str, Any]) -> str:
+    """The log line's end for a trained run: "val top-1/5/10 error 0.5000 / 0.2500 / 0.1250"."""
+    return "val top-1/5/10 error " + " / ".join(f"{result['val_error'][k]:.4f}" for k in TOP_KS)
+
+
+TILE_SWEEPS = core.SweepKind(
+    name="tile",
+    args_type=TrainArgs,
+    train_script="tiles_train.py",
+    train_function="baselines.tiles.train_lib:train",
+    predict_script="tiles_gen_predictions_csv.py",
+    metric_columns=("val_top1_err", "val_top5_err", "val_top10_err", "val_opa"),
+    metric_cells=metric_cells,
+    summarize=summarize,
+    sort_key=sort_key,
+    ranking="validation top-5 error",
+    done_line=done_line,
+    named_sweeps={"paper": paper_sweep},
+    named_help="paper (the paper's grid), ",
+    default_sweep="paper",
+    sweep_example='[{"model": "MLP"}, {"model": "EarlyJoinSAGE", "lr": 0.01}]',
+)
+
+
+COLUMNS = (
+    "model",
+    "program",
+    "kernels",
+    "top1_err",
+    "top5_err",
+    "top10_err",
+    "kaggle_score",
+    "opa",
+)
+
+
+def error_table(
+    split: TileSplit, scores_by_model: Mapping[str, Sequence[np.ndarray]]
+) -> list[dict]:
+    """Rows of COLUMNS: per model, "ALL" first, then each program by name."""
+    from baselines.core import metrics  # TensorFlow: imported when a table is made
+
+    if not split.has_labels:
+        raise PipelineError(
+            f"split {split.name} has no runtimes (hidden labels); evaluate on valid instead"
+        )
+    ids = [str(t) for t in split.tile_ids]
+    runtimes = split.normalized_runtimes()
+    rows = []
+    for label, scores in scores_by_model.items():
+        groups = [("ALL", metrics.summarize(ids, scores, runtimes))]
+        groups += list(metrics.summarize_by_program(ids, scores, runtimes).items())
+        for program, m in groups:
+            rows.append(
+                {
+                    "model": label,
+                    "program": program,
+                    "kernels": int(m["kernels"]),
+                    "top1_err": m["1"],
+                    "top5_err": m["5"],
+                    "top10_err": m["10"],
+                    "kaggle_score": m["kaggle_score"],
+                    "opa": m["opa"],
+                }
+            )
+    return rows
+
+
+def markdown(rows: Sequence[dict]) -> str:
+    return markdown_table(COLUMNS, [[cell(r[c]) for c in COLUMNS] for r in rows])
+
+
+def csv_text(rows: Sequence[dict]) -> str:
+    """Every row, COLUMNS in order, floats to 4 decimals (as in the markdown)."""
+    return csv_table(COLUMNS, [[cell(r[c]) for c in COLUMNS] for r in rows])
