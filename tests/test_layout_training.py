@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -58,26 +57,24 @@ def test_training_beats_random_scores(cls, epochs, toy, random_tau):
     assert len(record["train_curve"]["epoch"]) == epochs
 
 
-def test_training_is_deterministic_and_writes_its_record(toy, tmp_path):
+def test_training_is_deterministic_and_its_saved_run_rebuilds(toy, tmp_path):
+    from baselines.layout.run_files import read_layout_run, restore_layout_model, save_layout_run
+
     train, valid = toy
     small = dict(RECIPE, configs=8, batch=2)
-    first = train_layout(
-        train[:4], valid[:1], LayoutSAGE(8, hidden_dim=16), epochs=2, out_dir=tmp_path, **small
-    )
+    trained = LayoutSAGE(8, hidden_dim=16)
+    first = train_layout(train[:4], valid[:1], trained, epochs=2, **small)
     model = LayoutSAGE(8, hidden_dim=16)
     second = train_layout(train[:4], valid[:1], model, epochs=2, **small)
     assert first["val"] == second["val"]
     assert first["train_curve"] == second["train_curve"]
+    for a, b in zip(trained.get_weights(), model.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)  # same seed, same weights
 
-    saved = json.loads((tmp_path / "layout_record.json").read_text())
-    assert saved["val"]["kendall_tau"] == pytest.approx(first["val"]["kendall_tau"])
-    assert saved["model_kwargs"] == model.get_config()
-    with np.load(tmp_path / "layout_weights.npz") as weights:
-        arrays = [weights[f"arr_{i}"] for i in range(len(weights.files))]
-    for saved_w, w in zip(arrays, model.get_weights(), strict=True):
-        np.testing.assert_array_equal(saved_w, w)  # same seed, same weights
-    rebuilt = LayoutSAGE.from_config(saved["model_kwargs"]).create_variables()
-    rebuilt.set_weights(arrays)
+    assert first["model_kwargs"] == model.get_config()
+    record = {"args": {}, **{k: first[k] for k in ("model", "model_kwargs", "val")}}
+    save_layout_run(trained, record, tmp_path / "model_x", tmp_path / "run_x.jsonz")
+    rebuilt = restore_layout_model(tmp_path / "model_x", read_layout_run(tmp_path / "model_x"))
     assert evaluate_graphs(rebuilt, prepare_graphs(valid[:1])) == first["val"]
 
 

@@ -21,7 +21,6 @@ run: pass an unbuilt model, its weights are created after the seed is set.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -34,7 +33,7 @@ import tensorflow as tf
 from baselines.core import distribution, metrics
 from baselines.core.errors import PipelineError
 from baselines.core.fused_adam import FusedAdam
-from baselines.core.io_utils import atomic_output, remove_stale_temporaries
+from baselines.core.io_utils import remove_stale_temporaries
 from baselines.core.keras_fit import EpochBatches, RankingTrainer, compile_trainer
 from baselines.core.runner import fit_run, set_determinism
 from baselines.layout.batching import (
@@ -214,6 +213,33 @@ class ValidationKendallTau(tf.keras.callbacks.Callback):
         logs["val_kendall_tau"] = float(np.mean(defined)) if defined else float("nan")
 
 
+def layout_batches(
+    train_graphs: Sequence[LayoutGraph],
+    valid_graphs: Sequence[LayoutGraph],
+    batch: int,
+    configs: int,
+    seed: int,
+    keep_nodes: int | None,
+    replicas: int,
+    log: Callable[[str], None],
+) -> tuple[list[PreparedGraph], list[PreparedGraph], int, EpochBatches, EpochBatches]:
+    """(train and validation graphs prepared, configurations per graph and step, their
+    batches). Train batches hold segments of `keep_nodes` nodes, or whole graphs; the
+    validation batches draw one fixed sample of configurations per graph."""
+    if not train_graphs or not valid_graphs:
+        raise PipelineError("train_layout needs at least one train and one validation graph")
+    if any(not g.has_labels for g in [*train_graphs, *valid_graphs]):
+        raise PipelineError("train and validation graphs need runtimes (test files hold none)")
+    train, valid = prepare_graphs(train_graphs), prepare_graphs(valid_graphs)
+    configs = capped_configs(configs, train, log)
+    source = batch_source(train) if keep_nodes is None else segment_source(train, keep_nodes, seed)
+    train_batches = EpochBatches(source, batch, configs, seed, num_replicas=replicas)
+    val_batches = EpochBatches(
+        batch_source(valid), batch, configs, seed + 1, fixed_epoch=0, num_replicas=replicas
+    )
+    return train, valid, configs, train_batches, val_batches
+
+
 def train_layout(
     train_graphs: Sequence[LayoutGraph],
     valid_graphs: Sequence[LayoutGraph],
@@ -228,7 +254,6 @@ def train_layout(
     losses: str = "ListMLELoss:1",
     early_stop: int | None = None,
     keep_nodes: int | None = None,
-    out_dir: Path | str | None = None,
     progress: bool = True,
     strategy: tf.distribute.Strategy | None = None,
     backup_dir: Path | None = None,
@@ -239,40 +264,20 @@ def train_layout(
 ) -> dict[str, Any]:
     """Trains `model` in place and returns its record (curve, best epoch, validation metrics).
 
-    `configs` configurations per graph per step (capped to the most any train
-    graph has, said in one line), `batch` graphs per step, Adam at `lr` with
-    gradient-norm clipping `clip_norm`, `losses` as for tiles. The fit is
-    `core.runner.fit_run`'s: early stopping on val OPA with patience
-    `early_stop` (None: never early), ending on the best epoch's weights or
-    the mean from `average_from` on; resume from `backup_dir`; TensorBoard in
-    `tb_dir`; only the chief writes (other workers' records have `"chief":
-    False` and no validation). The curve adds validation Kendall's tau
-    (`val_kendall_tau`, on the fixed validation sample). `keep_nodes`: segment
-    training (`batching.segment_source`); None trains through every node.
-    `final_validation=False` leaves out ranking every configuration of
-    `valid_graphs` (no "val"). With `out_dir`, `layout_record.json` and
-    `layout_weights.npz` are written there.
+    `configs` per graph per step (capped to the most any train graph has),
+    `batch` graphs per step, Adam at `lr` clipped to `clip_norm`; the fit,
+    early stopping (`early_stop`: None never), resume (`backup_dir`), weight
+    averaging and TensorBoard are `core.runner.fit_run`'s. `keep_nodes`:
+    segment training; None trains through every node. `final_validation=False`
+    leaves out ranking every configuration of `valid_graphs` (no "val").
     """
-    if not train_graphs or not valid_graphs:
-        raise PipelineError("train_layout needs at least one train and one validation graph")
-    if any(not g.has_labels for g in [*train_graphs, *valid_graphs]):
-        raise PipelineError("train and validation graphs need runtimes (test files hold none)")
     strategy = strategy or tf.distribute.get_strategy()
     chief = distribution.is_chief(strategy)
     set_determinism(seed)
     loss_fn = metrics.make_loss_fn(metrics.parse_losses(losses))
-    train, valid = prepare_graphs(train_graphs), prepare_graphs(valid_graphs)
-    configs = capped_configs(configs, train, log)
     replicas = strategy.num_replicas_in_sync
-    train_batches = EpochBatches(
-        batch_source(train) if keep_nodes is None else segment_source(train, keep_nodes, seed),
-        batch,
-        configs,
-        seed,
-        num_replicas=replicas,
-    )
-    val_batches = EpochBatches(
-        batch_source(valid), batch, configs, seed + 1, fixed_epoch=0, num_replicas=replicas
+    train, valid, configs, train_batches, val_batches = layout_batches(
+        train_graphs, valid_graphs, batch, configs, seed, keep_nodes, replicas, log
     )
 
     def build_trainer() -> RankingTrainer:
@@ -282,7 +287,6 @@ def train_layout(
         compile_trainer(trainer, FusedAdam(learning_rate=lr, clipnorm=clip_norm))
         return trainer
 
-    out = Path(out_dir).expanduser() if out_dir is not None else None
     fitted = fit_run(
         build_trainer,
         train_batches,
@@ -294,8 +298,7 @@ def train_layout(
         backup_dir=backup_dir,
         tb_dir=tb_dir,
         average_from=average_from,
-        # The tau before early stopping and TensorBoard, which read what it adds.
-        first=[ValidationKendallTau(GraphScorer(model), val_batches)],
+        first=[ValidationKendallTau(GraphScorer(model), val_batches)],  # read by those after
         extra_curve=("val_kendall_tau",),
         progress=f"train {type(model).__name__}" if progress else None,
         log=log,
@@ -303,28 +306,19 @@ def train_layout(
     record = {
         "model": type(model).__name__,
         "model_kwargs": model.get_config(),
-        "configs": configs,
-        "batch": batch,
-        "lr": lr,
-        "clip_norm": clip_norm,
-        "seed": seed,
-        "losses": losses,
-        "epochs": epochs,
-        "replicas": replicas,
-        "keep_nodes": keep_nodes,
+        **dict(configs=configs, batch=batch, lr=lr, clip_norm=clip_norm, seed=seed),
+        **dict(losses=losses, epochs=epochs, replicas=replicas, keep_nodes=keep_nodes),
         "train_graphs": [g.graph_id for g in train],
         "valid_graphs": [g.graph_id for g in valid],
         "average_from": average_from,
         **fitted.record_fields(),
     }
-    if not chief:
+    if not chief:  # the chief validates
         return {**record, "chief": False}
     if final_validation:
         clock = time.perf_counter()
         record["val"] = evaluate_graphs(model, valid)
         record["timings"]["val_eval_s"] = time.perf_counter() - clock
-    if out is not None:
-        write_record(out, model, record)
     return record
 
 
@@ -337,15 +331,6 @@ def capped_configs(configs: int, train: Sequence[PreparedGraph], log: Callable[[
             f"({most:,}): {most:,} configuration slots per graph and step"
         )
     return min(int(configs), most)
-
-
-def write_record(out: Path, model: LayoutModel, record: dict[str, Any]) -> None:
-    """`layout_weights.npz` and `layout_record.json` into `out`, each written whole or not."""
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_output(out / "layout_weights.npz") as tmp:
-        np.savez(tmp, *model.get_weights())
-    with atomic_output(out / "layout_record.json") as tmp:
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True, default=float))
 
 
 def train(

@@ -376,6 +376,65 @@ def save_outputs(
         log(f"wrote {csv_path} ({len(test_split)} test kernels)")
 
 
+def name_run(
+    args: TrainArgs,
+    out_dir: Path,
+    source: dict[str, Any],
+    data: dict[str, TileSplit],
+    log: Callable[[str], None],
+) -> str:
+    """The run's hash (`choose_run_hash`), with a line on the data it trains on."""
+    sizes = ", ".join(f"{len(data[s])} {s}" for s in ("train", "valid", "test"))
+    log(f"data: {source['root']} ({sizes} kernels)")
+    run_hash, why = choose_run_hash(args, out_dir, source)
+    if why:
+        log(f"run {run_hash}: named with its data identity ({why})")
+    return run_hash
+
+
+def trainer_factory(
+    args: TrainArgs, configs: int, steps_per_epoch: int
+) -> Callable[[], keras_fit.RankingTrainer]:
+    """What `fit_run` calls, under the strategy's scope, to build the model and its trainer."""
+
+    def build_trainer() -> keras_fit.RankingTrainer:
+        model = build_model(args.model, configs, args.model_kwargs())
+        create_variables(model)
+        trainer = keras_fit.RankingTrainer(
+            model, metrics.make_loss_fn(metrics.parse_losses(args.losses)), configs
+        )
+        keras_fit.compile_trainer(trainer, make_optimizer(args, steps_per_epoch))
+        return trainer
+
+    return build_trainer
+
+
+def run_facts(
+    args: TrainArgs,
+    run_hash: str,
+    configs: int,
+    steps_per_epoch: int,
+    epochs: int,
+    stats: FeatureStats,
+    source: dict[str, Any],
+) -> dict[str, Any]:
+    """What a run record says of the run before training: its flags, model and data
+    (`epochs`: the epochs it trains, which `--max_train_steps` may cap)."""
+    return {
+        "args": args.to_dict(),
+        "run_hash": run_hash,
+        "model": args.model,
+        "model_kwargs": args.model_kwargs(),
+        "configs": configs,
+        "steps_per_epoch": steps_per_epoch,
+        "epochs": epochs,
+        "opcode_vocab_size": OPCODE_VOCAB_SIZE,
+        "feature_stats": stats.to_dict(),
+        "data_root": str(source["root"]),
+        "data": source,
+    }
+
+
 def train(
     args: TrainArgs,
     *,
@@ -403,32 +462,15 @@ def train(
     data, stats, source = prepare_splits(args, ("train", "valid", "test"), log, progress)
     timings: dict[str, float] = {"load_s": time.perf_counter() - clock}
     train_split, valid_split, test_split = data["train"], data["valid"], data["test"]
-    log(
-        f"data: {source['root']} ({len(train_split)} train, {len(valid_split)} valid, "
-        f"{len(test_split)} test kernels)"
-    )
-    run_hash, why = choose_run_hash(args, out_dir, source)
-    if why:
-        log(f"run {run_hash}: named with its data identity ({why})")
+    run_hash = name_run(args, out_dir, source, data, log)
     configs = effective_configs(args, train_split, log)
-
     replicas = strategy.num_replicas_in_sync
     train_batches, val_batches = make_batches(args, train_split, valid_split, configs, replicas)
     # The epochs this run trains; the run keeps its name and record of the given flags.
     schedule_args = dataclasses.replace(
         args, epochs=effective_epochs(args, train_batches.steps, log)
     )
-
-    def build_trainer() -> keras_fit.RankingTrainer:
-        model = build_model(args.model, configs, args.model_kwargs())
-        create_variables(model)
-        trainer = keras_fit.RankingTrainer(
-            model, metrics.make_loss_fn(metrics.parse_losses(args.losses)), configs
-        )
-        keras_fit.compile_trainer(trainer, make_optimizer(schedule_args, train_batches.steps))
-        return trainer
-
-    backup_dir = out_dir / f"backup_{run_hash}"
+    build_trainer = trainer_factory(schedule_args, configs, train_batches.steps)
     last = (
         tensorboard_callbacks(args, out_dir / f"tb_{run_hash}", run_hash, source) if chief else []
     )
@@ -440,7 +482,7 @@ def train(
         epochs=schedule_args.epochs,
         early_stop=args.early_stop,
         chief=chief,
-        backup_dir=backup_dir,
+        backup_dir=out_dir / f"backup_{run_hash}",
         tb_dir=out_dir / f"tb_{run_hash}",
         validation_freq=schedule_args.validation_epochs(),
         average_from=args.average_from,
@@ -449,29 +491,17 @@ def train(
         log=log,
     )
     model, fit_fields = fitted.trainer.tile_model, fitted.record_fields()
-    if not chief:
-        return {
-            "args": args.to_dict(),
-            "run_hash": run_hash,
-            "chief": False,
-            "train_curve": fit_fields["train_curve"],
-        }
+    if not chief:  # the chief evaluates and saves
+        worker = {"args": args.to_dict(), "run_hash": run_hash, "chief": False}
+        return {**worker, "train_curve": fit_fields["train_curve"]}
 
     scorer = ConfigScorer(model)
     evaluated = evaluate_run(args, scorer, valid_split, test_split, timings, progress, log)
     final_error, val_summary, test_scores, test_predictions = evaluated
     record = {
-        "args": args.to_dict(),
-        "run_hash": run_hash,
-        "model": args.model,
-        "model_kwargs": args.model_kwargs(),
-        "configs": configs,
-        "steps_per_epoch": train_batches.steps,
-        "epochs": schedule_args.epochs,
-        "opcode_vocab_size": OPCODE_VOCAB_SIZE,
-        "feature_stats": stats.to_dict(),
-        "data_root": str(source["root"]),
-        "data": source,
+        **run_facts(
+            args, run_hash, configs, train_batches.steps, schedule_args.epochs, stats, source
+        ),
         **fit_fields,
         "timings": {**timings, **fit_fields["timings"]},
         "traces": dict(fit_fields["traces"], predict=scorer.traces),
