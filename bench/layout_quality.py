@@ -39,7 +39,7 @@ The report (`<out>/layout_quality.{json,md,png}`): per cost model, collection
 and recipe the valid and test tau, test slowdown@1/10/100 (mean ± population
 std over seeds), the ensemble's test tau against the mean of its members and
 the training wall seconds; a per-program test table; and the verdicts of every
-recipe against `--baseline` (`baselines.layout.quality`: tau gain >= 0.1 and
+recipe against `--baseline` (`layout_verdicts`: tau gain >= 0.1 and
 > 2 × (std_baseline + std_recipe); slowdown@1 at most half the baseline's;
 ensemble tau above its members' mean), each met or missed with its numbers.
 The PNG: test tau per cost model and collection, one bar per recipe, ± std.
@@ -69,12 +69,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from quality_report import names, pm
 from tqdm import tqdm
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import atomic_write_text
-from baselines.core.quality_report import names, pm
 from synthetic.layout.decisions import SEARCH_SPACES
 from synthetic.layout.release import PRESETS, preset_counts
 
@@ -332,7 +332,8 @@ class LayoutQuality:
 
     def results(self) -> tuple[dict, dict[str, Path]]:
         """(results[cost_model][collection][recipe] summaries, the set of each cost model)."""
-        from baselines.layout import quality
+        import layout_verdicts as quality
+
         from baselines.layout.run_data import load_run_split
 
         results: dict[str, dict[str, dict[str, Any]]] = {}
@@ -445,9 +446,10 @@ def commit() -> str:
 
 def report(bench: LayoutQuality, results: dict, roots: dict[str, Path], ablation: bool) -> dict:
     """The JSON result, the markdown (also printed) and the PNG, written to <out>."""
+    import layout_verdicts as quality
+    from quality_report import spread_bars
+
     from baselines.core.plots import save_png
-    from baselines.core.quality_report import spread_bars
-    from baselines.layout import quality
 
     entries = []
     if not ablation:

@@ -49,13 +49,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # this process scores the saved models
 
+import selection
+from quality_report import markdown_table, pm
+from quality_report import names as _names
+
 from baselines.core import plots
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import atomic_write_text
-from baselines.core.quality_report import markdown_table, pm
-from baselines.core.quality_report import names as _names
-from baselines.tiles import selection
 from synthetic.tiles.worlds import WORLDS
 
 SIZES = {

@@ -15,6 +15,8 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+# The benchmarks' own modules (bench_common, selection, ...), as a bench script sees them.
+sys.path.append(str(ROOT / "bench"))
 
 REAL_SAMPLES = ROOT.parent / "shared" / "real_samples"
 TOY_ROOT = ROOT / "data" / "tile_xla_toy"

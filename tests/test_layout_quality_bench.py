@@ -1,4 +1,4 @@
-"""bench/layout_quality.py and baselines/layout/quality.py: the verdict rules against
+"""bench/layout_quality.py and bench/layout_verdicts.py: the verdict rules against
 hand-computed examples, the summaries and tables of a tiny fake result set, the flags
 that are refused in one line, and one tiny end-to-end run (slow)."""
 
@@ -9,11 +9,11 @@ import json
 import math
 from pathlib import Path
 
+import layout_verdicts as quality
 import numpy as np
 import pytest
 
 from baselines.core.errors import PipelineError
-from baselines.layout import quality
 
 ROOT = Path(__file__).resolve().parents[1]
 

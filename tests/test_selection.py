@@ -12,9 +12,8 @@ import math
 import sys
 
 import pytest
+import selection
 from conftest import ROOT
-
-from baselines.tiles import selection
 
 
 def summary(top5: float, top1: float = 0.5, programs=None) -> dict:

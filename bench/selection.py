@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from baselines.core import quality_report
+import quality_report
 
 METRICS = ("top1_err", "top5_err", "top10_err", "opa", "kaggle_score")
 # What a recipe is chosen by (lower is better), then what breaks a tie.

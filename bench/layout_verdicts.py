@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from quality_report import markdown_table, mean_std, pm
 
-from baselines.core.quality_report import markdown_table, mean_std, pm
 from baselines.core.ranking import ensemble_scores
 from baselines.layout.metrics import SLOWDOWN_KS, evaluation_rows
 
