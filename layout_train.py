@@ -8,7 +8,7 @@ Reads `<data_root>/<source>/<search>/{train,valid}` (duplicates dropped, at most
 `--max_configs` per graph, pruned to `--prune_hops` hops around the configurable
 nodes; through a memory-mapped cache in `--cache_dir` when given), trains with
 `baselines.layout.train_lib.train` (as `tiles_train.py` calls the tile one) and writes
-`model_<hash>/` (weights.npz and a copy of the run record), `run_<hash>.jsonz`
+`model_<hash>/` (the Keras SavedModel and a copy of the run record), `run_<hash>.jsonz`
 and `tb_<hash>/` (TensorBoard, written after every epoch: learning rate,
 losses, OPA, validation Kendall tau) into `--out_dir`. While training,
 `backup_<hash>/` holds the last finished epoch: the same command started again

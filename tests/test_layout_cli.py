@@ -46,7 +46,7 @@ def test_train_then_predict_lists_every_config(trained):
         source="xla", search="default", epochs=2, model_kwargs_json=TINY[1].split("=", 1)[1]
     ).run_hash()
     assert model_dir == out / f"model_{h}" and run_path == out / f"run_{h}.jsonz"
-    assert (model_dir / "weights.npz").is_file() and run_path.is_file()
+    assert (model_dir / "saved_model.pb").is_file() and run_path.is_file()
     assert any((out / f"tb_{h}").iterdir())
     record = read_run(run_path)
     assert record["collection"] == "layout" and record["model"] == "ResModel"

@@ -90,8 +90,13 @@ def read_run(out: Path, run_hash: str) -> dict:
 
 
 def read_weights(out: Path, run_hash: str) -> list[np.ndarray]:
-    with np.load(out / f"model_{run_hash}" / "weights.npz") as saved:
-        return [saved[k] for k in sorted(saved.files)]
+    """The saved model's variables, by their paths in the model."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(out / f"model_{run_hash}" / "variables" / "variables"))
+    paths = sorted(k for k in reader.get_variable_to_shape_map() if k.endswith("VARIABLE_VALUE"))
+    assert paths
+    return [reader.get_tensor(k) for k in paths]
 
 
 def tensorboard_scalars(run_dir: Path) -> dict[str, dict[int, float]]:

@@ -204,7 +204,7 @@ def test_toy_seed_sweep_trains_as_layout_train_and_reports_a_failed_run(tmp_path
 
     hashes = [hash_of(seed=0), hash_of(seed=1), hash_of(model="NoSuchModel")]
     records = {h: read_run(out / f"run_{h}.jsonz") for h in hashes[:2]}
-    assert all((out / f"model_{h}" / "weights.npz").is_file() for h in hashes[:2])
+    assert all((out / f"model_{h}" / "saved_model.pb").is_file() for h in hashes[:2])
     assert not list(out.glob(f"*{hashes[2]}*"))
 
     with open(out / core.SUMMARY_CSV, newline="") as f:

@@ -89,6 +89,39 @@ def parse_json_object(flag: str, text: str, example: str) -> dict[str, Any]:
     return value
 
 
+def flag(default: Any, help: str) -> Any:
+    """A field that is also a command-line flag; `help` is its one description."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def check_training_flags(args: Any) -> None:
+    """The checks every collection's training flags share, one line per problem.
+
+    `losses` parses, `model_kwargs_json` is a JSON object (its names are
+    checked when the model is built), `epochs`, `early_stop` and `batch` are at
+    least 1, `configs` at least 2 (one configuration per graph has no pair to
+    order: the ranking losses are constant and OPA is 0), `lr` and `clip_norm`
+    are positive, and `average_from` is an epoch of the run.
+    """
+    from baselines.core.loss_spec import parse_losses
+
+    parse_losses(args.losses)
+    args.model_kwargs()
+    for name in ("epochs", "early_stop", "batch"):
+        if getattr(args, name) < 1:
+            raise PipelineError(f"--{name}: must be at least 1, got {getattr(args, name)}")
+    if args.configs < 2:
+        raise PipelineError(
+            f"--configs: {args.configs} gives no ranking signal (configurations are ranked "
+            "against each other within a graph); use at least 2"
+        )
+    if not args.lr > 0 or not args.clip_norm > 0:
+        raise PipelineError(
+            f"--lr and --clip_norm must be positive, got {args.lr} and {args.clip_norm}"
+        )
+    check_average_from(args.average_from, args.epochs)
+
+
 def check_average_from(average_from: int | None, epochs: int) -> None:
     """`--average_from` is unset or an epoch from 1 to `--epochs`; else one line."""
     if average_from is not None and not 1 <= average_from <= epochs:

@@ -12,6 +12,7 @@ No TensorFlow and no numpy: entry scripts read records before importing them.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from baselines.core.errors import PipelineError
@@ -55,3 +56,28 @@ def model_dirs(text: str, flag: str) -> list[Path]:
     if len(set(dirs)) != len(dirs):
         raise PipelineError(f"{flag}: a model is listed twice in {text!r}")
     return dirs
+
+
+def model_fingerprint(model_dir: Path) -> str:
+    """BLAKE2b of every file of a saved model (names and bytes), the run copy excluded."""
+    h = hashlib.blake2b(digest_size=16)
+    for f in sorted(p for p in Path(model_dir).rglob("*") if p.is_file()):
+        relative = f.relative_to(model_dir).as_posix()
+        if relative == RUN_IN_MODEL:
+            continue
+        h.update(f"{relative}\0{f.stat().st_size}\0".encode())
+        with open(f, "rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def check_fingerprint(record: dict, model_dir: Path, run_path: Path) -> None:
+    """PipelineError unless the record's `model_fingerprint` (when it has one) is the folder's:
+    a model is never paired with another run's record."""
+    expected = record.get("model_fingerprint")
+    if expected is not None and expected != model_fingerprint(model_dir):
+        raise PipelineError(
+            f"{run_path}: belongs to another model than {model_dir} (model fingerprint "
+            "differs: the model or run file was changed or half replaced); retrain the model"
+        )

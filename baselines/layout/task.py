@@ -33,11 +33,11 @@ from typing import Any
 from baselines.core.args_record import (
     TOY_MAX_FILES,
     ArgsRecord,
-    check_average_from,
+    check_training_flags,
+    flag,
     parse_json_object,
 )
 from baselines.core.errors import PipelineError
-from baselines.core.loss_spec import parse_losses
 from baselines.core.submission import LAYOUT_SEARCHES, LAYOUT_SOURCES
 from baselines.core.sweeps import SweepKind
 
@@ -47,11 +47,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BUNDLED_TOY_ROOT = REPO_ROOT / DEFAULT_DATA_ROOT
 
 
-def _flag(default: Any, help: str) -> Any:
-    """A field that is also a command-line flag; `help` is its one description."""
-    return dataclasses.field(default=default, metadata={"help": help})
-
-
 @dataclasses.dataclass(frozen=True)
 class LayoutTrainArgs(ArgsRecord):
     """Every layout_train.py flag."""
@@ -59,48 +54,48 @@ class LayoutTrainArgs(ArgsRecord):
     NOT_HASHED = frozenset({"out_dir", "cache_dir"})
     HASHED_WHEN_SET = frozenset({"average_from", "toy_data"})
 
-    source: str = _flag("xla", f"layout source: {', '.join(LAYOUT_SOURCES)}")
-    search: str = _flag("random", f"layout search: {', '.join(LAYOUT_SEARCHES)}")
-    epochs: int = _flag(50, "maximum training epochs")
-    early_stop: int = _flag(25, "stop after this many epochs without a validation OPA gain")
-    configs: int = _flag(16, "configurations sampled per graph per training step (at least 2)")
-    max_configs: int | None = _flag(
+    source: str = flag("xla", f"layout source: {', '.join(LAYOUT_SOURCES)}")
+    search: str = flag("random", f"layout search: {', '.join(LAYOUT_SEARCHES)}")
+    epochs: int = flag(50, "maximum training epochs")
+    early_stop: int = flag(25, "stop after this many epochs without a validation OPA gain")
+    configs: int = flag(16, "configurations sampled per graph per training step (at least 2)")
+    max_configs: int | None = flag(
         None, "keep at most this many configurations per train/valid graph (None = all)"
     )
-    batch: int = _flag(8, "graphs per training batch")
-    lr: float = _flag(1e-3, "learning rate (Adam)")
-    clip_norm: float = _flag(1e-2, "gradient clip norm")
-    keep_nodes: int = _flag(
+    batch: int = flag(8, "graphs per training batch")
+    lr: float = flag(1e-3, "learning rate (Adam)")
+    clip_norm: float = flag(1e-2, "gradient clip norm")
+    keep_nodes: int = flag(
         5000,
         "segment training: per graph and step, the gradient flows through one random "
         "segment of this many nodes (the forward pass sees the whole graph)",
     )
-    model: str = _flag("ResModel", "model class: a class of baselines/layout/models.py")
-    model_kwargs_json: str = _flag("{}", "JSON object of model constructor kwargs")
-    losses: str = _flag(
+    model: str = flag("ResModel", "model class: a class of baselines/layout/models.py")
+    model_kwargs_json: str = flag("{}", "JSON object of model constructor kwargs")
+    losses: str = flag(
         "ListMLELoss:1",
         "weighted losses, Name:weight,... (ListMLELoss, PListMLELoss, PairwiseHingeLoss, MSE)",
     )
-    seed: int = _flag(0, "random seed: same seed and data give the same run (on CPU)")
-    data_root: str = _flag(
+    seed: int = flag(0, "random seed: same seed and data give the same run (on CPU)")
+    data_root: str = flag(
         DEFAULT_DATA_ROOT,
         "folder holding {xla,nlp}/{default,random}/{train,valid,test}, e.g. "
         "~/data/tpugraphs/npz/layout (default: the bundled synthetic TOY set)",
     )
-    toy_data: bool = _flag(False, f"use the first {TOY_MAX_FILES} files of each split")
-    out_dir: str = _flag(
+    toy_data: bool = flag(False, f"use the first {TOY_MAX_FILES} files of each split")
+    out_dir: str = flag(
         "~/out/tpugraphs_layout", "where model_<hash>/ and run_<hash>.jsonz go (not hashed)"
     )
-    cache_dir: str | None = _flag(
+    cache_dir: str | None = flag(
         None,
         "folder for memory-mapped caches of the read splits, reused by later runs "
         "(None = no cache; not hashed)",
     )
-    prune_hops: int | None = _flag(
+    prune_hops: int | None = flag(
         1, "keep configurable nodes and their k-hop neighbourhood (None or -1 = no pruning)"
     )
-    drop_duplicates: bool = _flag(True, "drop repeated configurations of train/valid graphs")
-    average_from: int | None = _flag(
+    drop_duplicates: bool = flag(True, "drop repeated configurations of train/valid graphs")
+    average_from: int | None = flag(
         None,
         "end on the mean of the weights after this epoch (counted from 1) and every later "
         "one, instead of the best epoch's (None = the best epoch's)",
@@ -150,37 +145,26 @@ class LayoutTrainArgs(ArgsRecord):
         kwargs are checked when it is built, before any data is read)."""
         from baselines.core.cli import did_you_mean
 
-        for flag, allowed in (("source", LAYOUT_SOURCES), ("search", LAYOUT_SEARCHES)):
-            value = getattr(self, flag)
+        for name, allowed in (("source", LAYOUT_SOURCES), ("search", LAYOUT_SEARCHES)):
+            value = getattr(self, name)
             if value not in allowed:
                 raise PipelineError(
-                    f"--{flag}: {value!r} is not one of {', '.join(allowed)}"
+                    f"--{name}: {value!r} is not one of {', '.join(allowed)}"
                     f"{did_you_mean(value, list(allowed))}"
                 )
-        self.model_kwargs()
-        parse_losses(self.losses)
-        for flag in ("epochs", "early_stop", "batch", "keep_nodes"):
-            if getattr(self, flag) < 1:
-                raise PipelineError(f"--{flag}: must be at least 1, got {getattr(self, flag)}")
-        if self.configs < 2:
-            raise PipelineError(
-                f"--configs: {self.configs} gives no ranking signal; use at least 2"
-            )
+        check_training_flags(self)
+        if self.keep_nodes < 1:
+            raise PipelineError(f"--keep_nodes: must be at least 1, got {self.keep_nodes}")
         if self.max_configs is not None and self.max_configs < 2:
             raise PipelineError(
                 f"--max_configs: must be at least 2 (or None = all), got {self.max_configs}"
             )
-        check_average_from(self.average_from, self.epochs)
         if self.prune_hops is not None and self.prune_hops < 0:
             raise PipelineError(
                 f"--prune_hops: must be >= 0, or None/-1 for no pruning, got {self.prune_hops}"
             )
         if self.seed < 0:
             raise PipelineError(f"--seed: must be >= 0, got {self.seed}")
-        if not self.lr > 0 or not self.clip_norm > 0:
-            raise PipelineError(
-                f"--lr and --clip_norm must be positive, got {self.lr} and {self.clip_norm}"
-            )
 
 
 def resolve_layout_root(data_root: str) -> tuple[Path, bool]:

@@ -10,12 +10,18 @@ another process meanwhile. `run_files` re-exports the record functions;
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 from baselines.core.errors import PipelineError
-from baselines.core.run_files import RUN_IN_MODEL, model_dirs, run_file_beside, run_file_of
+from baselines.core.run_files import (
+    RUN_IN_MODEL,
+    check_fingerprint,
+    model_dirs,
+    model_fingerprint,  # noqa: F401 (re-exported)
+    run_file_beside,
+    run_file_of,
+)
 from baselines.core.run_json import read_gzip_json
 from baselines.tiles.features import FeatureStats
 
@@ -23,20 +29,6 @@ from baselines.tiles.features import FeatureStats
 def run_file_for(model_dir: Path) -> Path:
     """`<out>/run_<hash>.jsonz` beside `<out>/model_<hash>`."""
     return run_file_beside(model_dir, "tiles_train.py")
-
-
-def model_fingerprint(model_dir: Path) -> str:
-    """BLAKE2b of every file of a saved model (names and bytes), the run copy excluded."""
-    h = hashlib.blake2b(digest_size=16)
-    for f in sorted(p for p in Path(model_dir).rglob("*") if p.is_file()):
-        relative = f.relative_to(model_dir).as_posix()
-        if relative == RUN_IN_MODEL:
-            continue
-        h.update(f"{relative}\0{f.stat().st_size}\0".encode())
-        with open(f, "rb") as stream:
-            for block in iter(lambda: stream.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
 
 
 def read_run_file(path: Path) -> dict[str, Any]:
@@ -65,12 +57,7 @@ def read_run_for_model(model_dir: Path) -> tuple[dict[str, Any], FeatureStats]:
     model_dir = Path(model_dir).expanduser()
     run_path = run_file_of(model_dir, "tiles_train.py")
     record = read_run_file(run_path)
-    expected = record.get("model_fingerprint")
-    if expected is not None and expected != model_fingerprint(model_dir):
-        raise PipelineError(
-            f"{run_path}: belongs to another model than {model_dir} (model fingerprint "
-            "differs: the model or run file was changed or half replaced); retrain the model"
-        )
+    check_fingerprint(record, model_dir, run_path)
     return record, FeatureStats.from_dict(record["feature_stats"])
 
 

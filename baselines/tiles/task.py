@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from baselines.core import sweeps as core
-from baselines.core.args_record import ArgsRecord, check_average_from, parse_json_object
+from baselines.core.args_record import ArgsRecord, check_training_flags, flag, parse_json_object
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_writable_dir
 from baselines.core.loss_spec import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
@@ -57,79 +57,74 @@ SAMPLINGS = ("uniform", "balanced", "sqrt_configs")
 DEFAULT_DATA_ROOT = "~/data/tpugraphs/npz/tile/xla"
 
 
-def _flag(default: Any, help: str) -> Any:
-    """A field that is also a command-line flag; `help` is its one description."""
-    return dataclasses.field(default=default, metadata={"help": help})
-
-
 @dataclasses.dataclass(frozen=True)
 class TrainArgs(ArgsRecord):
     """Every tiles_train.py flag; `docs/usage.md`'s flag table is generated from these helps."""
 
     HASHED_WHEN_SET = frozenset({"average_from"})
 
-    model: str = _flag("EarlyJoinSAGE", "model class: a class of baselines/tiles/models.py")
-    epochs: int = _flag(100, "maximum training epochs")
-    max_train_steps: int = _flag(
+    model: str = flag("EarlyJoinSAGE", "model class: a class of baselines/tiles/models.py")
+    epochs: int = flag(100, "maximum training epochs")
+    max_train_steps: int = flag(
         0,
         "cap on training steps: a run trains min(--epochs, ceil(this / steps per epoch)) "
         "epochs, its learning-rate schedule fitted to them (0 = no cap)",
     )
-    early_stop: int = _flag(20, "stop after this many epochs without a validation OPA gain")
-    configs: int = _flag(
+    early_stop: int = flag(20, "stop after this many epochs without a validation OPA gain")
+    configs: int = flag(
         10,
         "configurations sampled per kernel in a training batch (at least 2; more than the "
         "largest train kernel has is capped to it)",
     )
-    batch: int = _flag(10, "kernels per training batch")
-    losses: str = _flag(
+    batch: int = flag(10, "kernels per training batch")
+    losses: str = flag(
         "ListMLELoss:1,MSE:0.02",
         "weighted losses, Name:weight,... (ListMLELoss, PListMLELoss, PairwiseHingeLoss, MSE)",
     )
-    lr: float = _flag(1e-3, "learning rate (peak rate with --lr_schedule=cosine)")
-    clip_norm: float = _flag(1e-3, "gradient clip norm (per variable, as Keras clipnorm)")
-    model_kwargs_json: str = _flag("{}", "JSON object of model constructor kwargs")
-    test_mode: str = _flag(
+    lr: float = flag(1e-3, "learning rate (peak rate with --lr_schedule=cosine)")
+    clip_norm: float = flag(1e-3, "gradient clip norm (per variable, as Keras clipnorm)")
+    model_kwargs_json: str = flag("{}", "JSON object of model constructor kwargs")
+    test_mode: str = flag(
         "predictions",
         "predictions: write the results CSV; metrics: report test errors (labelled test data)",
     )
-    out_dir: str = _flag(
+    out_dir: str = flag(
         "~/out/tpugraphs_tiles", "where the model, run file, TensorBoard logs and CSV go"
     )
-    results_csv: str = _flag("", "results CSV path (default: <out_dir>/results_<ms timestamp>.csv)")
-    validate_batches: int = _flag(-1, "validation batches per epoch for OPA (-1 = all)")
-    run_id: str = _flag("", "free-form label stored in the run (part of the hash)")
-    data_root: str = _flag(
+    results_csv: str = flag("", "results CSV path (default: <out_dir>/results_<ms timestamp>.csv)")
+    validate_batches: int = flag(-1, "validation batches per epoch for OPA (-1 = all)")
+    run_id: str = flag("", "free-form label stored in the run (part of the hash)")
+    data_root: str = flag(
         DEFAULT_DATA_ROOT,
         "folder with train/, valid/, test/ npz files (the bundled toy set stands in when "
         "this default is absent)",
     )
-    cache_dir: str = _flag(
+    cache_dir: str = flag(
         "~/data/tpugraphs/cache/tile",
         "cache of loaded splits, keyed by file names, sizes, mtimes and contents",
     )
-    toy_data: bool = _flag(False, "use the first 100 files of each split")
-    seed: int = _flag(0, "random seed: same seed and data give the same run")
+    toy_data: bool = flag(False, "use the first 100 files of each split")
+    seed: int = flag(0, "random seed: same seed and data give the same run")
     # Beyond the baseline (its behaviour at these defaults):
-    optimizer: str = _flag("adam", "adam (the baseline) or adamw (decoupled weight decay)")
-    weight_decay: float = _flag(0.0, "AdamW weight decay (needs --optimizer=adamw)")
-    lr_schedule: str = _flag(
+    optimizer: str = flag("adam", "adam (the baseline) or adamw (decoupled weight decay)")
+    weight_decay: float = flag(0.0, "AdamW weight decay (needs --optimizer=adamw)")
+    lr_schedule: str = flag(
         "constant", "constant (the baseline) or cosine (Keras CosineDecay over all steps)"
     )
-    warmup_epochs: int = _flag(0, "epochs of linear warm-up before the cosine decay")
-    sampling: str = _flag(
+    warmup_epochs: int = flag(0, "epochs of linear warm-up before the cosine decay")
+    sampling: str = flag(
         "uniform",
         "uniform: every train kernel once per epoch; balanced: kernels drawn so that every "
         "program is seen equally often; sqrt_configs: kernels drawn in proportion to the "
         "square root of their config count",
     )
-    average_from: int | None = _flag(
+    average_from: int | None = flag(
         None,
         "end on the mean of the weights after this epoch (counted from 1) and every later "
         "one, instead of the best epoch's (None = the best epoch's)",
     )
     # Upstream's flag and default.
-    eval_every: int = _flag(
+    eval_every: int = flag(
         5,
         "validate (OPA, model selection, early stop) every N epochs and after the last; "
         "--early_stop still counts epochs",
@@ -159,28 +154,19 @@ class TrainArgs(ArgsRecord):
 
     def check_flags(self) -> None:
         """Checks every flag without TensorFlow (the model and its kwargs: `validate`)."""
-        parse_losses(self.losses)
-        self.model_kwargs()  # a JSON object (its names are checked by `validate`)
+        check_training_flags(self)
         if self.test_mode not in TEST_MODES:
             raise PipelineError(f"--test_mode: '{self.test_mode}' is not one of {TEST_MODES}")
-        if self.configs == 1:
-            # One configuration per kernel has no pair to order: the ranking
-            # losses are constant and validation OPA is 0.
-            raise PipelineError(
-                "--configs: 1 gives no ranking signal (configurations are ranked against "
-                "each other within a kernel); use at least 2"
-            )
-        for flag in ("epochs", "configs", "batch", "eval_every"):
-            if getattr(self, flag) < 1:
-                raise PipelineError(f"--{flag}: must be at least 1, got {getattr(self, flag)}")
-        for flag, allowed in (
+        if self.eval_every < 1:
+            raise PipelineError(f"--eval_every: must be at least 1, got {self.eval_every}")
+        for name, allowed in (
             ("optimizer", OPTIMIZERS),
             ("lr_schedule", LR_SCHEDULES),
             ("sampling", SAMPLINGS),
         ):
-            if getattr(self, flag) not in allowed:
+            if getattr(self, name) not in allowed:
                 raise PipelineError(
-                    f"--{flag}: '{getattr(self, flag)}' is not one of {', '.join(allowed)}"
+                    f"--{name}: '{getattr(self, name)}' is not one of {', '.join(allowed)}"
                 )
         if self.weight_decay < 0 or (self.weight_decay > 0 and self.optimizer != "adamw"):
             raise PipelineError(
@@ -194,11 +180,6 @@ class TrainArgs(ArgsRecord):
             raise PipelineError(
                 f"--max_train_steps: must be 0 (no cap) or positive, got {self.max_train_steps}"
             )
-        if self.early_stop < 1:
-            raise PipelineError(f"--early_stop: must be at least 1, got {self.early_stop}")
-        check_average_from(self.average_from, self.epochs)
-        if not self.lr > 0 or not self.clip_norm > 0:
-            raise PipelineError("--lr and --clip_norm must be positive")
         check_writable_dir(Path(self.out_dir).expanduser(), "--out_dir")
         if self.results_csv and self.test_mode == "predictions":
             # Checked now, not after hours of training.
