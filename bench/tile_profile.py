@@ -157,10 +157,10 @@ def part_steps(spec: dict) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from baselines.core import metrics
+    from baselines.core import keras_fit, metrics
     from baselines.core.runner import set_determinism
-    from baselines.tiles import keras_fit, train_lib
-    from baselines.tiles.graph import BATCH_SIGNATURE, to_tensors
+    from baselines.tiles import train_lib
+    from baselines.tiles.graph import BATCH_SIGNATURE, batch_source, graph_from_batch, to_tensors
     from baselines.tiles.model_builder import build_model, create_variables
 
     args = _train_args(spec, epochs=1)
@@ -168,7 +168,7 @@ def part_steps(spec: dict) -> dict:
     data, _, _ = train_lib.prepare_splits(args, ("train",), lambda _: None, False)
     split = data["train"]
     steps = spec["steps"]
-    batches = keras_fit.EpochBatches(split, args.batch, args.configs, args.seed)
+    batches = keras_fit.EpochBatches(batch_source(split), args.batch, args.configs, args.seed)
     started = time.perf_counter()
     assembled = [b for _, b in zip(range(steps), batches.batches(0))]
     assemble_ms = 1000 * (time.perf_counter() - started) / len(assembled)
@@ -176,9 +176,8 @@ def part_steps(spec: dict) -> dict:
 
     model = build_model(args.model, args.configs, args.model_kwargs())
     create_variables(model)
-    trainer = keras_fit.RankingTrainer(
-        model, metrics.make_loss_fn(metrics.parse_losses(args.losses)), args.configs
-    )
+    loss_fn = metrics.make_loss_fn(metrics.parse_losses(args.losses))
+    trainer = keras_fit.RankingTrainer(model, loss_fn, args.configs, to_graph=graph_from_batch)
     keras_fit.compile_trainer(trainer, train_lib.make_optimizer(args, batches.steps))
     trainer.optimizer.build(model.trainable_variables)
     variables = model.trainable_variables
@@ -214,9 +213,9 @@ def part_steps(spec: dict) -> dict:
 
     # The per-kernel part (op encoder, message passing, pooling) alone: the same
     # kernels with one configuration each, scores summed so every weight gets a gradient.
-    single = keras_fit.EpochBatches(split, args.batch, 1, args.seed)
+    single = keras_fit.EpochBatches(batch_source(split), args.batch, 1, args.seed)
     single_tensors = [to_tensors(b) for _, b in zip(range(steps), single.batches(0))]
-    single_trainer = keras_fit.RankingTrainer(model, trainer.loss_fn, 1)
+    single_trainer = keras_fit.RankingTrainer(model, trainer.loss_fn, 1, to_graph=graph_from_batch)
 
     def kernel_part(batch):
         with tf.GradientTape() as tape:

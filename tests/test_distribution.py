@@ -16,7 +16,7 @@ from conftest import ROOT, TOY_ROOT, read_run_file
 
 from baselines.core.distribution import check_tf_config
 from baselines.core.errors import PipelineError
-from baselines.tiles.keras_fit import replica_chunks
+from baselines.core.keras_fit import replica_chunks
 
 # Several processes each: the slow tier (make test-fast leaves them out).
 pytestmark = pytest.mark.slow
@@ -179,7 +179,8 @@ ONE_STEP = textwrap.dedent(
     from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
     from baselines.core.distribution import distributed, make_strategy
     from baselines.tiles.features import FeatureStats
-    from baselines.tiles.keras_fit import EpochBatches, RankingTrainer
+    from baselines.core.keras_fit import EpochBatches, RankingTrainer
+    from baselines.tiles.graph import batch_source, graph_from_batch
     from baselines.tiles.model_builder import build_model, create_variables
 
     tf.keras.utils.set_random_seed(0)
@@ -191,10 +192,12 @@ ONE_STEP = textwrap.dedent(
     with strategy.scope():
         model = build_model("MLP", 10, {})
         create_variables(model)
-        trainer = RankingTrainer(model, metrics.make_loss_fn([("MSE", 1.0)]), 10)
+        loss_fn = metrics.make_loss_fn([("MSE", 1.0)])
+        trainer = RankingTrainer(model, loss_fn, 10, to_graph=graph_from_batch)
         trainer.compile(optimizer=tf.keras.optimizers.SGD(0.1))
     before = [v.numpy() for v in model.trainable_variables]
-    batches = EpochBatches(split, 4, 10, seed=0, num_replicas=strategy.num_replicas_in_sync)
+    replicas = strategy.num_replicas_in_sync
+    batches = EpochBatches(batch_source(split), 4, 10, seed=0, num_replicas=replicas)
     trainer.fit(distributed(strategy, batches), epochs=1, steps_per_epoch=1, verbose=0)
     after = [v.numpy() for v in model.trainable_variables]
     np.savez(out, *[a - b for a, b in zip(after, before)])

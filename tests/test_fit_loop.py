@@ -11,18 +11,17 @@ import tensorflow as tf
 
 from baselines.core import metrics
 from baselines.core import runner as core_runner
-from baselines.core.runner import set_determinism
+from baselines.core.keras_fit import (
+    STEPS_PER_EXECUTION,
+    EpochBatches,
+    RankingTrainer,
+    compile_trainer,
+)
+from baselines.core.runner import EpochTimer, StepProgress, set_determinism
 from baselines.tiles import data
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.keras_fit import (
-    STEPS_PER_EXECUTION,
-    EpochBatches,
-    EpochTimer,
-    RankingTrainer,
-    StepProgress,
-    compile_trainer,
-)
+from baselines.tiles.graph import batch_source, graph_from_batch
 from baselines.tiles.model_builder import build_model, create_variables
 
 
@@ -38,15 +37,17 @@ def _fit(split, steps_per_execution: int | None, steps: int, epochs: int):
     set_determinism(0)
     model = build_model("LateJoinSAGE", 6, {"hidden_dim": 16})
     create_variables(model)
-    trainer = RankingTrainer(model, metrics.make_loss_fn([("ListMLELoss", 1.0)]), 6)
+    trainer = RankingTrainer(
+        model, metrics.make_loss_fn([("ListMLELoss", 1.0)]), 6, to_graph=graph_from_batch
+    )
     optimizer = tf.keras.optimizers.Adam(1e-2)
     if steps_per_execution is None:
         compile_trainer(trainer, optimizer)
     else:
         trainer.compile(optimizer=optimizer, steps_per_execution=steps_per_execution)
     trainer.optimizer.build(model.trainable_variables)
-    batches = EpochBatches(split, 2, 6, seed=0, max_steps=steps)
-    val = EpochBatches(split, 2, 6, seed=1, fixed_epoch=0, max_steps=steps)
+    batches = EpochBatches(batch_source(split), 2, 6, seed=0, max_steps=steps)
+    val = EpochBatches(batch_source(split), 2, 6, seed=1, fixed_epoch=0, max_steps=steps)
     history = trainer.fit(
         batches.dataset(),
         epochs=epochs,
@@ -111,8 +112,8 @@ def test_batch_datasets_run_without_tf_data_autotuning(toy_train):
     iterator waits for it to wake: with it on, `fit` returned tens of seconds after its
     last epoch. The pipeline (one generator, a fixed prefetch) has nothing to tune."""
     for batches in (
-        EpochBatches(toy_train, 2, 6, seed=0),
-        EpochBatches(toy_train, 2, 6, seed=1, fixed_epoch=0),
+        EpochBatches(batch_source(toy_train), 2, 6, seed=0),
+        EpochBatches(batch_source(toy_train), 2, 6, seed=1, fixed_epoch=0),
     ):
         dataset = batches.dataset()
         assert dataset.options().autotune.enabled is False

@@ -16,12 +16,12 @@ from conftest import ROOT
 import tiles_train
 from baselines.core import metrics
 from baselines.core.errors import PipelineError
-from baselines.core.runner import set_determinism
+from baselines.core.keras_fit import EpochBatches, RankingTrainer
+from baselines.core.runner import ResumableEarlyStopping, set_determinism
 from baselines.tiles import data
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.graph import graph_from_batch, to_tensors
-from baselines.tiles.keras_fit import EpochBatches, RankingTrainer, ResumableEarlyStopping
+from baselines.tiles.graph import batch_source, graph_from_batch, to_tensors
 from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.task import TrainArgs
 from baselines.tiles.train_lib import train
@@ -133,12 +133,14 @@ def test_listmle_steps_lower_loss_and_beat_random_opa(toy_splits):
     set_determinism(0)
     model = build_model("LateJoinSAGE", 10, {"hidden_dim": 32})
     create_variables(model)
-    trainer = RankingTrainer(model, metrics.make_loss_fn([("ListMLELoss", 1.0)]), 10)
+    trainer = RankingTrainer(
+        model, metrics.make_loss_fn([("ListMLELoss", 1.0)]), 10, to_graph=graph_from_batch
+    )
     trainer.compile(optimizer=tf.keras.optimizers.Adam(1e-2))
     trainer.optimizer.build(model.trainable_variables)
-    train_batches = EpochBatches(toy_splits["train"], 10, 10, seed=0)
-    probe = EpochBatches(toy_splits["train"], 10, 10, seed=0, fixed_epoch=0)
-    val = EpochBatches(toy_splits["valid"], 10, 10, seed=1, fixed_epoch=0)
+    train_batches = EpochBatches(batch_source(toy_splits["train"]), 10, 10, seed=0)
+    probe = EpochBatches(batch_source(toy_splits["train"]), 10, 10, seed=0, fixed_epoch=0)
+    val = EpochBatches(batch_source(toy_splits["valid"]), 10, 10, seed=1, fixed_epoch=0)
 
     def evaluate(batches):
         return trainer.evaluate(batches.dataset(), steps=batches.steps, verbose=0, return_dict=True)
@@ -218,7 +220,9 @@ def test_saved_model_is_the_best_validation_one(tmp_path):
     stats = FeatureStats.from_dict(record["feature_stats"])
     valid = stats.normalize_split(data.load_split(BUNDLED_TOY_ROOT / "valid", progress=False))
     correct = comparable = 0
-    batches = EpochBatches(valid, args.batch, args.configs, args.seed + 1, fixed_epoch=0)
+    batches = EpochBatches(
+        batch_source(valid), args.batch, args.configs, args.seed + 1, fixed_epoch=0
+    )
     for batch in batches.batches(epoch=0):
         scores = saved(graph_from_batch(to_tensors(batch))).numpy()
         runtimes = batch["config_runtimes"].reshape(scores.shape)
@@ -381,7 +385,10 @@ def test_balanced_sampling_gives_every_program_the_same_share(toy_splits):
     counts = {p: int(np.sum(programs == p)) for p in set(programs)}
     assert len(set(counts.values())) > 1  # programs of different sizes
     np.testing.assert_allclose(list(shares.values()), 1 / len(shares), rtol=1e-9)
-    drawn = [b["tile_id"] for b in EpochBatches(split, 10, 4, 0, weights=weights).batches(0)]
+    drawn = [
+        b["tile_id"]
+        for b in EpochBatches(batch_source(split), 10, 4, 0, weights=weights).batches(0)
+    ]
     assert sum(len(t) for t in drawn) == len(split)  # an epoch is still one split's worth
 
 
@@ -397,7 +404,7 @@ def test_sqrt_configs_sampling_draws_kernels_by_the_root_of_their_config_count(t
     # Over many epochs the kernels with more configs than the median take the
     # share their weights give them (uniform: half; in proportion to the count
     # itself, more than sqrt gives).
-    batches = EpochBatches(split, 10, 4, 0, weights=weights)
+    batches = EpochBatches(batch_source(split), 10, 4, 0, weights=weights)
     drawn = np.array([t for e in range(200) for b in batches.batches(e) for t in b["tile_id"]])
     large = {t.encode() for t, c in zip(split.tile_ids, counts) if c > np.median(counts)}
     share = np.mean([t in large for t in drawn])

@@ -3,7 +3,7 @@
     record = train(TrainArgs(model="MLP", toy_data=True, epochs=5))
     record["final_error"]["val"]     # {"1": ..., "5": ..., "10": ...}
 
-Keras `fit` runs the epochs (keras_fit.py). Each epoch samples `configs`
+Keras `fit` runs the epochs (`core/keras_fit.py`). Each epoch samples `configs`
 configurations per train kernel (kernels with fewer are padded and masked, see
 graph.py), runs one compiled train step per batch, then measures OPA on a fixed
 sample of validation batches. Early stopping on val OPA ends on the best
@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hparams_api
 
-from baselines.core import distribution, metrics
+from baselines.core import distribution, keras_fit, metrics
 from baselines.core.errors import PipelineError
 from baselines.core.fused_adam import FusedAdam, FusedAdamW
 from baselines.core.io_utils import (
@@ -35,7 +35,6 @@ from baselines.core.io_utils import (
 )
 from baselines.core.runner import fit_run, set_determinism
 from baselines.core.submission import HEADER, write_csv_atomic
-from baselines.tiles import keras_fit
 from baselines.tiles.data import (
     OPCODE_VOCAB_SIZE,
     TileSplit,
@@ -44,6 +43,7 @@ from baselines.tiles.data import (
 )
 from baselines.tiles.data_roots import resolve_data_root, toy_data_banner
 from baselines.tiles.features import FeatureStats, uses_estimates
+from baselines.tiles.graph import batch_source, graph_from_batch
 from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.predict import ConfigScorer, ranking_rows
 from baselines.tiles.run_files import RUN_IN_MODEL, read_run_file, save_run
@@ -273,10 +273,15 @@ def make_batches(
     one fixed sample of configs per kernel, the same every epoch."""
     weights = sampling_weights(args, train_split)
     train_batches = keras_fit.EpochBatches(
-        train_split, args.batch, configs, args.seed, weights=weights, num_replicas=replicas
+        batch_source(train_split),
+        args.batch,
+        configs,
+        args.seed,
+        weights=weights,
+        num_replicas=replicas,
     )
     val_batches = keras_fit.EpochBatches(
-        valid_split,
+        batch_source(valid_split),
         args.batch,
         configs,
         args.seed + 1,
@@ -400,9 +405,8 @@ def trainer_factory(
     def build_trainer() -> keras_fit.RankingTrainer:
         model = build_model(args.model, configs, args.model_kwargs())
         create_variables(model)
-        trainer = keras_fit.RankingTrainer(
-            model, metrics.make_loss_fn(metrics.parse_losses(args.losses)), configs
-        )
+        loss_fn = metrics.make_loss_fn(metrics.parse_losses(args.losses))
+        trainer = keras_fit.RankingTrainer(model, loss_fn, configs, to_graph=graph_from_batch)
         keras_fit.compile_trainer(trainer, make_optimizer(args, steps_per_epoch))
         return trainer
 
