@@ -83,7 +83,7 @@ def test_toy_fallback_says_so_first_and_last_and_keeps_its_own_hash(tmp_path, mo
     assert record["configs"] == largest < 5000
     assert (
         sum(
-            f"--configs=5000 is more than the largest train kernel has ({largest})" in x
+            f"--configs=5000 is more than the largest train kernel has ({largest:,})" in x
             for x in lines
         )
         == 1

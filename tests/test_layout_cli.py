@@ -279,8 +279,8 @@ def test_max_configs_and_configs_above_every_graph_go_on_with_one_note_each(tmp_
     ]
     configs_note = [line for line in done.stdout.splitlines() if line.startswith("--configs")]
     assert configs_note == [
-        f"--configs 5000 exceeds the most configurations of any train graph ({train:,}): "
-        f"{train:,} configuration slots per graph and step"
+        f"--configs=5000 is more than the largest train graph has ({train:,}); "
+        f"sampling {train:,} per graph and step"
     ]
     record = read_run(saved_paths(done.stdout)[1])
     assert record["args"]["max_configs"] == 5000 and record["args"]["configs"] == 5000

@@ -200,6 +200,21 @@ class RankingTrainer(tf.keras.Model):
 STEPS_PER_EXECUTION = 32
 
 
+def capped_configs(configs: int, most: int, unit: str, log: Callable[[str], None]) -> int:
+    """`--configs`, capped at the most configurations a train `unit` has (said in a line).
+
+    More slots than any graph has would only pad every batch, costing time and
+    memory for nothing; the run's hash and record keep the flag as given.
+    """
+    if configs <= most:
+        return configs
+    log(
+        f"--configs={configs} is more than the largest train {unit} has ({most:,}); "
+        f"sampling {most:,} per {unit} and step"
+    )
+    return most
+
+
 def compile_trainer(trainer: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer) -> None:
     """`trainer.compile` with `STEPS_PER_EXECUTION` steps per call of the compiled loop.
 

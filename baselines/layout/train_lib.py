@@ -34,7 +34,7 @@ from baselines.core import distribution, metrics
 from baselines.core.errors import PipelineError
 from baselines.core.fused_adam import FusedAdam
 from baselines.core.io_utils import remove_stale_temporaries
-from baselines.core.keras_fit import EpochBatches, RankingTrainer, compile_trainer
+from baselines.core.keras_fit import EpochBatches, RankingTrainer, capped_configs, compile_trainer
 from baselines.core.runner import fit_run, set_determinism
 from baselines.layout.batching import (
     BATCH_SIGNATURE,
@@ -231,7 +231,7 @@ def layout_batches(
     if any(not g.has_labels for g in [*train_graphs, *valid_graphs]):
         raise PipelineError("train and validation graphs need runtimes (test files hold none)")
     train, valid = prepare_graphs(train_graphs), prepare_graphs(valid_graphs)
-    configs = capped_configs(configs, train, log)
+    configs = capped_configs(configs, max(g.num_configs for g in train), "graph", log)
     source = batch_source(train) if keep_nodes is None else segment_source(train, keep_nodes, seed)
     train_batches = EpochBatches(source, batch, configs, seed, num_replicas=replicas)
     val_batches = EpochBatches(
@@ -320,17 +320,6 @@ def train_layout(
         record["val"] = evaluate_graphs(model, valid)
         record["timings"]["val_eval_s"] = time.perf_counter() - clock
     return record
-
-
-def capped_configs(configs: int, train: Sequence[PreparedGraph], log: Callable[[str], None]) -> int:
-    """`configs`, capped to the most configurations any train graph has (said in a line)."""
-    most = max(g.num_configs for g in train)
-    if int(configs) > most:
-        log(
-            f"--configs {int(configs)} exceeds the most configurations of any train graph "
-            f"({most:,}): {most:,} configuration slots per graph and step"
-        )
-    return min(int(configs), most)
 
 
 def train(

@@ -221,22 +221,6 @@ def choose_run_hash(args: TrainArgs, out_dir: Path, data: dict[str, Any]) -> tup
     return hashlib.md5(json.dumps(keyed, sort_keys=True).encode()).hexdigest(), reason
 
 
-def effective_configs(args: TrainArgs, train_split: TileSplit, log: Callable[[str], None]) -> int:
-    """`--configs`, capped at the largest train kernel's configuration count (said in a line).
-
-    More slots than any kernel has would only pad every batch, costing time
-    and memory for nothing.
-    """
-    largest = int(train_split.num_configs.max())
-    if args.configs <= largest:
-        return args.configs
-    log(
-        f"note: --configs={args.configs} is more than the largest train kernel has "
-        f"({largest}); sampling {largest} per kernel"
-    )
-    return largest
-
-
 def effective_epochs(args: TrainArgs, steps_per_epoch: int, log: Callable[[str], None]) -> int:
     """`--epochs`, or fewer where `--max_train_steps` caps the run (said in a line).
 
@@ -467,7 +451,8 @@ def train(
     timings: dict[str, float] = {"load_s": time.perf_counter() - clock}
     train_split, valid_split, test_split = data["train"], data["valid"], data["test"]
     run_hash = name_run(args, out_dir, source, data, log)
-    configs = effective_configs(args, train_split, log)
+    most = int(train_split.num_configs.max())
+    configs = keras_fit.capped_configs(args.configs, most, "kernel", log)
     replicas = strategy.num_replicas_in_sync
     train_batches, val_batches = make_batches(args, train_split, valid_split, configs, replicas)
     # The epochs this run trains; the run keeps its name and record of the given flags.
