@@ -173,3 +173,29 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     return lines[0]
+
+
+def tensorboard_metadata(tb_dir, tag: str) -> bytes:
+    """The plugin content of summary `tag` in any event file of `tb_dir` (the run's root)."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    found = []
+    for events in tb_dir.glob("events.out.tfevents.*"):
+        acc = event_accumulator.EventAccumulator(str(events))
+        acc.Reload()
+        if tag in acc.summary_metadata:
+            found.append(acc.summary_metadata[tag].plugin_data.content)
+    assert len(found) == 1, (tag, len(found))
+    return found[0]
+
+
+def tensorboard_hparams(tb_dir) -> dict:
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    content = tensorboard_metadata(tb_dir, "_hparams_/session_start_info")
+    start = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
+    values = {"_trial": start.group_name}
+    for name, value in start.hparams.items():
+        kind = value.WhichOneof("kind")
+        values[name] = getattr(value, kind)
+    return values

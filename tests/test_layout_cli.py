@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import one_line_error
+from conftest import one_line_error, tensorboard_hparams, tensorboard_metadata
 from conftest import read_run_file as read_run
 from conftest import run_repo_script as run
 
@@ -36,6 +36,25 @@ def trained(tmp_path_factory):
     done = run("layout_train.py", "--source=xla", "--search=default", *TINY, f"--out_dir={out}")
     assert done.returncode == 0, done.stderr
     return out, done
+
+
+def test_tensorboard_lists_the_runs_flags_beside_its_validation_tau(trained):
+    """The HParams dashboard labels the layout run and lists its flags (where files go
+    left out) beside validation Kendall's tau, OPA and the losses, as for tiles."""
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    out, done = trained
+    model_dir, _ = saved_paths(done.stdout)
+    run_hash = model_dir.name.removeprefix("model_")
+    tb = out / f"tb_{run_hash}"
+    hparams = tensorboard_hparams(tb)
+    assert hparams["_trial"] == f"ResModel-xla:default-{run_hash[:8]}"
+    assert hparams["source"] == "xla" and hparams["epochs"] == 2 and "out_dir" not in hparams
+    experiment = plugin_data_pb2.HParamsPluginData.FromString(
+        tensorboard_metadata(tb, "_hparams_/experiment")
+    ).experiment
+    metrics = {(m.name.tag, m.name.group) for m in experiment.metric_infos}
+    assert ("epoch_kendall_tau", "validation") in metrics and ("epoch_loss", "train") in metrics
 
 
 def test_train_then_predict_lists_every_config(trained):

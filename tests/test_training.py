@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import ROOT
+from conftest import ROOT, tensorboard_hparams, tensorboard_metadata
 
 import tiles_train
 from baselines.core import metrics
@@ -460,32 +460,6 @@ def test_eval_every_validates_every_nth_and_the_last_epoch(tmp_path):
         [curve["val_opa"][e] for e in validated], rel=1e-6
     )
     assert tensorboard_scalars(tb / "train")["epoch_learning_rate"] == pytest.approx([1e-3] * 7)
-
-
-def tensorboard_metadata(tb_dir, tag: str) -> bytes:
-    """The plugin content of summary `tag` in any event file of `tb_dir` (the run's root)."""
-    from tensorboard.backend.event_processing import event_accumulator
-
-    found = []
-    for events in tb_dir.glob("events.out.tfevents.*"):
-        acc = event_accumulator.EventAccumulator(str(events))
-        acc.Reload()
-        if tag in acc.summary_metadata:
-            found.append(acc.summary_metadata[tag].plugin_data.content)
-    assert len(found) == 1, (tag, len(found))
-    return found[0]
-
-
-def tensorboard_hparams(tb_dir) -> dict:
-    from tensorboard.plugins.hparams import plugin_data_pb2
-
-    content = tensorboard_metadata(tb_dir, "_hparams_/session_start_info")
-    start = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
-    values = {"_trial": start.group_name}
-    for name, value in start.hparams.items():
-        kind = value.WhichOneof("kind")
-        values[name] = getattr(value, kind)
-    return values
 
 
 def tensorboard_scalars(run_dir) -> dict[str, list[float]]:

@@ -39,6 +39,7 @@ from baselines.core import distribution
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_output, describe_write_error, write_failure_kind
 from baselines.core.keras_fit import EpochBatches
+from baselines.core.tensorboard import HParams
 
 CURVE_KEYS = ("epoch", "train_loss", "train_opa", "val_loss", "val_opa")
 
@@ -442,6 +443,7 @@ def fit_run(
     first: Sequence[tf.keras.callbacks.Callback] = (),
     last: Sequence[tf.keras.callbacks.Callback] = (),
     extra_curve: Sequence[str] = (),
+    hparams: HParams | None = None,
     progress: str | None = None,
     log: Callable[[str], None] = print,
 ) -> FitResult:
@@ -454,8 +456,9 @@ def fit_run(
     in epochs (None: never stops early). Callbacks: the epoch timer, then
     `first` (which may add to the logs: `extra_curve` names what they add),
     early stopping, TensorBoard into `tb_dir`, the backup into `backup_dir`,
-    then `last` and, with `progress` (its label), the progress bar. Without a
-    `backup_dir` the early-stopping state lives in a scratch folder.
+    then `hparams`' session (chief only), `last` and, with `progress` (its
+    label), the progress bar. Without a `backup_dir` the early-stopping state
+    lives in a scratch folder.
     """
     with strategy.scope():
         trainer = build_trainer()
@@ -465,7 +468,8 @@ def fit_run(
     steps = train_batches.steps
     train_batches.first_epoch = lambda: int(trainer.optimizer.iterations.numpy()) // steps
     timer = EpochTimer()
-    callbacks_last = [*last, *([StepProgress(progress)] if progress else [])]
+    session = hparams.callbacks(tb_dir) if hparams and chief and tb_dir is not None else []
+    callbacks_last = [*session, *last, *([StepProgress(progress)] if progress else [])]
     with tempfile.TemporaryDirectory() as scratch:
         stopping = ResumableEarlyStopping(
             early_stop or epochs,

@@ -36,6 +36,7 @@ from baselines.core.fused_adam import FusedAdam
 from baselines.core.io_utils import remove_stale_temporaries
 from baselines.core.keras_fit import EpochBatches, RankingTrainer, capped_configs, compile_trainer
 from baselines.core.runner import fit_run, set_determinism
+from baselines.core.tensorboard import HParams
 from baselines.layout.batching import (
     BATCH_SIGNATURE,
     PreparedGraph,
@@ -240,6 +241,23 @@ def layout_batches(
     return train, valid, configs, train_batches, val_batches
 
 
+def trainer_factory(
+    model: LayoutModel, losses: str, configs: int, lr: float, clip_norm: float | None
+) -> Callable[[], RankingTrainer]:
+    """What `fit_run` calls, under the strategy's scope, to create the model's variables and
+    its trainer (Adam at `lr`, clipped to `clip_norm`)."""
+    loss_fn = metrics.make_loss_fn(metrics.parse_losses(losses))
+
+    def build_trainer() -> RankingTrainer:
+        if not model.built:
+            model.create_variables()
+        trainer = RankingTrainer(model, loss_fn, configs, to_graph=to_model_inputs)
+        compile_trainer(trainer, FusedAdam(learning_rate=lr, clipnorm=clip_norm))
+        return trainer
+
+    return build_trainer
+
+
 def train_layout(
     train_graphs: Sequence[LayoutGraph],
     valid_graphs: Sequence[LayoutGraph],
@@ -261,34 +279,26 @@ def train_layout(
     log: Callable[[str], None] = print,
     final_validation: bool = True,
     average_from: int | None = None,
+    hparams: HParams | None = None,
 ) -> dict[str, Any]:
     """Trains `model` in place and returns its record (curve, best epoch, validation metrics).
 
     `configs` per graph per step (capped to the most any train graph has),
     `batch` graphs per step, Adam at `lr` clipped to `clip_norm`; the fit,
     early stopping (`early_stop`: None never), resume (`backup_dir`), weight
-    averaging and TensorBoard are `core.runner.fit_run`'s. `keep_nodes`:
-    segment training; None trains through every node. `final_validation=False`
-    leaves out ranking every configuration of `valid_graphs` (no "val").
+    averaging and TensorBoard (`hparams`) are `core.runner.fit_run`'s.
+    `keep_nodes`: segment training; None trains through every node.
+    `final_validation=False` leaves out ranking every configuration (no "val").
     """
     strategy = strategy or tf.distribute.get_strategy()
     chief = distribution.is_chief(strategy)
     set_determinism(seed)
-    loss_fn = metrics.make_loss_fn(metrics.parse_losses(losses))
     replicas = strategy.num_replicas_in_sync
     train, valid, configs, train_batches, val_batches = layout_batches(
         train_graphs, valid_graphs, batch, configs, seed, keep_nodes, replicas, log
     )
-
-    def build_trainer() -> RankingTrainer:
-        if not model.built:
-            model.create_variables()
-        trainer = RankingTrainer(model, loss_fn, configs, to_graph=to_model_inputs)
-        compile_trainer(trainer, FusedAdam(learning_rate=lr, clipnorm=clip_norm))
-        return trainer
-
     fitted = fit_run(
-        build_trainer,
+        trainer_factory(model, losses, configs, lr, clip_norm),
         train_batches,
         val_batches,
         strategy=strategy,
@@ -300,6 +310,7 @@ def train_layout(
         average_from=average_from,
         first=[ValidationKendallTau(GraphScorer(model), val_batches)],  # read by those after
         extra_curve=("val_kendall_tau",),
+        hparams=hparams,
         progress=f"train {type(model).__name__}" if progress else None,
         log=log,
     )
@@ -365,6 +376,9 @@ def train(
         backup_dir=out / f"backup_{run_hash}",
         tb_dir=out / f"tb_{run_hash}",
         log=log,
+        hparams=HParams.of_flags(
+            args.to_dict(), LayoutTrainArgs.NOT_HASHED, HPARAMS_METRICS, run_label(args, run_hash)
+        ),
     )
     if not chief:
         log(f"trained {record['model']} as a worker; the chief evaluates and saves the run")
@@ -398,6 +412,20 @@ def train(
     if toy:
         log(toy_banner(root))
     return run
+
+
+# Scalars the HParams dashboard shows beside each run's flags: (tag, run, title).
+HPARAMS_METRICS = (
+    ("epoch_kendall_tau", "validation", "val Kendall tau (sampled configs)"),
+    ("epoch_opa", "validation", "val OPA"),
+    ("epoch_loss", "validation", "val loss"),
+    ("epoch_loss", "train", "train loss"),
+)
+
+
+def run_label(args: LayoutTrainArgs, run_hash: str) -> str:
+    """A readable TensorBoard run name: model, collection and the hash's first 8 digits."""
+    return f"{args.model}-{args.source}:{args.search}-{run_hash[:8]}"
 
 
 def load_train_graphs(

@@ -193,7 +193,7 @@ TOP_KS = ("1", "5", "10")  # keys of a run record's final_error["val"]
 # row below is crossed with every combination of PAPER_TRAINING_AXES, in
 # upstream's loop order (model, loss, run id, clip norm, learning rate).
 # Model kwargs keep upstream's names (num_gnns, op_embed_dim, mlp_layers; see
-# models.KWARG_ALIASES): the rows are upstream's, all 20 of them.
+# model_builder.UPSTREAM): the rows are upstream's, all 20 of them.
 PAPER_BASE_FLAGS: dict[str, Any] = {
     "out_dir": "~/out/tpugraphs_tiles/beam",
     "test_mode": "metrics",

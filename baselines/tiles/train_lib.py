@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-from tensorboard.plugins.hparams import api as hparams_api
 
 from baselines.core import distribution, keras_fit, metrics
 from baselines.core.errors import PipelineError
@@ -35,6 +34,7 @@ from baselines.core.io_utils import (
 )
 from baselines.core.runner import fit_run, set_determinism
 from baselines.core.submission import HEADER, write_csv_atomic
+from baselines.core.tensorboard import HParams
 from baselines.tiles.data import (
     OPCODE_VOCAB_SIZE,
     TileSplit,
@@ -120,12 +120,6 @@ def make_optimizer(args: TrainArgs, steps_per_epoch: int) -> tf.keras.optimizers
 _NOT_HPARAMS = ("out_dir", "cache_dir", "results_csv")
 
 
-def tensorboard_hparams(args: TrainArgs) -> dict[str, Any]:
-    """The run's flags as TensorBoard HParams (str, int, float or bool values; an unset
-    optional flag, which HParams cannot hold, is left out)."""
-    return {k: v for k, v in args.to_dict().items() if k not in _NOT_HPARAMS and v is not None}
-
-
 # Scalars the HParams dashboard shows beside each run's flags: (tag, run, title).
 HPARAMS_METRICS = (
     ("epoch_top5_err", "validation", "val top-5 error (sampled configs)"),
@@ -137,16 +131,11 @@ HPARAMS_METRICS = (
 )
 
 
-def write_hparams_config(tb_dir: Path, args: TrainArgs) -> None:
-    """Tells TensorBoard's HParams dashboard the flags and which scalars are the metrics."""
-    with tf.summary.create_file_writer(str(tb_dir)).as_default():
-        hparams_api.hparams_config(
-            hparams=[hparams_api.HParam(name) for name in tensorboard_hparams(args)],
-            metrics=[
-                hparams_api.Metric(tag, group=group, display_name=title)
-                for tag, group, title in HPARAMS_METRICS
-            ],
-        )
+def run_hparams(args: TrainArgs, run_hash: str) -> HParams:
+    """The run on TensorBoard's HParams dashboard: model, --run_id and the recipe's flags."""
+    return HParams.of_flags(
+        args.to_dict(), _NOT_HPARAMS, HPARAMS_METRICS, run_label(args, run_hash)
+    )
 
 
 def run_label(args: TrainArgs, run_hash: str) -> str:
@@ -276,14 +265,8 @@ def make_batches(
     return train_batches, val_batches
 
 
-def tensorboard_callbacks(
-    args: TrainArgs, tb_dir: Path, run_hash: str, source: dict[str, Any]
-) -> list[tf.keras.callbacks.Callback]:
-    """Marks `tb_dir` with the run's data and returns the HParams callback (chief only).
-
-    The callback labels the TensorBoard run (folders are named by hash only): the
-    HParams dashboard lists model, --run_id and the recipe's flags.
-    """
+def mark_tensorboard(tb_dir: Path, source: dict[str, Any]) -> None:
+    """Marks `tb_dir` with the data the run trains on (`choose_run_hash` reads it)."""
     try:
         tb_dir.mkdir(parents=True, exist_ok=True)
         (tb_dir / DATA_MARKER).write_text(json.dumps(source))
@@ -292,12 +275,6 @@ def tensorboard_callbacks(
             f"cannot write {tb_dir}: {describe_write_error(e)}; "
             "free space or choose another --out_dir"
         ) from None
-    write_hparams_config(tb_dir, args)
-    return [
-        hparams_api.KerasCallback(
-            str(tb_dir), tensorboard_hparams(args), trial_id=run_label(args, run_hash)
-        )
-    ]
 
 
 def evaluate_run(
@@ -460,9 +437,8 @@ def train(
         args, epochs=effective_epochs(args, train_batches.steps, log)
     )
     build_trainer = trainer_factory(schedule_args, configs, train_batches.steps)
-    last = (
-        tensorboard_callbacks(args, out_dir / f"tb_{run_hash}", run_hash, source) if chief else []
-    )
+    if chief:
+        mark_tensorboard(out_dir / f"tb_{run_hash}", source)
     fitted = fit_run(
         build_trainer,
         train_batches,
@@ -475,7 +451,7 @@ def train(
         tb_dir=out_dir / f"tb_{run_hash}",
         validation_freq=schedule_args.validation_epochs(),
         average_from=args.average_from,
-        last=last,
+        hparams=run_hparams(args, run_hash),
         progress=f"train {args.model}" if progress else None,
         log=log,
     )
