@@ -9,15 +9,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from baselines.core import callbacks as core_callbacks
 from baselines.core import metrics
-from baselines.core import runner as core_runner
+from baselines.core.callbacks import EpochTimer, StepProgress
 from baselines.core.keras_fit import (
     STEPS_PER_EXECUTION,
     EpochBatches,
     RankingTrainer,
     compile_trainer,
 )
-from baselines.core.runner import EpochTimer, StepProgress, set_determinism
+from baselines.core.runner import set_determinism
 from baselines.tiles import data
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
@@ -93,7 +94,7 @@ def test_step_progress_counts_every_step_when_keras_reports_once_per_call():
 
 def test_epoch_timer_splits_each_epoch_into_training_validation_and_callbacks(monkeypatch):
     clock = iter([0.0, 5.0, 6.0, 6.5, 7.0, 10.0, 10.2])
-    monkeypatch.setattr(core_runner.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(core_callbacks.time, "perf_counter", lambda: next(clock))
     timer = EpochTimer()
     timer.on_epoch_begin(0)  # 0.0
     timer.on_test_begin()  # 5.0: 5 s of training, and validation starts

@@ -12,9 +12,8 @@ does the same way:
   the mean of the weights from `average_from` on (`ResumableEarlyStopping`),
   with its state kept beside the backup so that a killed run resumes at its
   last finished epoch and ends as an uninterrupted one (`resumable_fit`);
-- live TensorBoard scalars, the learning rate included (`LearningRateLogger`),
-  per-epoch timings (`EpochTimer`) and a step-accurate progress bar
-  (`StepProgress`);
+- live TensorBoard scalars, the learning rate included, per-epoch timings and
+  a step-accurate progress bar (`core/callbacks.py`);
 - the lines a run logs about how it ended.
 
     result = fit_run(lambda: make_trainer(model), train_batches, val_batches,
@@ -36,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from baselines.core import distribution
+from baselines.core.callbacks import EpochTimer, LearningRateLogger, StepProgress
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_output, describe_write_error, write_failure_kind
 from baselines.core.keras_fit import EpochBatches
@@ -49,126 +49,6 @@ def set_determinism(seed: int) -> None:
     that always give the same result)."""
     tf.keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
-
-
-class StepProgress(tf.keras.callbacks.Callback):
-    """A tqdm bar of training steps per epoch, with the epoch's loss and OPA when it ends.
-
-    tqdm's own Keras callback counts one step per batch callback; with several
-    steps per call (`compile_trainer`) Keras reports the last step's index
-    instead, so this bar advances by the steps actually run.
-
-        trainer.fit(..., callbacks=[StepProgress("train LateJoinGAT")])
-    """
-
-    def __init__(self, desc: str):
-        super().__init__()
-        self.desc = desc
-        self._bar = None
-        self._done = 0
-
-    def on_epoch_begin(self, epoch: int, logs=None) -> None:
-        import tqdm
-
-        self._close()
-        total = self.params.get("steps") if self.params else None
-        self._bar = tqdm.tqdm(total=total, desc=f"{self.desc} epoch {epoch + 1}", unit="step")
-        self._done = 0
-
-    def on_train_batch_end(self, batch: int, logs=None) -> None:
-        if self._bar is not None:
-            self._bar.update(batch + 1 - self._done)
-            self._done = batch + 1
-
-    def on_epoch_end(self, epoch: int, logs=None) -> None:
-        if self._bar is not None:
-            shown = {k: logs[k] for k in ("loss", "opa", "val_opa") if logs and k in logs}
-            self._bar.set_postfix({k: f"{v:.4f}" for k, v in shown.items()})
-        self._close()
-
-    def on_train_end(self, logs=None) -> None:
-        self._close()
-
-    def _close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-
-class EpochTimer(tf.keras.callbacks.Callback):
-    """Wall seconds of each epoch's parts: training steps, validation, and the callbacks after.
-
-    `train_s[i]` runs from epoch i's start to its validation (or its end), so
-    the first epoch's holds the tracing of the train step; `val_s[i]` is 0.0
-    for an epoch that does not validate; `callbacks_s[i]` runs from the
-    epoch's end to the next epoch's start (the other callbacks' end-of-epoch
-    work: backup, logs). Listed first, it sees the others' work as its own
-    `callbacks_s`.
-
-        timer = EpochTimer()
-        trainer.fit(..., callbacks=[timer, ...])
-        steady = statistics.median(timer.train_s[1:])
-    """
-
-    def __init__(self):
-        super().__init__()
-        self.train_s: list[float] = []
-        self.val_s: list[float] = []
-        self.callbacks_s: list[float] = []
-        self._mark = 0.0
-        self._epoch_end: float | None = None
-
-    def on_epoch_begin(self, epoch: int, logs=None) -> None:
-        now = time.perf_counter()
-        if self._epoch_end is not None:
-            self.callbacks_s.append(now - self._epoch_end)
-        self._mark = now
-        self.val_s.append(0.0)
-        self.train_s.append(0.0)
-
-    def on_test_begin(self, logs=None) -> None:
-        if self.train_s:  # inside fit (not a separate evaluate)
-            now = time.perf_counter()
-            self.train_s[-1] = now - self._mark
-            self._mark = now
-
-    def on_test_end(self, logs=None) -> None:
-        if self.val_s:
-            self.val_s[-1] = time.perf_counter() - self._mark
-
-    def on_epoch_end(self, epoch: int, logs=None) -> None:
-        now = time.perf_counter()
-        if not self.val_s[-1]:
-            self.train_s[-1] = now - self._mark
-        self._epoch_end = now
-
-    def on_train_end(self, logs=None) -> None:
-        if self._epoch_end is not None and len(self.callbacks_s) < len(self.train_s):
-            self.callbacks_s.append(time.perf_counter() - self._epoch_end)
-
-    def to_dict(self) -> dict[str, list[float]]:
-        return {
-            "epoch_train_s": [round(t, 3) for t in self.train_s],
-            "epoch_val_s": [round(t, 3) for t in self.val_s],
-            "epoch_callbacks_s": [round(t, 3) for t in self.callbacks_s],
-        }
-
-
-class LearningRateLogger(tf.keras.callbacks.Callback):
-    """Adds the optimizer's learning rate at the epoch's end to the logs (`learning_rate`).
-
-    Keras' TensorBoard callback logs it only for a schedule; listed before it,
-    this callback puts it in the logs of every run, so TensorBoard plots it.
-    """
-
-    def on_epoch_end(self, epoch: int, logs=None) -> None:
-        if logs is None:
-            return
-        optimizer = self.model.optimizer
-        rate = optimizer.learning_rate
-        if isinstance(rate, tf.keras.optimizers.schedules.LearningRateSchedule):
-            rate = rate(optimizer.iterations)
-        logs["learning_rate"] = float(tf.convert_to_tensor(rate).numpy())
 
 
 class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
