@@ -24,27 +24,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines.core import sweeps as core
+from baselines.core import beam
 from baselines.core.errors import run_cli
 from baselines.tiles.task import TILE_SWEEPS
 
 
 def build_parser() -> argparse.ArgumentParser:
     """tiles_train.py's flags (one per TrainArgs field; only given ones override), the sweep's."""
-    return core.build_parser(TILE_SWEEPS, __doc__)
+    return beam.build_parser(TILE_SWEEPS, __doc__)
 
 
-def plan(argv: list[str]) -> core.Plan:
+def plan(argv: list[str]) -> beam.Plan:
     """Parses and checks the command line (no Beam, no TensorFlow yet).
 
     plan(["--sweep=seeds", "--num_seeds=3", "--epochs=1"]).runs   # three TrainArgs
     """
-    return core.plan(TILE_SWEEPS, argv, __doc__)
+    return beam.plan(TILE_SWEEPS, argv, __doc__)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the sweep on Beam and prints its summary; 1 if a run failed."""
-    return core.main(TILE_SWEEPS, sys.argv[1:] if argv is None else argv, __doc__)
+    return beam.main(TILE_SWEEPS, sys.argv[1:] if argv is None else argv, __doc__)
 
 
 if __name__ == "__main__":
