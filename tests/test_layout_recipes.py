@@ -38,7 +38,7 @@ def test_train_kwargs_name_every_training_parameter_but_where_and_how_it_runs():
     """layout_train.py and bench/layout_toy.py pass train_kwargs() whole: a
     parameter of train_layout missing there would silently keep its default.
     Left out: the graphs and model, what only says where files go and on
-    which devices (progress, out_dir, strategy, backup_dir, tb_dir, log), and
+    which devices (progress, out_dir, strategy, backup_dir, tb_dir, hparams, log), and
     final_validation, which only a benchmark that scores the splits itself
     turns off."""
     from baselines.layout.run_data import load_run_split
@@ -47,7 +47,7 @@ def test_train_kwargs_name_every_training_parameter_but_where_and_how_it_runs():
     args = LayoutTrainArgs(keep_nodes=7, epochs=3, seed=4)
     wanted = set(inspect.signature(train_layout).parameters) - {
         "train_graphs", "valid_graphs", "model", "progress", "out_dir",
-        "strategy", "backup_dir", "tb_dir", "log", "final_validation",
+        "strategy", "backup_dir", "tb_dir", "hparams", "log", "final_validation",
     }  # fmt: skip
     assert set(args.train_kwargs()) == wanted
     assert args.train_kwargs()["keep_nodes"] == 7
