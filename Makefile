@@ -41,7 +41,7 @@ test: install
 	$(PY) -m pytest -q
 
 # The edit loop: every test but those marked slow (subprocess runs, several
-# processes, Beam, the walkthroughs); about 2 minutes on 2 cores.
+# processes, Beam, the walkthroughs); about 3.5 minutes on 2 cores.
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
 
