@@ -14,7 +14,9 @@ named in one line.
 
 from __future__ import annotations
 
+import shutil
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,26 @@ def save_run(
             record["model_fingerprint"] = model_fingerprint(tmp)
             write_gzip_json(tmp / RUN_IN_MODEL, record, model_dir / RUN_IN_MODEL)
             write_gzip_json(run_tmp, record, run_path)
+
+
+def save_finished_run(
+    model: tf.keras.Model, record: dict[str, Any], out_dir: Path, log: Callable[[str], None]
+) -> tuple[Path, Path]:
+    """`model_<hash>/` and `run_<hash>.jsonz` of a finished run into `out_dir`, as one unit.
+
+    The run's backup goes (a rerun starts afresh), and the lines a user and the
+    benchmarks read say where everything is: "saved model: ...", "saved run
+    file: ...", "TensorBoard: ...".
+    """
+    run_hash = record["run_hash"]
+    model_dir, run_path = out_dir / f"model_{run_hash}", out_dir / f"run_{run_hash}.jsonz"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_run(model, record, model_dir, run_path)
+    shutil.rmtree(out_dir / f"backup_{run_hash}", ignore_errors=True)
+    log(f"saved model: {model_dir}")
+    log(f"saved run file: {run_path}")
+    log(f"TensorBoard: {out_dir / f'tb_{run_hash}'}")
+    return model_dir, run_path
 
 
 def saved_variable_shapes(model_dir: Path) -> dict[str, tuple[int, ...]]:

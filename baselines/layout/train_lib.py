@@ -21,7 +21,6 @@ run: pass an unbuilt model, its weights are created after the seed is set.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,6 +35,7 @@ from baselines.core.fused_adam import FusedAdam
 from baselines.core.io_utils import remove_stale_temporaries
 from baselines.core.keras_fit import EpochBatches, RankingTrainer, capped_configs, compile_trainer
 from baselines.core.runner import fit_run, set_determinism
+from baselines.core.saved_model import save_finished_run
 from baselines.core.tensorboard import HParams
 from baselines.layout.batching import (
     BATCH_SIGNATURE,
@@ -52,6 +52,7 @@ from baselines.layout.graph import LayoutGraph
 from baselines.layout.metrics import kendall_tau, slowdown_at_k
 from baselines.layout.models import LayoutModel
 from baselines.layout.run_data import load_run_split, max_configs_note
+from baselines.layout.run_files import COLLECTION
 from baselines.layout.task import LayoutTrainArgs, check_run, toy_banner
 
 SLOWDOWN_KS = (1, 10, 100)
@@ -396,6 +397,7 @@ def train(
         f"OPA {val['opa']:.4f} over {val['graphs']} graphs"
     )
     run = {
+        "collection": COLLECTION,
         "args": args.to_dict(),
         "run_hash": run_hash,
         "toy_data": toy,
@@ -408,7 +410,7 @@ def train(
         "val": val,
         "train_curve": record["train_curve"],
     }
-    save_run(model, run, out, log)
+    save_finished_run(model, run, out, log)
     if toy:
         log(toy_banner(root))
     return run
@@ -440,20 +442,3 @@ def load_train_graphs(
     if note:
         log(note)  # the flag stays in the run hash and run file as given
     return train_graphs, valid_graphs
-
-
-def save_run(
-    model: LayoutModel, run: dict[str, Any], out: Path, log: Callable[[str], None]
-) -> None:
-    """`model_<hash>/` and `run_<hash>.jsonz` into `out`; the finished run's backup goes
-    (a rerun starts afresh)."""
-    from baselines.layout.run_files import save_layout_run
-
-    run_hash = run["run_hash"]
-    model_dir, run_path = out / f"model_{run_hash}", out / f"run_{run_hash}.jsonz"
-    out.mkdir(parents=True, exist_ok=True)
-    save_layout_run(model, run, model_dir, run_path)
-    shutil.rmtree(out / f"backup_{run_hash}", ignore_errors=True)
-    log(f"saved model: {model_dir}")
-    log(f"saved run file: {run_path}")
-    log(f"TensorBoard: {out / f'tb_{run_hash}'}")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +32,7 @@ from baselines.core.io_utils import (
     remove_stale_temporaries,
 )
 from baselines.core.runner import fit_run, set_determinism
+from baselines.core.saved_model import save_finished_run
 from baselines.core.submission import HEADER, write_csv_atomic
 from baselines.core.tensorboard import HParams
 from baselines.tiles.data import (
@@ -46,7 +46,7 @@ from baselines.tiles.features import FeatureStats, uses_estimates
 from baselines.tiles.graph import batch_source, graph_from_batch
 from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.predict import ConfigScorer, ranking_rows
-from baselines.tiles.run_files import RUN_IN_MODEL, read_run_file, save_run
+from baselines.tiles.run_files import RUN_IN_MODEL, read_run_file
 from baselines.tiles.task import DEFAULT_DATA_ROOT, TrainArgs
 
 
@@ -324,15 +324,11 @@ def save_outputs(
     test_scores: list[np.ndarray],
     log: Callable[[str], None],
 ) -> None:
-    """Saves `model_<hash>/` and `run_<hash>.jsonz`, removes the finished run's backup
-    (a rerun starts afresh) and, with `--test_mode=predictions`, writes the results CSV
-    (its path goes into `record`)."""
-    run_hash = record["run_hash"]
-    save_run(model, record, out_dir / f"model_{run_hash}", out_dir / f"run_{run_hash}.jsonz")
+    """Saves the finished run (`core.saved_model.save_finished_run`) and, with
+    `--test_mode=predictions`, writes the results CSV (its path goes into `record`)."""
     errors = " / ".join(f"{record['final_error']['val'][str(k)]:.4f}" for k in metrics.TOP_KS)
     log(f"val top-1/5/10 error: {errors}")
-    shutil.rmtree(out_dir / f"backup_{run_hash}", ignore_errors=True)
-    log(f"saved {out_dir / f'model_{run_hash}'} and {out_dir / f'run_{run_hash}.jsonz'}")
+    save_finished_run(model, record, out_dir, log)
     if args.test_mode == "predictions":
         csv_path = Path(args.results_csv or out_dir / f"results_{int(time.time() * 1000)}.csv")
         write_csv_atomic(
