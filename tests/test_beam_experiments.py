@@ -15,8 +15,7 @@ from conftest import TOY_ROOT, run_repo_script
 import tiles_beam_experiments as beam_script
 from baselines.core import sweeps as core_sweeps
 from baselines.core.errors import PipelineError
-from baselines.tiles import model_builder
-from baselines.tiles import task as sweeps
+from baselines.tiles import model_builder, task
 from baselines.tiles.run_files import build_from_record, load_trained_model, read_run_file
 from baselines.tiles.task import TILE_SWEEPS, TrainArgs
 
@@ -46,7 +45,7 @@ run_script = functools.partial(run_repo_script, "tiles_beam_experiments.py")
 
 @pytest.mark.slow
 def test_paper_grid_is_upstreams():
-    sweep = sweeps.paper_sweep()
+    sweep = task.paper_sweep()
     rows = [("MLP", kw) for kw in UPSTREAM_MLP_KWARGS] + [
         (m, kw) for m in UPSTREAM_GNNS for kw in UPSTREAM_GNN_KWARGS
     ]
@@ -85,7 +84,7 @@ def test_paper_grid_is_upstreams():
 
 def test_every_paper_run_builds(tmp_path):
     runs, repeats = core_sweeps.expand_runs(
-        TILE_SWEEPS, sweeps.paper_sweep(), {"out_dir": str(tmp_path)}
+        TILE_SWEEPS, task.paper_sweep(), {"out_dir": str(tmp_path)}
     )
     assert repeats == 0 and len({r.run_hash() for r in runs}) == len(runs) == 720
     # validate() builds the model and parses the losses: once per distinct combination;

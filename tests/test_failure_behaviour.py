@@ -19,6 +19,8 @@ from conftest import write_random_root
 
 from baselines.core import io_utils
 from baselines.core.errors import PipelineError
+from baselines.core.run_files import model_fingerprint
+from baselines.core.saved_model import save_run
 from baselines.core.submission import HEADER, write_csv_atomic
 from baselines.tiles import data, run_files, train_lib
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
@@ -104,7 +106,7 @@ def test_runs_on_changed_data_never_share_a_model_or_tensorboard_folder(tmp_path
     )
     first = train(args)
     assert first["run_hash"] == args.run_hash()  # the baseline's hash for the first data
-    first_model = run_files.model_fingerprint(out / f"model_{first['run_hash']}")
+    first_model = model_fingerprint(out / f"model_{first['run_hash']}")
 
     # Same flags, the data changed underneath (one kernel's runtimes).
     target = sorted((root / "train").glob("*.npz"))[0]
@@ -117,7 +119,7 @@ def test_runs_on_changed_data_never_share_a_model_or_tensorboard_folder(tmp_path
     assert any("named with its data identity" in x for x in lines)
     assert second["data"]["identity"] != first["data"]["identity"]
     # The first run's model, run file and TensorBoard logs are untouched.
-    assert run_files.model_fingerprint(out / f"model_{first['run_hash']}") == first_model
+    assert model_fingerprint(out / f"model_{first['run_hash']}") == first_model
     again, _ = run_files.read_run_for_model(out / f"model_{first['run_hash']}")
     assert again["data"]["identity"] == first["data"]["identity"]
     marker = json.loads((out / f"tb_{first['run_hash']}" / "data_identity.json").read_text())
@@ -200,11 +202,11 @@ def test_a_fault_at_any_rename_leaves_a_consistent_pair(tmp_path, monkeypatch, e
         folder = tmp_path / f"n{n}"
         folder.mkdir()
         model_dir, run_path = folder / "model_h", folder / "run_h.jsonz"
-        run_files.save_run(old_model, _record("old"), model_dir, run_path)
+        save_run(old_model, _record("old"), model_dir, run_path)
         with monkeypatch.context() as m:
             fault = _FailAt(m, n)
             try:
-                run_files.save_run(new_model, _record("new"), model_dir, run_path)
+                save_run(new_model, _record("new"), model_dir, run_path)
                 failed = False
             except PipelineError as e:
                 assert "\n" not in str(e) and "injected fault" in str(e)
@@ -223,7 +225,7 @@ def test_a_model_moved_aside_by_a_killed_swap_is_put_back(tmp_path):
     """The state a kill between the two renames of the move-aside swap leaves: the
     previous model only under `model_h.tmp-<dead pid>-<host>-old-*/`."""
     model = _tiny_model(1)
-    run_files.save_run(model, _record("old"), tmp_path / "model_h", tmp_path / "run_h.jsonz")
+    save_run(model, _record("old"), tmp_path / "model_h", tmp_path / "run_h.jsonz")
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         capture_output=True,
@@ -248,7 +250,7 @@ def test_full_disk_while_saving_the_model_keeps_the_previous_pair(tmp_path, monk
     old_model, new_model = _tiny_model(1), _tiny_model(2)
     weights = {"old": old_model.trainable_variables[0].numpy()}
     model_dir, run_path = tmp_path / "model_h", tmp_path / "run_h.jsonz"
-    run_files.save_run(old_model, _record("old"), model_dir, run_path)
+    save_run(old_model, _record("old"), model_dir, run_path)
 
     def full(*_args, **_kwargs):
         raise tf.errors.ResourceExhaustedError(
@@ -257,7 +259,7 @@ def test_full_disk_while_saving_the_model_keeps_the_previous_pair(tmp_path, monk
 
     monkeypatch.setattr(type(new_model), "save", full)
     with pytest.raises(PipelineError, match=r"cannot write .*model_h: disk full"):
-        run_files.save_run(new_model, _record("new"), model_dir, run_path)
+        save_run(new_model, _record("new"), model_dir, run_path)
     assert _assert_consistent_pair(model_dir, weights) == "old"
     assert not _temporaries(tmp_path)
 
@@ -266,10 +268,10 @@ def test_full_disk_while_writing_the_run_file_keeps_the_previous_pair(tmp_path, 
     old_model, new_model = _tiny_model(1), _tiny_model(2)
     weights = {"old": old_model.trainable_variables[0].numpy()}
     model_dir, run_path = tmp_path / "model_h", tmp_path / "run_h.jsonz"
-    run_files.save_run(old_model, _record("old"), model_dir, run_path)
+    save_run(old_model, _record("old"), model_dir, run_path)
     monkeypatch.setattr(gzip.GzipFile, "write", _enospc)
     with pytest.raises(PipelineError, match=r"cannot write .*: disk full \(No space left"):
-        run_files.save_run(new_model, _record("new"), model_dir, run_path)
+        save_run(new_model, _record("new"), model_dir, run_path)
     monkeypatch.undo()
     assert _assert_consistent_pair(model_dir, weights) == "old"
     assert run_files.read_run_file(run_path)["tag"] == "old"

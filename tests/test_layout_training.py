@@ -58,7 +58,8 @@ def test_training_beats_random_scores(cls, epochs, toy, random_tau):
 
 
 def test_training_is_deterministic_and_its_saved_run_rebuilds(toy, tmp_path):
-    from baselines.layout.run_files import read_layout_run, restore_layout_model, save_layout_run
+    from baselines.core.saved_model import save_run
+    from baselines.layout.run_files import COLLECTION, read_layout_run, restore_layout_model
 
     train, valid = toy
     small = dict(RECIPE, configs=8, batch=2)
@@ -72,8 +73,12 @@ def test_training_is_deterministic_and_its_saved_run_rebuilds(toy, tmp_path):
         np.testing.assert_array_equal(a, b)  # same seed, same weights
 
     assert first["model_kwargs"] == model.get_config()
-    record = {"args": {}, **{k: first[k] for k in ("model", "model_kwargs", "val")}}
-    save_layout_run(trained, record, tmp_path / "model_x", tmp_path / "run_x.jsonz")
+    record = {
+        "collection": COLLECTION,
+        "args": {},
+        **{k: first[k] for k in ("model", "model_kwargs", "val")},
+    }
+    save_run(trained, record, tmp_path / "model_x", tmp_path / "run_x.jsonz")
     rebuilt = restore_layout_model(tmp_path / "model_x", read_layout_run(tmp_path / "model_x"))
     assert evaluate_graphs(rebuilt, prepare_graphs(valid[:1])) == first["val"]
 

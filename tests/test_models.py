@@ -8,13 +8,14 @@ import tensorflow as tf
 from conftest import write_random_root
 
 from baselines.core.errors import PipelineError
+from baselines.core.saved_model import save_model
 from baselines.tiles import data, features, model_builder
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import assemble_batch, graph_from_batch, sample_config_slots, to_tensors
 from baselines.tiles.layers import ChebConv
 from baselines.tiles.predict import ConfigScorer
-from baselines.tiles.run_files import build_from_record, load_trained_model, save_model
+from baselines.tiles.run_files import build_from_record, load_trained_model
 
 MODEL_NAMES = tuple(model_builder.model_classes())
 

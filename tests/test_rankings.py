@@ -24,15 +24,10 @@ from conftest import ROOT, numpy_feature_stats, signed_log, write_random_root
 from baselines.core import metrics
 from baselines.core.errors import PipelineError
 from baselines.core.ranking import ensemble_scores
+from baselines.core.saved_model import save_run
 from baselines.tiles import data
 from baselines.tiles.predict import SavedRanker, ranking_rows
-from baselines.tiles.run_files import (
-    RUN_IN_MODEL,
-    build_from_record,
-    read_run_file,
-    run_file_for,
-    save_run,
-)
+from baselines.tiles.run_files import RUN_IN_MODEL, build_from_record, read_run_file, run_file_for
 from baselines.tiles.task import TrainArgs
 from baselines.tiles.train_lib import train
 

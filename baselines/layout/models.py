@@ -3,9 +3,9 @@
 The contract is the tiles' one: a model is a public class defined here deriving
 from `LayoutModel`, built as `Class(num_configs, num_ops, **kwargs)`; `get_config`
 returns those kwargs (defaults resolved, `core.cost_model`), so
-`Class.from_config(config)` rebuilds it and trained weights can be copied in. `forward(inputs,
-num_configs)` reads `batching.to_model_inputs(batch)` and returns scores
-[graphs, K], lower = predicted faster (the core losses' convention: they rank by
+`Class.from_config(config)` rebuilds it and trained weights can be copied in.
+`forward(inputs, num_configs)` reads `batching.to_model_inputs(batch)` and
+returns scores [graphs, K], lower = predicted faster (the core losses' convention: they rank by
 -score). K is read off the batch, so one model scores any number of
 configurations. A model may instead define `forward` in two parts:
 `graph_part(inputs)`, what does not depend on the configurations (read once

@@ -1,13 +1,12 @@
 """A trained layout run on disk: `model_<hash>/` and `run_<hash>.jsonz`, as for tiles.
 
-`model_<hash>/` is the Keras SavedModel with a copy of the run record
-(`core.saved_model`). The record (gzip JSON) has `"collection": "layout"`,
-`args`, `model`, `model_kwargs`, the validation metrics and the learning
-curve. Rebuilding: the class is looked up by name in
-`baselines/layout/models.py`, built with the kwargs, its variables created,
-and the saved ones copied in (paths and shapes must agree).
+`model_<hash>/` is the Keras SavedModel with a copy of the run record, written
+by `core.saved_model.save_finished_run` (`train_lib.train`). The record (gzip
+JSON) has `"collection": "layout"`, `args`, `model`, `model_kwargs`, the
+validation metrics and the learning curve. Rebuilding: the class is looked up
+by name in `baselines/layout/models.py`, built with the kwargs, its variables
+created, and the saved ones copied in (paths and shapes must agree).
 
-    save_layout_run(model, record, out / f"model_{h}", out / f"run_{h}.jsonz")
     record = read_layout_run(out / f"model_{h}")          # no TensorFlow
     model = restore_layout_model(out / f"model_{h}", record)
 """
@@ -53,13 +52,6 @@ def build_model(name: str, kwargs: dict[str, Any]):
     kwargs = dict(kwargs)
     positional = (kwargs.pop("num_configs", None), kwargs.pop("num_ops", OPCODE_VOCAB_SIZE))
     return model_lookup.build_model(models, models.LayoutModel, name, positional, kwargs)
-
-
-def save_layout_run(model, record: dict[str, Any], model_dir: Path, run_path: Path) -> None:
-    """The model and its record as one unit (`core.saved_model.save_run`)."""
-    from baselines.core.saved_model import save_run
-
-    save_run(model, {**record, "collection": COLLECTION}, model_dir, run_path)
 
 
 def restore_layout_model(model_dir: Path, record: dict[str, Any]):

@@ -25,14 +25,7 @@ from typing import Any
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_output
 from baselines.core.run_json import write_gzip_json
-from baselines.core.saved_model import (  # noqa: F401 (re-exported for callers)
-    copy_saved_variables,
-    save_model,
-    save_run,
-    saved_variable_shapes,
-    variable_difference,
-    variable_paths,
-)
+from baselines.core.saved_model import copy_saved_variables, saved_variable_shapes, variable_paths
 from baselines.tiles.data import OPCODE_VOCAB_SIZE
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.model_base import TileModel

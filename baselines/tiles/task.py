@@ -29,7 +29,6 @@ import dataclasses
 import itertools
 import json
 import math
-import time  # noqa: F401  (sweeps.time: the clock of run_one's wall time, patched in tests)
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,12 +39,7 @@ from baselines.core import sweeps as core
 from baselines.core.args_record import ArgsRecord, check_training_flags, flag, parse_json_object
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_writable_dir
-from baselines.core.loss_spec import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
-from baselines.core.sweeps import DEBUG_RUNS as DEBUG_RUNS
-from baselines.core.sweeps import SUMMARY_CSV as SUMMARY_CSV
-from baselines.core.sweeps import SUMMARY_MD as SUMMARY_MD
 from baselines.core.sweeps import Sweep
-from baselines.core.sweeps import seeds_sweep as seeds_sweep
 from baselines.core.tables import cell, csv_table, markdown_table
 from baselines.tiles.data import TileSplit
 
