@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = build_parser().parse_args()
-    from baselines.layout.predict import read_layout_models
+    from baselines.layout.run_data import read_layout_models
 
     models = read_layout_models(args.dir, "--dir")
     first_dir, first = models[0]
@@ -88,7 +88,7 @@ def main() -> int:
     from baselines.core.ranking import ensemble_scores, ranking_cell
     from baselines.core.submission import HEADER, write_csv_atomic
     from baselines.layout.metrics import kendall_tau
-    from baselines.layout.predict import score_runs
+    from baselines.layout.scoring import score_runs
 
     graphs, members = score_runs(models, folder, log=print, cache_dir=args.cache_dir)
     scores = ensemble_scores(members)

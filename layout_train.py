@@ -7,7 +7,7 @@
 Reads `<data_root>/<source>/<search>/{train,valid}` (duplicates dropped, at most
 `--max_configs` per graph, pruned to `--prune_hops` hops around the configurable
 nodes; through a memory-mapped cache in `--cache_dir` when given), trains with
-`baselines.layout.train_lib.train` (as `tiles_train.py` calls the tile one) and writes
+`baselines.layout.task.train` (as `tiles_train.py` calls the tile one) and writes
 `model_<hash>/` (the Keras SavedModel and a copy of the run record), `run_<hash>.jsonz`
 and `tb_<hash>/` (TensorBoard, written after every epoch: learning rate,
 losses, OPA, validation Kendall tau) into `--out_dir`. While training,
@@ -70,7 +70,7 @@ def main() -> int:
     check_run(args)
     check_strategy_environment(strategy_name, os.environ.get("TF_CONFIG"))
     from baselines.core.distribution import make_strategy
-    from baselines.layout.train_lib import train
+    from baselines.layout.task import train
 
     strategy = make_strategy(strategy_name)  # before any other TensorFlow op
     train(args, strategy=strategy, progress=sys.stderr.isatty(), log=log)

@@ -66,7 +66,7 @@ def main() -> int:
     resolve_data_root(args.data_root, DEFAULT_DATA_ROOT, log=lambda _: None)
     check_strategy_environment(strategy_name, os.environ.get("TF_CONFIG"))
     from baselines.core.distribution import make_strategy
-    from baselines.tiles.train_lib import train  # validates args before loading data
+    from baselines.tiles.task import train  # validates args before loading data
 
     strategy = make_strategy(strategy_name)  # before any other TensorFlow op
     train(args, log=lambda line: print(line, flush=True), strategy=strategy)

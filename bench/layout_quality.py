@@ -390,9 +390,9 @@ def train_and_score(run, folder: Path) -> dict[str, Any]:
     import tensorflow as tf
 
     from baselines.layout.batching import prepare_graphs
-    from baselines.layout.run_data import load_run_split
-    from baselines.layout.run_files import build_model
-    from baselines.layout.train_lib import GraphScorer, load_train_graphs, train_layout
+    from baselines.layout.run_data import build_model, load_run_split
+    from baselines.layout.scoring import GraphScorer
+    from baselines.layout.task import load_train_graphs, train_layout
 
     tf.get_logger().setLevel("ERROR")  # one traced scorer per model: retracing notes are noise
     quiet = lambda line: None  # noqa: E731

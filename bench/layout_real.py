@@ -64,7 +64,7 @@ def saved_model(stdout: str) -> Path:
 
 
 def read_run(model_dir: Path) -> dict:
-    from baselines.layout.run_files import read_layout_run
+    from baselines.layout.run_data import read_layout_run
 
     return read_layout_run(model_dir)
 

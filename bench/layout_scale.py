@@ -317,11 +317,9 @@ def _validate_child(spec_json: str) -> int:
 
     from baselines.layout.batching import prepare_graphs
     from baselines.layout.metrics import kendall_tau
-    from baselines.layout.predict import read_layout_models
-    from baselines.layout.run_data import load_run_split
-    from baselines.layout.run_files import restore_layout_model
+    from baselines.layout.run_data import load_run_split, read_layout_models, restore_layout_model
+    from baselines.layout.scoring import GraphScorer
     from baselines.layout.task import LayoutTrainArgs
-    from baselines.layout.train_lib import GraphScorer
 
     (model_dir, record), *_ = read_layout_models(spec["model_dir"], "--dir")
     hops = LayoutTrainArgs.from_dict(record["args"]).prune_hops
@@ -434,7 +432,7 @@ def bench_train(
     name: str, collection: str, data_root: Path, cache: Path, work: Path, repeats: int
 ) -> dict:
     """A 2-epoch run of a recipe in a fresh process; the model folder of the first run."""
-    from baselines.layout.run_files import read_layout_run
+    from baselines.layout.run_data import read_layout_run
 
     source, search = collection.split(":")
     epochs = recipe_epochs(RECIPES[name])
@@ -447,7 +445,7 @@ def bench_train(
         res = run_bench.measure(cmd, work)
         folder = parse_train_log(res["stdout"])
         model_dir = model_dir or folder
-        timings = read_layout_run(Path(folder))["train"]["timings"]
+        timings = read_layout_run(Path(folder))["timings"]
         first, *_, steady = epoch_seconds(timings)
         runs.append(
             {

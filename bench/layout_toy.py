@@ -65,10 +65,8 @@ def main() -> int:
     import numpy as np
 
     import layout_train
-    from baselines.layout.run_data import load_run_split
-    from baselines.layout.run_files import build_model
-    from baselines.layout.task import resolve_layout_root
-    from baselines.layout.train_lib import train_layout
+    from baselines.layout.run_data import build_model, load_run_split
+    from baselines.layout.task import resolve_layout_root, train_layout
 
     recipes = args.recipes.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]

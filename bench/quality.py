@@ -135,7 +135,7 @@ def train_run(recipe: Path, data_root: Path, out_dir: Path, seed: int) -> dict:
             raise PipelineError(f"training {recipe.name} seed {seed} failed: {tail[0]}")
         (out_dir / "wall_s.txt").write_text(f"{time.perf_counter() - started:.1f}\n")
         runs = sorted(out_dir.glob("run_*.jsonz"))
-    from baselines.tiles.run_files import read_run_file  # needs TensorFlow: imported late
+    from baselines.tiles.run_records import read_run_file  # needs TensorFlow: imported late
 
     record = read_run_file(runs[0])
     record["wall_s"] = float((out_dir / "wall_s.txt").read_text())

@@ -152,7 +152,7 @@ def bench_model(model: str, data_root: Path, work: Path, epochs: int, repeats: i
             work,
         )
         # Imported here: the measuring helper runs this file too and needs no TensorFlow.
-        from baselines.tiles.run_files import read_run_file
+        from baselines.tiles.run_records import read_run_file
 
         (run_file,) = out.glob("run_*.jsonz")
         record = read_run_file(run_file)

@@ -14,7 +14,7 @@ medians):
 - cold load (empty cache folder: read every file, write the cache) and warm
   load (cache present) of the three splits through `load_splits`, and the
   cache's size on disk;
-- a 3-epoch training run through the library (`train_lib.train` with a
+- a 3-epoch training run through the library (`tiles.task.train` with a
   `TrainArgs` from the recipe's flags, epochs=3, validated after every epoch,
   warm cache): EarlyJoinSAGE with every default (`configs/baseline.flags`)
   and the recommended recipe (`configs/recommended.flags`, LateJoinGAT);
@@ -198,7 +198,7 @@ def _train_child(spec_json: str) -> int:
         results_csv=str(Path(spec["out_dir"]) / "results.csv"),
         test_mode="predictions",
     )
-    from baselines.tiles.train_lib import train
+    from baselines.tiles.task import train
 
     record = train(args, progress=False, log=lambda _: None)
     out = dict(record["timings"], model_dir=str(Path(args.out_dir) / f"model_{record['run_hash']}"))
@@ -371,7 +371,7 @@ def full_training(data_root: Path, cache: Path, work: Path) -> dict:
         f"--out_dir={out}",
     ]
     res = run_bench.measure(cmd, work)
-    from baselines.tiles.run_files import read_run_file
+    from baselines.tiles.run_records import read_run_file
 
     (run_file,) = out.glob("run_*.jsonz")
     record = read_run_file(run_file)

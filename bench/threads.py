@@ -126,7 +126,7 @@ def layout_round(args, variables: dict[str, str], out: Path) -> dict:
     ]
     _run(cmd, variables)
     record = json.loads(gzip.open(next(out.glob("run_*.jsonz"))).read())
-    epochs = tile_profile.epoch_figures(record["train"]["timings"])
+    epochs = tile_profile.epoch_figures(record["timings"])
     return {"layout_steady_epoch_s": epochs["steady_epoch_s"]}
 
 

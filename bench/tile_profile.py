@@ -8,7 +8,7 @@ Run on a set sized like the release (`data/make_synthetic.py --preset
 release`), with a warm cache. Each part runs in a fresh process:
 
 1. **Import**: `import tensorflow, tensorflow_gnn` (median of `--repeats`).
-2. **Training run** (`train_lib.train`, the recipe's flags, `--epochs`,
+2. **Training run** (`tiles.task.train`, the recipe's flags, `--epochs`,
    validating after every epoch): the load (read the cache + normalize),
    the first epoch (tracing of the train step included), the steady epoch
    (median of the later epochs' training steps), the per-epoch validation
@@ -115,7 +115,7 @@ def part_train(spec: dict) -> dict:
     from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
 
     prepare_tensorflow_import(tile_thread_pools())
-    from baselines.tiles.train_lib import train
+    from baselines.tiles.task import train
 
     args = _train_args(
         spec,
@@ -159,14 +159,13 @@ def part_steps(spec: dict) -> dict:
 
     from baselines.core import keras_fit, metrics
     from baselines.core.runner import set_determinism
-    from baselines.tiles import train_lib
     from baselines.tiles.graph import BATCH_SIGNATURE, batch_source, graph_from_batch, to_tensors
     from baselines.tiles.model_builder import build_model, create_variables
+    from baselines.tiles.task import TileTask
 
     args = _train_args(spec, epochs=1)
     set_determinism(args.seed)
-    data, _, _ = train_lib.prepare_splits(args, ("train",), lambda _: None, False)
-    split = data["train"]
+    split = TileTask().load(args, False, lambda _: None).train
     steps = spec["steps"]
     batches = keras_fit.EpochBatches(batch_source(split), args.batch, args.configs, args.seed)
     started = time.perf_counter()
@@ -178,7 +177,7 @@ def part_steps(spec: dict) -> dict:
     create_variables(model)
     loss_fn = metrics.make_loss_fn(metrics.parse_losses(args.losses))
     trainer = keras_fit.RankingTrainer(model, loss_fn, args.configs, to_graph=graph_from_batch)
-    keras_fit.compile_trainer(trainer, train_lib.make_optimizer(args, batches.steps))
+    keras_fit.compile_trainer(trainer, TileTask().optimizer(args, args.epochs, batches.steps))
     trainer.optimizer.build(model.trainable_variables)
     variables = model.trainable_variables
 

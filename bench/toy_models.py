@@ -37,7 +37,7 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "out" / "toy_models"), help="results")
     flags = parser.parse_args()
     from baselines.tiles.model_builder import model_classes
-    from baselines.tiles.train_lib import train
+    from baselines.tiles.task import train
 
     out = Path(flags.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,8 @@ import tiles_beam_experiments as beam_script
 from baselines.core import sweeps as core_sweeps
 from baselines.core.errors import PipelineError
 from baselines.tiles import model_builder, task
-from baselines.tiles.run_files import build_from_record, load_trained_model, read_run_file
+from baselines.tiles.model_builder import build_from_record, load_trained_model
+from baselines.tiles.run_records import read_run_file
 from baselines.tiles.task import TILE_SWEEPS, TrainArgs
 
 # Upstream's sweep, written out here from its source (tpu_graphs tiles_beam_experiments.py):

@@ -41,7 +41,7 @@ CHILD = textwrap.dedent(
             [tf.config.LogicalDeviceConfiguration()] * cpus)
     from baselines.core.distribution import make_strategy
     from baselines.tiles.task import TrainArgs
-    from baselines.tiles.train_lib import train
+    from baselines.tiles.task import train
 
     kill_at = os.environ.get("KILL_AT")
     if kill_at:
@@ -340,5 +340,5 @@ def test_mirrored_from_the_command_line_uses_one_replica_per_core(tmp_path, scri
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     record = _saved_run(proc.stdout, out)
-    replicas = record["replicas"] if script == "tiles_train.py" else record["train"]["replicas"]
+    replicas = record["replicas"]
     assert replicas == len(os.sched_getaffinity(0))

@@ -22,7 +22,7 @@ from baselines.core.errors import PipelineError
 from baselines.core.run_files import model_fingerprint
 from baselines.core.saved_model import save_run
 from baselines.core.submission import HEADER, write_csv_atomic
-from baselines.tiles import data, run_files, train_lib
+from baselines.tiles import data, model_builder, run_records, task
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.task import TrainArgs
@@ -52,7 +52,7 @@ def test_training_refuses_a_mistyped_data_root_before_writing(tmp_path):
 
 
 def train(args: TrainArgs, lines: list[str] | None = None) -> dict:
-    return train_lib.train(args, progress=False, log=(lines if lines is not None else []).append)
+    return task.train(args, progress=False, log=(lines if lines is not None else []).append)
 
 
 def _largest_train_kernel(root: Path) -> int:
@@ -64,7 +64,7 @@ def test_toy_fallback_says_so_first_and_last_and_keeps_its_own_hash(tmp_path, mo
     """No --data_root and no default data: toy set, a banner at both ends, a hash of its
     own (so real data later never overwrites it), and --configs capped at the largest kernel."""
     default = tmp_path / "nothing_downloaded_yet"
-    monkeypatch.setattr(train_lib, "DEFAULT_DATA_ROOT", str(default))
+    monkeypatch.setattr(task, "DEFAULT_DATA_ROOT", str(default))
     args = TrainArgs(
         model="MLP",
         epochs=1,
@@ -120,7 +120,7 @@ def test_runs_on_changed_data_never_share_a_model_or_tensorboard_folder(tmp_path
     assert second["data"]["identity"] != first["data"]["identity"]
     # The first run's model, run file and TensorBoard logs are untouched.
     assert model_fingerprint(out / f"model_{first['run_hash']}") == first_model
-    again, _ = run_files.read_run_for_model(out / f"model_{first['run_hash']}")
+    again, _ = run_records.read_run_for_model(out / f"model_{first['run_hash']}")
     assert again["data"]["identity"] == first["data"]["identity"]
     marker = json.loads((out / f"tb_{first['run_hash']}" / "data_identity.json").read_text())
     assert marker["identity"] == first["data"]["identity"]
@@ -160,8 +160,8 @@ def _record(tag: str) -> dict:
 
 def _assert_consistent_pair(model_dir: Path, weights: dict[str, np.ndarray]) -> str:
     """The record read for `model_dir` is the one saved with its weights; returns its tag."""
-    record, _ = run_files.read_run_for_model(model_dir)
-    restored = run_files.restore_model(model_dir, record)
+    record, _ = run_records.read_run_for_model(model_dir)
+    restored = model_builder.restore_model(model_dir, record)
     np.testing.assert_array_equal(restored.trainable_variables[0].numpy(), weights[record["tag"]])
     return record["tag"]
 
@@ -274,7 +274,7 @@ def test_full_disk_while_writing_the_run_file_keeps_the_previous_pair(tmp_path, 
         save_run(new_model, _record("new"), model_dir, run_path)
     monkeypatch.undo()
     assert _assert_consistent_pair(model_dir, weights) == "old"
-    assert run_files.read_run_file(run_path)["tag"] == "old"
+    assert run_records.read_run_file(run_path)["tag"] == "old"
     assert not _temporaries(tmp_path)
 
 

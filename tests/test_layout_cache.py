@@ -38,8 +38,8 @@ from baselines.layout.graph import LayoutGraph, read_config_rows
 from baselines.layout.models import LayoutSAGE
 from baselines.layout.prune import prune_to_configurable
 from baselines.layout.run_data import load_run_split
+from baselines.layout.scoring import GraphScorer
 from baselines.layout.task import LayoutTrainArgs
-from baselines.layout.train_lib import GraphScorer
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = REPO / "data" / "layout_toy"

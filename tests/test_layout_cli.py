@@ -100,7 +100,8 @@ def test_each_row_lists_the_config_its_graph_scored_fastest_first(trained, tmp_p
     first; other scores need only ascend within float32 rounding (the same
     model on the same rows, so 1e-6 is wide).
     """
-    from baselines.layout.predict import read_layout_models, score_runs
+    from baselines.layout.run_data import read_layout_models
+    from baselines.layout.scoring import score_runs
 
     out, done = trained
     model_dir, _ = saved_paths(done.stdout)
@@ -134,9 +135,8 @@ def test_rebuilt_model_scores_like_the_trained_one(trained):
     model_dir, _ = saved_paths(done.stdout)
     from baselines.layout.batching import prepare_graphs
     from baselines.layout.metrics import kendall_tau
-    from baselines.layout.run_data import load_run_split
-    from baselines.layout.run_files import read_layout_run, restore_layout_model
-    from baselines.layout.train_lib import GraphScorer
+    from baselines.layout.run_data import load_run_split, read_layout_run, restore_layout_model
+    from baselines.layout.scoring import GraphScorer
 
     record = read_layout_run(model_dir)
     args = LayoutTrainArgs.from_dict(record["args"])
@@ -303,7 +303,7 @@ def test_max_configs_and_configs_above_every_graph_go_on_with_one_note_each(tmp_
     ]
     record = read_run(saved_paths(done.stdout)[1])
     assert record["args"]["max_configs"] == 5000 and record["args"]["configs"] == 5000
-    assert record["train"]["configs"] == train  # what the batches held
+    assert record["configs"] == train  # what the batches held
     given = LayoutTrainArgs(
         source="xla", search="default", epochs=1, max_configs=5000, configs=5000,
         model_kwargs_json=TINY[1].split("=", 1)[1],
@@ -332,9 +332,8 @@ def test_toy_trained_model_ranks_every_real_test_file(trained):
     _, done = trained
     model_dir, _ = saved_paths(done.stdout)
     from baselines.layout.batching import prepare_graphs
-    from baselines.layout.run_data import load_run_split
-    from baselines.layout.run_files import read_layout_run, restore_layout_model
-    from baselines.layout.train_lib import GraphScorer
+    from baselines.layout.run_data import load_run_split, read_layout_run, restore_layout_model
+    from baselines.layout.scoring import GraphScorer
 
     record = read_layout_run(model_dir)
     hops = LayoutTrainArgs.from_dict(record["args"]).prune_hops

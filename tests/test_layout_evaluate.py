@@ -295,7 +295,8 @@ def read_csv(path: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_script_reports_each_model_and_the_ensemble_on_the_toy_set(two_models, tmp_path):
-    from baselines.layout.predict import read_layout_models, score_runs
+    from baselines.layout.run_data import read_layout_models
+    from baselines.layout.scoring import score_runs
 
     output = tmp_path / "ev" / "res"
     dirs = ",".join(map(str, two_models))

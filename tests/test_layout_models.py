@@ -24,7 +24,7 @@ from baselines.layout.batching import (
 from baselines.layout.data import load_layout_split
 from baselines.layout.graph import LayoutGraph
 from baselines.layout.models import ConfigAttention, LayoutSAGE, ResModel
-from baselines.layout.train_lib import SCORE_CHUNK, SCORE_SLOT_BUDGET, GraphScorer
+from baselines.layout.scoring import SCORE_CHUNK, SCORE_SLOT_BUDGET, GraphScorer
 
 MODEL_CLASSES = (ResModel, LayoutSAGE)
 TOY = Path(__file__).resolve().parents[1] / "data" / "layout_toy" / "xla" / "default"
@@ -668,7 +668,7 @@ def test_a_layout_model_is_found_by_class_name_and_rebuilt_from_its_config():
     """The layout lookup is the tiles' one: the base is not a model, a misspelt name or
     kwarg gets a suggestion, and `get_config` (with num_configs) rebuilds the class."""
     from baselines.core.errors import PipelineError
-    from baselines.layout.run_files import build_model
+    from baselines.layout.run_data import build_model
 
     with pytest.raises(PipelineError, match="LayoutModel is a base class, not a model"):
         build_model("LayoutModel", {})

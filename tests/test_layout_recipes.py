@@ -42,7 +42,7 @@ def test_train_kwargs_name_every_training_parameter_but_where_and_how_it_runs():
     final_validation, which only a benchmark that scores the splits itself
     turns off."""
     from baselines.layout.run_data import load_run_split
-    from baselines.layout.train_lib import train_layout
+    from baselines.layout.task import train_layout
 
     args = LayoutTrainArgs(keep_nodes=7, epochs=3, seed=4)
     wanted = set(inspect.signature(train_layout).parameters) - {

@@ -139,8 +139,7 @@ def sample_tau(out: Path, run_hash: str) -> float:
     """Mean tau of the saved model over validation's fixed sample, computed here."""
     from baselines.core.keras_fit import EpochBatches
     from baselines.layout.batching import batch_source, prepare_graphs, to_model_inputs
-    from baselines.layout.run_data import load_run_split
-    from baselines.layout.run_files import restore_layout_model
+    from baselines.layout.run_data import load_run_split, restore_layout_model
     from baselines.layout.task import BUNDLED_TOY_ROOT
 
     record = read_run(out, run_hash)
@@ -155,7 +154,7 @@ def sample_tau(out: Path, run_hash: str) -> float:
         log=None,
     )
     model = restore_layout_model(out / f"model_{run_hash}", record)
-    configs = record["train"]["configs"]
+    configs = record["configs"]
     sample = EpochBatches(
         batch_source(prepare_graphs(valid)), args.batch, configs, args.seed + 1, fixed_epoch=0
     )
@@ -195,10 +194,10 @@ def test_tensorboard_holds_each_epochs_learning_rate_loss_tau_and_opa(uninterrup
     assert tau == pytest.approx(dict(zip(epochs, curve["val_kendall_tau"])))
     # The saved model holds the best epoch's weights: its tau on the validation
     # sample, computed here, is what TensorBoard shows for that epoch.
-    assert tau[record["train"]["best_epoch"]] == pytest.approx(sample_tau(out, run_hash), abs=1e-6)
+    assert tau[record["best_epoch"]] == pytest.approx(sample_tau(out, run_hash), abs=1e-6)
     # Early stopping follows val OPA, not tau.
-    assert record["train"]["best_val_opa"] == max(curve["val_opa"])
-    assert record["train"]["best_epoch"] == int(np.argmax(curve["val_opa"]))
+    assert record["best_val_opa"] == max(curve["val_opa"])
+    assert record["best_epoch"] == int(np.argmax(curve["val_opa"]))
     assert not (out / f"backup_{run_hash}").exists()  # a finished run leaves no backup
 
 
@@ -222,7 +221,7 @@ def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(tmp_path, when, u
     assert got["train_curve"].keys() == expected["train_curve"].keys()
     for key, values in expected["train_curve"].items():
         np.testing.assert_allclose(got["train_curve"][key], values, rtol=1e-6, err_msg=key)
-    assert got["train"]["best_epoch"] == expected["train"]["best_epoch"]
+    assert got["best_epoch"] == expected["best_epoch"]
     np.testing.assert_allclose(got["val"]["kendall_tau"], expected["val"]["kendall_tau"], rtol=1e-6)
     got_weights, expected_weights = read_weights(tmp_path, run_hash), read_weights(whole, run_hash)
     assert len(got_weights) == len(expected_weights)
@@ -240,7 +239,7 @@ def test_mirrored_on_two_cpus_trains_like_one_device(tmp_path, uninterrupted):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert mirrored_hash == run_hash  # --strategy is not part of the run
     one, two = read_run(whole, run_hash), read_run(tmp_path, run_hash)
-    assert one["train"]["replicas"] == 1 and two["train"]["replicas"] == 2
+    assert one["replicas"] == 1 and two["replicas"] == 2
     # Each batch of 4 graphs is split 2 + 2 and the replicas' scaled gradients
     # summed: the update is the global batch's (a loss scaled by the wrong
     # factor is off by 2x in the step size and drifts).

@@ -12,7 +12,8 @@ from baselines.layout.batching import prepare_graphs
 from baselines.layout.data import load_layout_split
 from baselines.layout.metrics import kendall_tau
 from baselines.layout.models import LayoutSAGE, ResModel
-from baselines.layout.train_lib import evaluate_graphs, train_layout
+from baselines.layout.scoring import evaluate_graphs
+from baselines.layout.task import train_layout
 
 TOY = Path(__file__).resolve().parents[1] / "data" / "layout_toy" / "xla" / "default"
 # The recipe the toy checks use: upstream's configs 16 and batch 8 graphs would be
@@ -59,7 +60,7 @@ def test_training_beats_random_scores(cls, epochs, toy, random_tau):
 
 def test_training_is_deterministic_and_its_saved_run_rebuilds(toy, tmp_path):
     from baselines.core.saved_model import save_run
-    from baselines.layout.run_files import COLLECTION, read_layout_run, restore_layout_model
+    from baselines.layout.run_data import read_layout_run, restore_layout_model
 
     train, valid = toy
     small = dict(RECIPE, configs=8, batch=2)
@@ -74,7 +75,7 @@ def test_training_is_deterministic_and_its_saved_run_rebuilds(toy, tmp_path):
 
     assert first["model_kwargs"] == model.get_config()
     record = {
-        "collection": COLLECTION,
+        "collection": "layout",
         "args": {},
         **{k: first[k] for k in ("model", "model_kwargs", "val")},
     }

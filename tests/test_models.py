@@ -14,8 +14,8 @@ from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import assemble_batch, graph_from_batch, sample_config_slots, to_tensors
 from baselines.tiles.layers import ChebConv
+from baselines.tiles.model_builder import build_from_record, load_trained_model
 from baselines.tiles.predict import ConfigScorer
-from baselines.tiles.run_files import build_from_record, load_trained_model
 
 MODEL_NAMES = tuple(model_builder.model_classes())
 
@@ -190,9 +190,10 @@ def test_rebuild_and_copy_matches_saved_keras_model(name, extra, toy_valid, tmp_
     model_dir = tmp_path / "model_abc"
     save_model(trained, model_dir)
     stats = FeatureStats.fit(np.zeros((1, 140), np.float32), np.zeros((1, 24), np.float32))
-    from baselines.tiles.run_files import write_run_file
+    from baselines.core.run_json import write_gzip_json
 
-    write_run_file(tmp_path / "run_abc.jsonz", {**record, "feature_stats": stats.to_dict()})
+    run_path = tmp_path / "run_abc.jsonz"
+    write_gzip_json(run_path, {**record, "feature_stats": stats.to_dict()}, run_path)
     rebuilt, _, _ = load_trained_model(model_dir)
     saved = tf.keras.models.load_model(model_dir, compile=False)
 
@@ -422,7 +423,7 @@ def test_keras_load_model_scores_like_the_rebuild(name, kwargs, toy_valid, tmp_p
     rebuild gives (class and every kwarg from the run file): same config, same
     scores, for every class with every kwarg it takes away from its default,
     and for the recommended recipe's model."""
-    from baselines.tiles.run_files import restore_model
+    from baselines.tiles.model_builder import restore_model
 
     trained = model_builder.build_model(name, 3, kwargs)
     model_builder.create_variables(trained)

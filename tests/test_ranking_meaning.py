@@ -107,15 +107,15 @@ def load_layout_script():
 
 def run_layout_script(monkeypatch, tmp_path, graphs, members, *flags) -> dict[str, list[int]]:
     """layout_gen_predictions_csv.main() on `members` (each model's scores per graph)."""
-    from baselines.layout import predict
+    from baselines.layout import run_data, scoring
 
     models = [
         (tmp_path / f"model_{i}", {"source": "xla", "search": "default", "model": "Known"})
         for i in range(len(members))
     ]
-    monkeypatch.setattr(predict, "read_layout_models", lambda text, flag: models)
+    monkeypatch.setattr(run_data, "read_layout_models", lambda text, flag: models)
     monkeypatch.setattr(
-        predict, "score_runs", lambda models, folder, log=None, cache_dir=None: (graphs, members)
+        scoring, "score_runs", lambda models, folder, log=None, cache_dir=None: (graphs, members)
     )
     output = tmp_path / "rows.csv"
     dirs = ",".join(str(d) for d, _ in models)

@@ -24,12 +24,13 @@ from conftest import ROOT, numpy_feature_stats, signed_log, write_random_root
 from baselines.core import metrics
 from baselines.core.errors import PipelineError
 from baselines.core.ranking import ensemble_scores
+from baselines.core.run_files import RUN_IN_MODEL, run_file_beside
 from baselines.core.saved_model import save_run
 from baselines.tiles import data
+from baselines.tiles.model_builder import build_from_record
 from baselines.tiles.predict import SavedRanker, ranking_rows
-from baselines.tiles.run_files import RUN_IN_MODEL, build_from_record, read_run_file, run_file_for
-from baselines.tiles.task import TrainArgs
-from baselines.tiles.train_lib import train
+from baselines.tiles.run_records import read_run_file
+from baselines.tiles.task import TrainArgs, train
 
 LINEAR_MLP = '{"hidden_dim": 8, "op_embedding_dim": 4, "activation": "linear"}'
 
@@ -172,7 +173,7 @@ def test_prediction_normalizes_with_the_saved_train_statistics(linear_run):
 @pytest.mark.slow
 def test_non_finite_model_is_refused_in_one_line(linear_run, tmp_path):
     _, root, model_dir, _, _, _ = linear_run
-    record = read_run_file(run_file_for(model_dir))
+    record = read_run_file(run_file_beside(model_dir, "tiles_train.py"))
     broken = build_from_record(record)
     broken.load_weights(str(model_dir / "variables" / "variables"))
     broken.head.out.bias.assign([np.nan])

@@ -16,9 +16,10 @@ import types
 
 import pytest
 
+from baselines.core.conductor import choose_run_hash
 from baselines.core.distribution import is_chief
+from baselines.core.task import Loaded
 from baselines.tiles.task import TrainArgs
-from baselines.tiles.train_lib import choose_run_hash
 
 # Fields that say only where things are read or written, never what is
 # trained. Every other field changes the trained model or the recorded
@@ -55,7 +56,7 @@ def test_every_result_changing_flag_changes_the_run_hash(field, tmp_path):
     assert changed.run_hash() != base.run_hash()
     # And the names the run's files get, with or without a run of the same
     # data already there (the second case names a run with its data identity).
-    data = {"identity": "d1", "toy_fallback": False}
+    data = Loaded(None, None, identity="d1")
     assert choose_run_hash(changed, tmp_path, data)[0] != choose_run_hash(base, tmp_path, data)[0]
     for args in (base, changed):
         (tmp_path / f"tb_{args.run_hash()}").mkdir(exist_ok=True)

@@ -23,8 +23,7 @@ from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import batch_source, graph_from_batch, to_tensors
 from baselines.tiles.model_builder import build_model, create_variables
-from baselines.tiles.task import TrainArgs
-from baselines.tiles.train_lib import train
+from baselines.tiles.task import TrainArgs, train
 
 BASELINE_DEFAULTS = {
     "model": "EarlyJoinSAGE",
@@ -296,7 +295,7 @@ def test_recipe_flags_are_checked(changes, message, tmp_path):
 
 def test_cosine_schedule_warms_up_then_decays_and_adamw_is_chosen():
     from baselines.core.fused_adam import FusedAdam, FusedAdamW
-    from baselines.tiles.train_lib import learning_rate, make_optimizer
+    from baselines.tiles.task import TileTask
 
     args = TrainArgs(
         lr=0.01,
@@ -306,16 +305,16 @@ def test_cosine_schedule_warms_up_then_decays_and_adamw_is_chosen():
         optimizer="adamw",
         weight_decay=0.1,
     )
-    optimizer = make_optimizer(args, steps_per_epoch=10)
+    optimizer = TileTask().optimizer(args, epochs=10, steps_per_epoch=10)
     assert type(optimizer) is FusedAdamW
     assert optimizer.weight_decay == pytest.approx(0.1)
-    rate = learning_rate(args, steps_per_epoch=10)  # a schedule: step -> rate
+    rate = optimizer._learning_rate  # Keras keeps the schedule there: step -> rate
     values = [float(rate(step)) for step in (0, 10, 20, 60, 99)]
     assert values[0] == pytest.approx(1e-4)  # lr / 100 at the start of warm-up
     assert values[1] == pytest.approx((1e-4 + 0.01) / 2, rel=1e-3)  # linear warm-up
     assert values[2] == pytest.approx(0.01)  # peak after 2 epochs
     assert values[2] > values[3] > values[4] > 0  # cosine decay to lr / 100
-    baseline = make_optimizer(TrainArgs(lr=0.003), steps_per_epoch=10)
+    baseline = TileTask().optimizer(TrainArgs(lr=0.003), epochs=100, steps_per_epoch=10)
     assert type(baseline) is FusedAdam  # Adam, not AdamW
     assert float(baseline.learning_rate) == pytest.approx(0.003)
 
@@ -332,11 +331,11 @@ def test_cosine_schedule_warms_up_then_decays_and_adamw_is_chosen():
     ],
 )
 def test_max_train_steps_caps_whole_epochs(epochs, cap, steps_per_epoch, expected):
-    from baselines.tiles.train_lib import effective_epochs
+    from baselines.tiles.task import TileTask
 
     lines = []
     args = TrainArgs(epochs=epochs, max_train_steps=cap)
-    assert effective_epochs(args, steps_per_epoch, lines.append) == expected
+    assert TileTask().schedule(args, steps_per_epoch, lines.append)[0] == expected
     # Said in one line when, and only when, the cap shortens the run.
     assert len(lines) == (expected < epochs)
 
@@ -376,7 +375,7 @@ def test_capped_run_fits_its_schedule_and_keeps_its_name(tmp_path):
 
 
 def test_balanced_sampling_gives_every_program_the_same_share(toy_splits):
-    from baselines.tiles.train_lib import program_balanced_weights
+    from baselines.tiles.task import program_balanced_weights
 
     split = toy_splits["train"]
     weights = program_balanced_weights(split)
@@ -393,7 +392,7 @@ def test_balanced_sampling_gives_every_program_the_same_share(toy_splits):
 
 
 def test_sqrt_configs_sampling_draws_kernels_by_the_root_of_their_config_count(toy_splits):
-    from baselines.tiles.train_lib import sampling_weights
+    from baselines.tiles.task import sampling_weights
 
     split = toy_splits["train"]
     counts = np.array([len(split.kernel(i).config_runtime) for i in range(len(split))])

@@ -194,7 +194,7 @@ def make_pipeline(options, runner: str):
 def import_train_function(path: str) -> Callable[..., Mapping[str, Any]]:
     """The function a "module:name" path names.
 
-    import_train_function("baselines.layout.train_lib:train")
+    import_train_function("baselines.layout.task:train")
     """
     module, name = path.split(":")
     return getattr(importlib.import_module(module), name)

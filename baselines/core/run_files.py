@@ -13,9 +13,12 @@ No TensorFlow and no numpy: entry scripts read records before importing them.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from baselines.core.errors import PipelineError
+from baselines.core.run_json import read_gzip_json
 
 # The run file's copy inside the model folder: the record that belongs to it.
 RUN_IN_MODEL = "run.jsonz"
@@ -81,3 +84,47 @@ def check_fingerprint(record: dict, model_dir: Path, run_path: Path) -> None:
             f"{run_path}: belongs to another model than {model_dir} (model fingerprint "
             "differs: the model or run file was changed or half replaced); retrain the model"
         )
+
+
+# Who writes and who ranks with each collection's runs.
+TRAIN_SCRIPTS = {"tile": "tiles_train.py", "layout": "layout_train.py"}
+PREDICT_SCRIPTS = {
+    "tile": "tiles_gen_predictions_csv.py",
+    "layout": "layout_gen_predictions_csv.py",
+}
+
+
+def read_record(path: Path, collection: str, required: Sequence[str]) -> dict[str, Any]:
+    """The run record at `path`, refused in one line if it is another collection's or
+    lacks a `required` field. Tile records from before the `collection` field have none."""
+    script = TRAIN_SCRIPTS[collection]
+    if not path.is_file():
+        raise PipelineError(f"{path}: run file not found; it is written by {script}")
+    record = read_gzip_json(path)
+    found = record.get("collection", "tile")
+    if found != collection:
+        where = path.parent if path.name == RUN_IN_MODEL else path
+        if found in PREDICT_SCRIPTS:
+            raise PipelineError(f"{where} is a {found} model; use {PREDICT_SCRIPTS[found]}")
+        raise PipelineError(f"{path}: not a {collection} run file (written by {script})")
+    missing = [k for k in required if k not in record]
+    if missing:
+        raise PipelineError(f"{path}: run file lacks {', '.join(missing)}; retrain the model")
+    return record
+
+
+def read_run(model_dir: Path, collection: str, required: Sequence[str]) -> dict[str, Any]:
+    """The run record of `model_dir` (`run_file_of`), checked by `read_record` and against
+    the folder's fingerprint: a model is never paired with another run's record."""
+    model_dir = Path(model_dir).expanduser()
+    path = run_file_of(model_dir, TRAIN_SCRIPTS[collection])
+    record = read_record(path, collection, required)
+    check_fingerprint(record, model_dir, path)
+    return record
+
+
+def read_runs(
+    text: str, flag: str, read: Callable[[Path], dict[str, Any]]
+) -> list[tuple[Path, dict[str, Any]]]:
+    """(folder, `read(folder)`) of each folder of a comma-separated `flag` list (`model_dirs`)."""
+    return [(d, read(d)) for d in model_dirs(text, flag)]

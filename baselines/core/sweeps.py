@@ -55,7 +55,7 @@ class Sweep:
 class SweepKind:
     """What one collection's sweeps need; the rest of this module is the same for all.
 
-        SweepKind("layout", LayoutTrainArgs, "layout_train.py", "baselines.layout.train_lib:train",
+        SweepKind("layout", LayoutTrainArgs, "layout_train.py", "baselines.layout.task:train",
                   "layout_gen_predictions_csv.py", ("val_tau", "val_opa"), metric_cells,
                   summarize, sort_key, "validation Kendall's tau (higher is better)", done_line)
 
@@ -230,7 +230,7 @@ def run_one(
 ) -> dict[str, Any]:
     """Trains one run with `train(args, progress=False, log=...)`; a result either way.
 
-    run_one(kind, 0, 3, args, train_lib.train, print)["status"] in ("ok", "error")
+    run_one(kind, 0, 3, args, task.train, print)["status"] in ("ok", "error")
 
     The result is `status` "ok" with `kind.summarize(record)`'s fields (the
     validation metrics, best epoch, epochs) and the wall time, or `status`

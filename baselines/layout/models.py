@@ -9,7 +9,7 @@ returns scores [graphs, K], lower = predicted faster (the core losses' conventio
 -score). K is read off the batch, so one model scores any number of
 configurations. A model may instead define `forward` in two parts:
 `graph_part(inputs)`, what does not depend on the configurations (read once
-per graph by `train_lib.GraphScorer`, however many calls its configurations
+per graph by `scoring.GraphScorer`, however many calls its configurations
 take), and `config_part(inputs, graph_part)`, the scores. Both models here do.
 
 - `ResModel`: upstream's layout baseline in spirit. Opcode embedding + node
@@ -28,7 +28,7 @@ Without `config_attention_heads`, neither model attends across a graph's
 configurations: a configuration's score does not depend on which other
 configurations share its batch. LayoutSAGE with `config_attention_heads > 0`
 does (`ConfigAttention`); such a model says so (`attends_across_configs`), and
-`train_lib.GraphScorer` then scores all of a graph's configurations in one call,
+`scoring.GraphScorer` then scores all of a graph's configurations in one call,
 so a score never depends on how scoring was chunked.
 """
 
@@ -108,7 +108,7 @@ class LayoutModel(CostModel):
         """How many nodes' states a scoring call holds per configuration of a graph.
 
         A call's memory is about this x configurations x state width, so
-        `train_lib.GraphScorer` sizes its chunks by it. Every node here: a
+        `scoring.GraphScorer` sizes its chunks by it. Every node here: a
         subclass whose per-configuration states live on fewer nodes says so.
         """
         return num_nodes
@@ -122,7 +122,7 @@ class LayoutModel(CostModel):
 
     # Optional split of `forward`, so that a graph's configuration-independent
     # work is done once however many calls score its configurations
-    # (`train_lib.GraphScorer`): forward(x) == config_part(x, graph_part(x)).
+    # (`scoring.GraphScorer`): forward(x) == config_part(x, graph_part(x)).
     def graph_part(self, inputs: dict, training=None):
         """The configuration-independent states of the batch's graphs (a tensor or a dict).
 

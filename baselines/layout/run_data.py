@@ -1,4 +1,4 @@
-"""The graphs a layout run trains, validates or ranks, reduced as its args say.
+"""A layout run's graphs, reduced as its args say, and its saved model and record.
 
     train = load_run_split(root / "xla" / "default" / "train", args, training=True)
     test = load_run_split(root / "xla" / "default" / "test", args, training=False)
@@ -8,13 +8,26 @@ Training splits drop duplicate configurations (`drop_duplicates`) and sample
 them all). Both are pruned to the configurable nodes' `prune_hops`-hop
 neighbourhood (None: the whole graph), so a model ranks graphs shaped like
 those it was trained on.
+
+A saved run is `model_<hash>/` (the Keras SavedModel with a copy of the run
+record) and `run_<hash>.jsonz`, as for tiles. Rebuilding: the class is looked
+up by name in `baselines/layout/models.py`, built with the kwargs, its
+variables created, and the saved ones copied in (paths and shapes must agree).
+
+    record = read_layout_run(out / f"model_{h}")          # no TensorFlow
+    model = restore_layout_model(out / f"model_{h}", record)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from baselines.core import model_lookup
+from baselines.core.errors import PipelineError
+from baselines.core.format import OPCODE_VOCAB_SIZE
+from baselines.core.run_files import read_run, read_runs
 from baselines.layout.data import load_layout_split
 from baselines.layout.graph import LayoutGraph
 from baselines.layout.prune import prune_to_configurable
@@ -92,3 +105,53 @@ def max_configs_note(
         f"--max_configs {max_configs} exceeds the most {kind} of any train/valid graph "
         f"({most:,}): every configuration is kept"
     )
+
+
+def read_layout_run(model_dir: Path) -> dict[str, Any]:
+    """The layout run record of `model_dir`; a tile model is refused in one line."""
+    record = read_run(model_dir, "layout", ("args", "model", "model_kwargs"))
+    if not (Path(model_dir).expanduser() / "saved_model.pb").is_file():
+        raise PipelineError(
+            f"{model_dir}: layout run lacks its saved model (layout runs saved as "
+            "weights.npz); retrain the model"
+        )
+    return record
+
+
+def build_model(name: str, kwargs: dict[str, Any]):
+    """The model `name` of baselines/layout/models.py, unbuilt; a bad name or kwarg is one line.
+
+    `kwargs` may hold `num_configs` and `num_ops` (a run record's `get_config`).
+    """
+    from baselines.layout import models
+
+    kwargs = dict(kwargs)
+    positional = (kwargs.pop("num_configs", None), kwargs.pop("num_ops", OPCODE_VOCAB_SIZE))
+    return model_lookup.build_model(models, models.LayoutModel, name, positional, kwargs)
+
+
+def restore_layout_model(model_dir: Path, record: dict[str, Any]):
+    """Rebuilds the run's class with its kwargs and copies the saved weights in."""
+    from baselines.core.saved_model import copy_saved_variables
+
+    model = build_model(record["model"], record["model_kwargs"]).create_variables()
+    copy_saved_variables(Path(model_dir).expanduser(), model)
+    return model
+
+
+def read_layout_models(text: str, flag: str) -> list[tuple[Path, dict[str, Any]]]:
+    """(folder, run record) of each comma-separated model folder, all of one collection.
+
+        models = read_layout_models("out/model_a,out/model_b", "--dirs")
+
+    An empty item, a folder listed twice, a tile model and models of different
+    sources or searches are refused in one line naming `flag`.
+    """
+    models = read_runs(text, flag, read_layout_run)
+    kinds = {(r["source"], r["search"]) for _, r in models}
+    if len(kinds) > 1:
+        raise PipelineError(
+            f"{flag}: the models are of different collections {sorted(kinds)}; "
+            "an ensemble ranks one source and search"
+        )
+    return models

@@ -11,9 +11,13 @@
 this project's. `--keep_nodes` is upstream's segment training: the forward
 pass sees the whole (pruned) graph, the gradient flows through one random
 segment of at most `keep_nodes` nodes per graph and step. `split_kwargs()`
-and `train_kwargs()` are what `train_lib.train` passes to `load_run_split` and
-`train_layout`; bench/layout_toy.py passes the same, so a recipe file trains
-the same run in both.
+and `train_kwargs()` are what a run passes to `load_run_split` and what
+bench/layout_toy.py passes to `train_layout`, so a recipe file trains the
+same run in both.
+
+`LayoutTask`: the layout collection as the conductor (`core/conductor.py`)
+takes it; `train` runs one layout run through it, `train_layout` fits a model
+on graphs already read.
 
 `LAYOUT_SWEEPS`: the layout parts of `baselines/core/sweeps.py`. Trained runs
 rank by validation Kendall's tau, higher first; the ensemble command
@@ -26,7 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,8 @@ from baselines.core.args_record import (
 from baselines.core.errors import PipelineError
 from baselines.core.submission import LAYOUT_SEARCHES, LAYOUT_SOURCES
 from baselines.core.sweeps import SweepKind
+from baselines.core.task import Loaded, Task
+from baselines.layout.graph import LayoutGraph
 
 # The bundled synthetic toy set (relative to the repository), every entry script's default.
 DEFAULT_DATA_ROOT = "data/layout_toy"
@@ -120,7 +127,7 @@ class LayoutTrainArgs(ArgsRecord):
         )
 
     def train_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of `train_lib.train_layout` (all but the graphs, model, progress)."""
+        """Keyword arguments of `train_layout` (all but the graphs, model, progress)."""
         return dict(
             epochs=self.epochs,
             configs=self.configs,
@@ -202,10 +209,224 @@ def check_run(args: LayoutTrainArgs, log=None) -> tuple[Path, bool, Path]:
     return root, toy, out
 
 
+class LayoutTask(Task):
+    """A layout collection for the conductor (`core/conductor.py`): graphs ranked by tau.
+
+    Train and validation graphs are read as the run's args say (`load_train_graphs`);
+    a step draws `configs` configurations per graph, through one random segment of
+    `--keep_nodes` nodes. Validation adds Kendall's tau on its fixed sample to
+    every epoch's logs, and the final evaluation ranks every configuration of
+    every validation graph (`scoring.evaluate_graphs`).
+    """
+
+    collection, unit = "layout", "graph"
+    hparams_metrics = (
+        ("epoch_kendall_tau", "validation", "val Kendall tau (sampled configs)"),
+        ("epoch_opa", "validation", "val OPA"),
+        ("epoch_loss", "validation", "val loss"),
+        ("epoch_loss", "train", "train loss"),
+    )
+
+    def check(self, args: LayoutTrainArgs, log) -> None:
+        """The flags, data root and folders, then the model's name and kwargs (it is built)."""
+        from baselines.layout.run_data import build_model
+
+        check_run(args, log)
+        build_model(args.model, args.model_kwargs())
+
+    def load(self, args: LayoutTrainArgs, progress: bool, log) -> Loaded:
+        root, toy = resolve_layout_root(args.data_root)
+        if toy:
+            log(toy_banner(root))
+        folder = args.collection_dir(root)
+        log(f"layout:{args.source}:{args.search} from {folder}; run {args.run_hash()}")
+        train_graphs, valid_graphs = load_train_graphs(args, folder, log)
+        facts = dict(toy_data=toy, data_root=str(root), source=args.source, search=args.search)
+        loaded = prepared(train_graphs, valid_graphs)
+        loaded.facts.update(facts)
+        loaded.notice = toy_banner(root) if toy else None
+        return loaded
+
+    def most_configs(self, loaded: Loaded) -> int:
+        return max(g.num_configs for g in loaded.train)
+
+    def batches(self, args: LayoutTrainArgs, loaded: Loaded, configs: int, replicas: int):
+        """Train batches of segments of `keep_nodes` nodes (None: whole graphs)."""
+        from baselines.core.keras_fit import EpochBatches
+        from baselines.layout.batching import batch_source, segment_source
+
+        train, seed = loaded.train, args.seed
+        keep = args.keep_nodes
+        source = batch_source(train) if keep is None else segment_source(train, keep, seed)
+        return (
+            EpochBatches(source, args.batch, configs, seed, num_replicas=replicas),
+            EpochBatches(
+                batch_source(loaded.valid),
+                args.batch,
+                configs,
+                seed + 1,
+                fixed_epoch=0,
+                num_replicas=replicas,
+            ),
+        )
+
+    def build_model(self, args: LayoutTrainArgs, configs: int):
+        from baselines.layout.run_data import build_model
+
+        return build_model(args.model, args.model_kwargs()).create_variables()
+
+    def to_model_inputs(self, batch):
+        from baselines.layout.batching import to_model_inputs
+
+        return to_model_inputs(batch)
+
+    def callbacks(self, val_batches):
+        from baselines.layout.scoring import ValidationKendallTau
+
+        return [ValidationKendallTau(val_batches)], ("val_kendall_tau",)
+
+    def run_label(self, args: LayoutTrainArgs, run_hash: str) -> str:
+        """Model, collection and the hash's first 8 digits."""
+        return f"{args.model}-{args.source}:{args.search}-{run_hash[:8]}"
+
+    def evaluate(self, args: LayoutTrainArgs, model, loaded: Loaded, record, progress, log):
+        """Kendall's tau, OPA and slowdown over every configuration of every valid graph."""
+        from baselines.layout.scoring import evaluate_graphs
+
+        clock = time.perf_counter()
+        val = evaluate_graphs(model, loaded.valid)
+        seconds = time.perf_counter() - clock
+        averaged = record["averaged_epochs"]
+        ended_on = (
+            f"the mean of the weights of its last {averaged} epochs"
+            if averaged
+            else f"best epoch {record['best_epoch']}"
+        )
+        log(
+            f"trained {args.model} in {record['timings']['train_s'] + seconds:.1f} s, "
+            f"{ended_on}: validation Kendall tau {val['kendall_tau']:.4f}, "
+            f"OPA {val['opa']:.4f} over {val['graphs']} graphs"
+        )
+        return {"val": val, "timings": {"val_eval_s": seconds}}, None
+
+
+def prepared(train_graphs: Sequence[LayoutGraph], valid_graphs: Sequence[LayoutGraph]) -> Loaded:
+    """The graphs of a run, prepared for batching; both splits need graphs with runtimes."""
+    from baselines.layout.batching import prepare_graphs
+
+    if not train_graphs or not valid_graphs:
+        raise PipelineError("a layout run needs at least one train and one validation graph")
+    if any(not g.has_labels for g in [*train_graphs, *valid_graphs]):
+        raise PipelineError("train and validation graphs need runtimes (test files hold none)")
+    return Loaded(
+        prepare_graphs(train_graphs),
+        prepare_graphs(valid_graphs),
+        facts={
+            "train_graphs": [g.graph_id for g in train_graphs],
+            "valid_graphs": [g.graph_id for g in valid_graphs],
+        },
+    )
+
+
+def load_train_graphs(
+    args: LayoutTrainArgs, folder: Path, log
+) -> tuple[list[LayoutGraph], list[LayoutGraph]]:
+    """The train and validation graphs of a run, reduced as its args say."""
+    from baselines.layout.run_data import load_run_split, max_configs_note
+
+    reduce = dict(**args.split_kwargs(), log=log)
+    train_graphs = load_run_split(folder / "train", training=True, **reduce)
+    valid_graphs = load_run_split(folder / "valid", training=True, **reduce)
+    graphs = [*train_graphs, *valid_graphs]
+    note = max_configs_note(args.max_configs, graphs, distinct=args.drop_duplicates)
+    if note:
+        log(note)  # the flag stays in the run hash and run file as given
+    return train_graphs, valid_graphs
+
+
+def train(args: LayoutTrainArgs, *, strategy=None, progress: bool = False, log=print) -> dict:
+    """Trains and saves one layout run as `layout_train.py` does; returns its run record.
+
+        record = train(LayoutTrainArgs(epochs=2, out_dir="out/layout"))
+        record["run_hash"], record["val"]["kendall_tau"]
+
+    `core.conductor.train_run` with the layout task: `model_<hash>/`,
+    `run_<hash>.jsonz` and `tb_<hash>/` in `args.out_dir`, resumable from
+    `backup_<hash>/`. A bad flag is a PipelineError (one line).
+    """
+    from baselines.core.conductor import train_run
+
+    return train_run(LayoutTask(), args, strategy=strategy, progress=progress, log=log)
+
+
+def train_layout(
+    train_graphs: Sequence[LayoutGraph],
+    valid_graphs: Sequence[LayoutGraph],
+    model,
+    *,
+    progress: bool = True,
+    strategy=None,
+    backup_dir: Path | None = None,
+    tb_dir: Path | None = None,
+    log=print,
+    final_validation: bool = True,
+    hparams=None,
+    **recipe,
+) -> dict[str, Any]:
+    """Trains `model` in place on given graphs; its record (curve, best epoch, validation).
+
+        record = train_layout(train, valid, ResModel(16), epochs=10, configs=16, batch=4,
+                              lr=1e-3, clip_norm=1e-2, seed=0, keep_nodes=None)
+        record["val"]["kendall_tau"]        # mean over validation graphs
+
+    `recipe`: LayoutTrainArgs fields (`keep_nodes=None` trains through every
+    node). Pass an unbuilt model: its variables are made after the seed is set.
+    `final_validation=False` leaves out ranking every configuration (no "val").
+    """
+    import tensorflow as tf
+
+    from baselines.core import distribution
+    from baselines.core.conductor import fit_model
+    from baselines.core.runner import set_determinism
+    from baselines.layout.scoring import evaluate_graphs
+
+    args = LayoutTrainArgs(**recipe)
+    strategy = strategy or tf.distribute.get_strategy()
+    set_determinism(args.seed)
+    loaded = prepared(train_graphs, valid_graphs)
+    fitted = fit_model(
+        LayoutTask(),
+        args,
+        loaded,
+        model=model,
+        strategy=strategy,
+        backup_dir=backup_dir,
+        tb_dir=tb_dir,
+        hparams=hparams,
+        progress=f"train {type(model).__name__}" if progress else None,
+        log=log,
+    )
+    trained = ("batch", "lr", "clip_norm", "seed", "losses", "keep_nodes", "average_from")
+    record = {
+        "model": type(model).__name__,
+        "model_kwargs": model.get_config(),
+        **{k: getattr(args, k) for k in trained},
+        **loaded.facts,
+        **fitted.record_fields(strategy.num_replicas_in_sync),
+    }
+    if not distribution.is_chief(strategy):  # the chief validates
+        return {**record, "chief": False}
+    if final_validation:
+        clock = time.perf_counter()
+        record["val"] = evaluate_graphs(model, loaded.valid)
+        record["timings"]["val_eval_s"] = time.perf_counter() - clock
+    return record
+
+
 def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
     """A layout run record's summary fields: validation tau and OPA, best epoch, epochs.
 
-    summarize(train_lib.train(args))["val_tau"]   # the run's val kendall_tau
+    summarize(train(args))["val_tau"]   # the run's val kendall_tau
 
     Both metrics rank every configuration of every validation graph with the
     best epoch's weights (`run["val"]`).
@@ -213,7 +434,7 @@ def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
     return dict(
         val_tau=float(run["val"]["kendall_tau"]),
         val_opa=float(run["val"]["opa"]),
-        best_epoch=int(run.get("train", {}).get("best_epoch", -1)),
+        best_epoch=int(run.get("best_epoch", -1)),
         epochs_run=len(run.get("train_curve", {}).get("epoch", [])),
     )
 
@@ -253,7 +474,7 @@ LAYOUT_SWEEPS = SweepKind(
     name="layout",
     args_type=LayoutTrainArgs,
     train_script="layout_train.py",
-    train_function="baselines.layout.train_lib:train",
+    train_function="baselines.layout.task:train",
     predict_script="layout_gen_predictions_csv.py",
     metric_columns=("val_tau", "val_opa"),
     metric_cells=metric_cells,

@@ -1,7 +1,8 @@
-"""Builds a tile model of models.py by name and creates its variables.
+"""Builds a tile model of models.py by name, creates its variables, rebuilds saved runs.
 
     model = build_model("LateJoinGAT", 64, {"hidden_dim": 128})
     create_variables(model)                    # one forward pass: before training
+    model, record, stats = load_trained_model(out_dir / f"model_{h}")
 
 The lookup and the kwarg checks are `core.model_lookup`'s; this module adds
 the tiles' part: models.py and `TileModel`, and upstream's kwarg names.
@@ -10,6 +11,7 @@ the tiles' part: models.py and `TileModel`, and upstream's kwarg names.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -17,9 +19,12 @@ import tensorflow as tf
 
 from baselines.core import model_lookup
 from baselines.core.errors import PipelineError
+from baselines.core.saved_model import copy_saved_variables, saved_variable_shapes, variable_paths
 from baselines.tiles.data import OPCODE_VOCAB_SIZE
+from baselines.tiles.features import FeatureStats
 from baselines.tiles.graph import BATCH_SIGNATURE, dummy_batch, graph_from_batch, to_tensors
 from baselines.tiles.model_base import TileModel
+from baselines.tiles.run_records import read_run_for_model
 
 MODELS_MODULE = "baselines.tiles.models"
 _RESGCN_MLP = (
@@ -117,7 +122,7 @@ def create_variables(model: TileModel, compiled: bool = True) -> None:
     student's extra layer), and its scores must have the shape [batch,
     num_configs]. Without it, `model.build()` creates the standard parts'
     variables from the known widths, with no forward pass at all (what
-    prediction needs for the shipped models; `run_files.restore_model` adds
+    prediction needs for the shipped models; `restore_model` adds
     the forward pass when the saved model holds more).
     """
     if not compiled:
@@ -130,3 +135,55 @@ def create_variables(model: TileModel, compiled: bool = True) -> None:
         autograph=False,
     )
     check_scores_shape(model, call(batch), 1, model.num_configs)
+
+
+def build_from_record(record: dict[str, Any]) -> TileModel:
+    """The run's model class with its kwargs, its standard parts' variables created."""
+    vocab = record.get("opcode_vocab_size", OPCODE_VOCAB_SIZE)
+    if vocab != OPCODE_VOCAB_SIZE:
+        raise PipelineError(
+            f"run file: opcode vocabulary {vocab} differs from this code's {OPCODE_VOCAB_SIZE}"
+        )
+    model = build_model(record["model"], int(record["configs"]), record["model_kwargs"])
+    create_variables(model, compiled=False)
+    return model
+
+
+def restore_model(model_dir: Path, record: dict[str, Any]) -> TileModel:
+    """Rebuilds the run's model class and copies the saved Keras model's weights in.
+
+    The variables are created as training created them: from the known widths
+    (`build`) and, when the saved model holds variables that this leaves
+    out (a layer only a call builds, e.g. one a student added), by one forward
+    pass on a tiny kernel. A class or kwargs that still do not fit fail with
+    the first differing variable named.
+    """
+    model_dir = Path(model_dir).expanduser()
+    model = build_from_record(with_saved_layout(record, model_dir))
+    if variable_paths(model).keys() != saved_variable_shapes(model_dir).keys():
+        create_variables(model, compiled=True)
+    copy_saved_variables(model_dir, model)
+    return model
+
+
+def with_saved_layout(record: dict[str, Any], model_dir: Path) -> dict[str, Any]:
+    """`record`, with `cheb_layout` set for a ChebSAGE saved before that kwarg existed.
+
+    ChebSAGE had parallel branches only, and run files keep the kwargs the user
+    gave, so a record without `cheb_layout` may be of either layout; the saved
+    variables tell (parallel ones live under `cheb_branch/`).
+    """
+    if record.get("model") != "ChebSAGE":
+        return record
+    kwargs = resolve_model_kwargs("ChebSAGE", record["model_kwargs"])
+    if "cheb_layout" in kwargs:
+        return record
+    parallel = any(path.startswith("cheb_branch/") for path in saved_variable_shapes(model_dir))
+    layout = "parallel" if parallel else "interleaved"
+    return {**record, "model_kwargs": {**record["model_kwargs"], "cheb_layout": layout}}
+
+
+def load_trained_model(model_dir: Path) -> tuple[TileModel, dict[str, Any], FeatureStats]:
+    """Rebuilds the run's model, copies the saved weights in, returns it with its stats."""
+    record, stats = read_run_for_model(model_dir)
+    return restore_model(model_dir, record), record, stats

@@ -142,7 +142,7 @@ class ChebSAGE(EarlyJoinModel):
     pooled per kernel and scored by the MLP head. `directed` applies to the
     SAGE layers (ChebConv's Laplacian is undirected by definition). Runs saved
     with parallel branches before this kwarg existed rebuild as parallel
-    (`run_files.with_saved_layout`).
+    (`model_builder.with_saved_layout`).
     """
 
     def __init__(

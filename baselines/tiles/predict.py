@@ -50,7 +50,8 @@ from baselines.tiles.graph import (
     to_tensors,
 )
 from baselines.tiles.model_base import EarlyJoinModel, TileModel
-from baselines.tiles.run_files import read_run_for_model, restore_model
+from baselines.tiles.model_builder import restore_model
+from baselines.tiles.run_records import read_run_for_model
 
 
 @dataclasses.dataclass(frozen=True)

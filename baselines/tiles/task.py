@@ -29,6 +29,7 @@ import dataclasses
 import itertools
 import json
 import math
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_writable_dir
 from baselines.core.sweeps import Sweep
 from baselines.core.tables import cell, csv_table, markdown_table
+from baselines.core.task import Loaded, Task
 from baselines.tiles.data import TileSplit
 
 TEST_MODES = ("predictions", "metrics")
@@ -182,6 +184,223 @@ class TrainArgs(ArgsRecord):
 
 TOP_KS = ("1", "5", "10")  # keys of a run record's final_error["val"]
 
+
+def program_balanced_weights(split: TileSplit) -> np.ndarray:
+    """Per-kernel sampling probabilities that give every program the same share."""
+    from baselines.core.metrics import program_of
+
+    programs = [program_of(str(t)) for t in split.tile_ids]
+    _, program_index, counts = np.unique(programs, return_inverse=True, return_counts=True)
+    weights = 1.0 / counts[program_index]
+    return weights / weights.sum()
+
+
+def config_count_weights(split: TileSplit) -> np.ndarray:
+    """Per-kernel sampling probabilities proportional to the square root of its configs.
+
+    A step sees `--configs` of a kernel's configurations, so under uniform
+    sampling a kernel of 3000 is seen as often as one of 100 and most of its
+    configurations are rarely compared. Proportional to the count, every
+    configuration would be seen alike, but small kernels, which count as much
+    in the top-K error, would be drawn 30 times less; the square root is
+    between the two.
+    """
+    weights = np.sqrt(split.num_configs.astype(np.float64))
+    return weights / weights.sum()
+
+
+def sampling_weights(args: TrainArgs, split: TileSplit) -> np.ndarray | None:
+    """`--sampling`'s per-kernel probabilities (None: every kernel once per epoch)."""
+    if args.sampling == "balanced":
+        return program_balanced_weights(split)
+    if args.sampling == "sqrt_configs":
+        return config_count_weights(split)
+    return None
+
+
+class TileTask(Task):
+    """tile:xla for the conductor (`core/conductor.py`): kernels ranked by top-K error.
+
+    Splits are normalized with statistics fitted on train only, and a run is
+    named with its data's identity when its files hold another data set's run.
+    The final evaluation scores every configuration of every validation and
+    test kernel: test errors with `--test_mode=metrics` (labelled test data),
+    else the results CSV of the test kernels' top 5.
+    """
+
+    collection, unit = "tile", "kernel"
+    not_hparams = ("out_dir", "cache_dir", "results_csv")
+    hparams_metrics = (
+        ("epoch_top5_err", "validation", "val top-5 error (sampled configs)"),
+        ("epoch_top1_err", "validation", "val top-1 error (sampled configs)"),
+        ("epoch_top10_err", "validation", "val top-10 error (sampled configs)"),
+        ("epoch_opa", "validation", "val OPA"),
+        ("epoch_loss", "validation", "val loss"),
+        ("epoch_loss", "train", "train loss"),
+    )
+
+    def check(self, args: TrainArgs, log) -> None:
+        args.validate()
+
+    def load(self, args: TrainArgs, progress: bool, log) -> Loaded:
+        """The three splits, normalized with the train split's feature statistics."""
+        from baselines.tiles.data import OPCODE_VOCAB_SIZE, data_identity, load_splits
+        from baselines.tiles.data_roots import resolve_data_root, toy_data_banner
+        from baselines.tiles.features import FeatureStats, uses_estimates
+
+        splits = ("train", "valid", "test")
+        root, toy_fallback = resolve_data_root(args.data_root, DEFAULT_DATA_ROOT, log)
+        raw = load_splits(
+            root,
+            splits,
+            toy_data=args.toy_data,
+            cache_dir=args.cache_dir,
+            progress=progress,
+            log=log,
+        )
+        source = data_identity(root, splits, args.toy_data, toy_fallback)
+        stats = FeatureStats.fit_split(raw["train"])
+        estimates = uses_estimates(args.model_kwargs())
+        data = {name: stats.normalize_split(split, estimates) for name, split in raw.items()}
+        log(f"data: {root} ({', '.join(f'{len(data[s])} {s}' for s in splits)} kernels)")
+        return Loaded(
+            *(data[s] for s in splits),
+            facts={
+                "opcode_vocab_size": OPCODE_VOCAB_SIZE,
+                "feature_stats": stats.to_dict(),
+                "data_root": str(root),
+                "data": source,
+            },
+            identity=source["identity"],
+            toy_fallback=toy_fallback,
+            notice=toy_data_banner(f"{args.data_root} does not exist") if toy_fallback else None,
+        )
+
+    def most_configs(self, loaded: Loaded) -> int:
+        return int(loaded.train.num_configs.max())
+
+    def batches(self, args: TrainArgs, loaded: Loaded, configs: int, replicas: int):
+        """Train batches drawn by `--sampling`; validation batches of one fixed sample."""
+        from baselines.core.keras_fit import EpochBatches
+        from baselines.tiles.graph import batch_source
+
+        train = EpochBatches(
+            batch_source(loaded.train),
+            args.batch,
+            configs,
+            args.seed,
+            weights=sampling_weights(args, loaded.train),
+            num_replicas=replicas,
+        )
+        valid = EpochBatches(
+            batch_source(loaded.valid),
+            args.batch,
+            configs,
+            args.seed + 1,
+            fixed_epoch=0,
+            max_steps=args.validate_batches,
+            num_replicas=replicas,
+        )
+        return train, valid
+
+    def schedule(self, args: TrainArgs, steps_per_epoch: int, log) -> tuple[int, list[int]]:
+        """`--epochs` as `--max_train_steps` caps them; validation every `--eval_every`."""
+        from baselines.core.conductor import effective_epochs
+
+        epochs = effective_epochs(args.epochs, args.max_train_steps, steps_per_epoch, log)
+        return epochs, dataclasses.replace(args, epochs=epochs).validation_epochs()
+
+    def optimizer(self, args: TrainArgs, epochs: int, steps_per_epoch: int):
+        """Adam or AdamW, at a constant rate or along `--lr_schedule`."""
+        from baselines.core.conductor import learning_rate, make_optimizer
+
+        rate = learning_rate(args.lr, args.lr_schedule, epochs, steps_per_epoch, args.warmup_epochs)
+        decay = args.weight_decay if args.optimizer == "adamw" else None
+        return make_optimizer(rate, args.clip_norm, decay)
+
+    def build_model(self, args: TrainArgs, configs: int):
+        from baselines.tiles.model_builder import build_model, create_variables
+
+        model = build_model(args.model, configs, args.model_kwargs())
+        create_variables(model)
+        return model
+
+    def to_model_inputs(self, batch):
+        from baselines.tiles.graph import graph_from_batch
+
+        return graph_from_batch(batch)
+
+    def run_label(self, args: TrainArgs, run_hash: str) -> str:
+        """Model, --run_id when given, and the run hash's first 8 digits."""
+        return "-".join(p for p in (args.model, args.run_id, run_hash[:8]) if p)
+
+    def evaluate(self, args: TrainArgs, model, loaded: Loaded, record, progress: bool, log):
+        """Top-K errors of the validation (and labelled test) kernels, over all their configs.
+
+        Returns the record's fields and the test scores. Test predictions only
+        with `--test_mode=predictions` (NaN or infinite scores refused).
+        """
+        from baselines.core import metrics
+        from baselines.tiles.predict import ConfigScorer
+
+        scorer = ConfigScorer(model)
+        timings, summaries, scores = {}, {}, {}
+        for name, split in (("val", loaded.valid), ("test", loaded.test)):
+            clock = time.perf_counter()
+            scores[name] = scorer.score_split(split, progress=progress)
+            timings[f"{name}_eval_s"] = time.perf_counter() - clock
+            if split.has_labels:
+                runtimes = split.normalized_runtimes()
+                summaries[name] = metrics.summarize(list(split.tile_ids), scores[name], runtimes)
+        final_error = {"val": {k: summaries["val"][k] for k in TOP_KS}}
+        test_predictions = {}
+        if args.test_mode == "metrics":
+            if "test" not in summaries:
+                log("note: the test split has no runtimes (hidden labels); no test errors")
+            else:
+                final_error["test"] = {k: summaries["test"][k] for k in TOP_KS}
+        else:
+            tile_ids = loaded.test.tile_ids
+            metrics.require_finite_scores(tile_ids, scores["test"], "test kernels")
+            test_predictions = {
+                str(t): metrics.top_configs(s, 5) for t, s in zip(tile_ids, scores["test"])
+            }
+        log("val top-1/5/10 error: " + " / ".join(f"{final_error['val'][k]:.4f}" for k in TOP_KS))
+        fields = {
+            "final_error": final_error,
+            "val_summary": summaries["val"],
+            "test_predictions": test_predictions,
+            "timings": timings,
+            "traces": {"predict": scorer.traces},
+        }
+        return fields, scores["test"]
+
+    def finish(self, args: TrainArgs, record: dict, outputs, loaded: Loaded, log) -> None:
+        """With `--test_mode=predictions`, the results CSV (its path goes into `record`)."""
+        if args.test_mode != "predictions":
+            return
+        from baselines.core.submission import HEADER, write_csv_atomic
+        from baselines.tiles.predict import ranking_rows
+
+        csv_path = Path(
+            args.results_csv or Path(args.out_dir) / f"results_{int(time.time() * 1000)}.csv"
+        )
+        write_csv_atomic(csv_path.expanduser(), HEADER, ranking_rows(loaded.test.tile_ids, outputs))
+        record["results_csv"] = str(csv_path)
+        log(f"wrote {csv_path} ({len(loaded.test)} test kernels)")
+
+
+def train(args: TrainArgs, *, progress: bool = True, log=print, strategy=None) -> dict[str, Any]:
+    """Trains, evaluates and saves one tile run (`core.conductor.train_run`); its record.
+
+    record = train(TrainArgs(model="MLP", toy_data=True, epochs=5))
+    record["final_error"]["val"]     # {"1": ..., "5": ..., "10": ...}
+    """
+    from baselines.core.conductor import train_run
+
+    return train_run(TileTask(), args, strategy=strategy, progress=progress, log=log)
+
+
 # The paper's hyperparameter grid (TpuGraphs paper, Table 5), as the
 # upstream sweep `tiles_beam_experiments.py` spells it: every (model, kwargs)
 # row below is crossed with every combination of PAPER_TRAINING_AXES, in
@@ -275,7 +494,7 @@ TILE_SWEEPS = core.SweepKind(
     name="tile",
     args_type=TrainArgs,
     train_script="tiles_train.py",
-    train_function="baselines.tiles.train_lib:train",
+    train_function="baselines.tiles.task:train",
     predict_script="tiles_gen_predictions_csv.py",
     metric_columns=("val_top1_err", "val_top5_err", "val_top10_err", "val_opa"),
     metric_cells=metric_cells,

@@ -1,0 +1,302 @@
+"""The conductor: one training run of any collection, from its flags to its saved files.
+
+`train_run` is handed a collection's task (`Task`) and builds nothing of the
+collection's own: the task reads the data, batches it, builds the model and
+evaluates it. The conductor does what every run does alike, in this order:
+
+1. checks the flags before any data is read, and sets the seeds;
+2. removes what a killed run left half-written (chief only);
+3. has the task load the data, names the run (`choose_run_hash`) and caps
+   `--configs` at the most that any train graph has;
+4. fits the model (`fit_model`, through `core.runner.fit_run`, which owns early
+   stopping, resume, weight averaging, TensorBoard and tf.distribute);
+5. has the task evaluate it, saves the model and its record as one unit
+   (`core.saved_model.save_finished_run`), and has the task write what follows
+   from them (a results CSV).
+
+    record = train_run(TileTask(), TrainArgs(model="MLP", toy_data=True))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+from baselines.core import distribution, metrics
+from baselines.core.errors import PipelineError
+from baselines.core.fused_adam import FusedAdam, FusedAdamW
+from baselines.core.io_utils import describe_write_error, remove_stale_temporaries
+from baselines.core.keras_fit import RankingTrainer, capped_configs, compile_trainer
+from baselines.core.run_files import RUN_IN_MODEL
+from baselines.core.run_json import read_gzip_json
+from baselines.core.runner import FitResult, fit_run, set_determinism
+from baselines.core.saved_model import save_finished_run
+from baselines.core.task import Loaded, Task
+from baselines.core.tensorboard import HParams
+
+# Written into tb_<hash>/ when a run starts: which data the folder's logs are of.
+DATA_MARKER = "data_identity.json"
+
+
+def learning_rate(
+    lr: float, schedule: str, epochs: int, steps_per_epoch: int, warmup_epochs: int = 0
+) -> float | tf.keras.optimizers.schedules.LearningRateSchedule:
+    """`lr` (constant), or Keras' cosine decay over every training step.
+
+    With warm-up, the rate rises linearly from lr / 100 to lr over
+    `warmup_epochs`, then decays along a cosine to lr / 100 at the last step.
+    """
+    if schedule != "cosine":
+        return lr
+    total = max(2, epochs * steps_per_epoch)
+    warmup = min(warmup_epochs * steps_per_epoch, total - 1)
+    return tf.keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=lr / 100 if warmup else lr,
+        decay_steps=total - warmup,
+        alpha=0.01,
+        warmup_target=lr if warmup else None,
+        warmup_steps=warmup,
+    )
+
+
+def make_optimizer(rate, clip_norm: float | None, weight_decay: float | None = None):
+    """Adam, or AdamW with `weight_decay`, at `rate` (a float or a schedule).
+
+    Keras' optimizers with fewer ops per variable (`fused_adam`): the same
+    updates, a shorter step on CPU.
+    """
+    if weight_decay is not None:
+        return FusedAdamW(learning_rate=rate, weight_decay=weight_decay, clipnorm=clip_norm)
+    return FusedAdam(learning_rate=rate, clipnorm=clip_norm)
+
+
+def effective_epochs(
+    epochs: int, max_train_steps: int, steps_per_epoch: int, log: Callable[[str], None]
+) -> int:
+    """`epochs`, or fewer where `max_train_steps` caps the run (said in a line).
+
+    A recipe's schedule is tuned as a number of optimizer steps; on a larger
+    train split the same epochs take proportionally more steps. The cap keeps
+    whole epochs: the smallest count that reaches `max_train_steps`.
+    """
+    if not max_train_steps:
+        return epochs
+    capped = -(-max_train_steps // steps_per_epoch)
+    if capped >= epochs:
+        return epochs
+    log(
+        f"note: --max_train_steps={max_train_steps} caps this run at {capped} epochs of "
+        f"{steps_per_epoch} steps (--epochs={epochs}); the schedule spans the {capped}"
+    )
+    return capped
+
+
+def _claimed_identities(out_dir: Path, run_hash: str) -> list[str | None]:
+    """Data identities of what already uses `run_hash` in `out_dir` (None: unknown)."""
+    claims: list[str | None] = []
+    for run_file in (
+        out_dir / f"model_{run_hash}" / RUN_IN_MODEL,
+        out_dir / f"run_{run_hash}.jsonz",
+    ):
+        if run_file.is_file():
+            try:
+                claims.append(read_gzip_json(run_file).get("data", {}).get("identity"))
+            except PipelineError:
+                claims.append(None)
+    tb = out_dir / f"tb_{run_hash}"
+    if tb.is_dir():
+        try:
+            claims.append(json.loads((tb / DATA_MARKER).read_text()).get("identity"))
+        except (OSError, ValueError, AttributeError):
+            claims.append(None)
+    return claims
+
+
+def choose_run_hash(args: Any, out_dir: Path, loaded: Loaded) -> tuple[str, str]:
+    """The hash that names this run's files, and why when it is not `args.run_hash()`.
+
+    The baseline's hash (md5 of the sorted JSON of the args) while the files under
+    it are of the same data (or there are none yet): a rerun on the same data
+    replaces or resumes its run. When they hold another data set's run (or
+    one whose data is unknown: older files), or when the toy set stands in for
+    a missing data root, the data identity joins the args in the hash, so
+    runs on different data never share a model, run file or TensorBoard folder.
+    A task that gives no identity names runs by their args alone.
+    """
+    base = args.run_hash()
+    if loaded.identity is None:
+        return base, ""
+    if loaded.toy_fallback:
+        reason = "the bundled toy set stands in for the missing data root"
+    else:
+        claims = _claimed_identities(out_dir, base)
+        if all(claim == loaded.identity for claim in claims):
+            return base, ""
+        reason = f"{out_dir} already holds run {base} of other or unknown data"
+    keyed = {**args.to_dict(), "data_identity": loaded.identity}
+    return hashlib.md5(json.dumps(keyed, sort_keys=True).encode()).hexdigest(), reason
+
+
+def mark_tensorboard(tb_dir: Path, loaded: Loaded) -> None:
+    """Marks `tb_dir` with the data the run trains on (`choose_run_hash` reads it)."""
+    if loaded.identity is None:
+        return
+    try:
+        tb_dir.mkdir(parents=True, exist_ok=True)
+        (tb_dir / DATA_MARKER).write_text(json.dumps(loaded.facts.get("data", {})))
+    except OSError as e:
+        raise PipelineError(
+            f"cannot write {tb_dir}: {describe_write_error(e)}; "
+            "free space or choose another --out_dir"
+        ) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Fitted:
+    """A fitted model, what `fit_run` returned, and the batches' shape of the run."""
+
+    model: tf.keras.Model
+    result: FitResult
+    configs: int
+    steps_per_epoch: int
+    epochs: int
+
+    def record_fields(self, replicas: int) -> dict[str, Any]:
+        return {
+            "configs": self.configs,
+            "steps_per_epoch": self.steps_per_epoch,
+            "epochs": self.epochs,
+            "replicas": replicas,
+            **self.result.record_fields(),
+        }
+
+
+def fit_model(
+    task: Task,
+    args: Any,
+    loaded: Loaded,
+    *,
+    model: tf.keras.Model | None = None,
+    strategy: tf.distribute.Strategy,
+    backup_dir: Path | None = None,
+    tb_dir: Path | None = None,
+    hparams: HParams | None = None,
+    progress: str | None = None,
+    log: Callable[[str], None] = print,
+) -> Fitted:
+    """Fits `model` (default: the task builds it under the strategy's scope) on `loaded`.
+
+    The model's variables are created under the strategy's scope, after the
+    seeds are set: pass an unbuilt model. Resume (`backup_dir`), TensorBoard
+    (`tb_dir`, `hparams`), early stopping and weight averaging are `fit_run`'s.
+    """
+    replicas = strategy.num_replicas_in_sync
+    configs = capped_configs(args.configs, task.most_configs(loaded), task.unit, log)
+    train_batches, val_batches = task.batches(args, loaded, configs, replicas)
+    steps = train_batches.steps
+    epochs, validation_freq = task.schedule(args, steps, log)
+    loss_fn = metrics.make_loss_fn(metrics.parse_losses(args.losses))
+
+    def build_trainer() -> RankingTrainer:
+        built = model if model is not None else task.build_model(args, configs)
+        if model is not None and not model.built:
+            model.create_variables()
+        trainer = RankingTrainer(built, loss_fn, configs, to_graph=task.to_model_inputs)
+        compile_trainer(trainer, task.optimizer(args, epochs, steps))
+        return trainer
+
+    first, extra_curve = task.callbacks(val_batches)
+    result = fit_run(
+        build_trainer,
+        train_batches,
+        val_batches,
+        strategy=strategy,
+        epochs=epochs,
+        early_stop=args.early_stop,
+        chief=distribution.is_chief(strategy),
+        backup_dir=backup_dir,
+        tb_dir=tb_dir,
+        validation_freq=validation_freq,
+        average_from=args.average_from,
+        first=first,
+        extra_curve=extra_curve,
+        hparams=hparams,
+        progress=progress,
+        log=log,
+    )
+    return Fitted(result.trainer.tile_model, result, configs, steps, epochs)
+
+
+def train_run(
+    task: Task,
+    args: Any,
+    *,
+    strategy: tf.distribute.Strategy | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Trains, evaluates and saves one run of `task`; returns its run record.
+
+    Writes `model_<hash>/`, `run_<hash>.jsonz` and `tb_<hash>/` into
+    `args.out_dir`. A run killed mid-training resumes at its last finished
+    epoch when started again with the same arguments (`backup_<hash>/`).
+    Under multi-worker training only the chief evaluates and writes files; the
+    other workers return a record without evaluations (`"chief": False`).
+    """
+    task.check(args, log)
+    strategy = strategy or tf.distribute.get_strategy()
+    set_determinism(args.seed)
+    chief = distribution.is_chief(strategy)
+    out_dir = Path(args.out_dir).expanduser()
+    if chief:
+        for folder in {out_dir, *([Path(args.cache_dir).expanduser()] if args.cache_dir else [])}:
+            remove_stale_temporaries(folder, log)
+    clock = time.perf_counter()
+    loaded = task.load(args, progress, log)
+    load_s = time.perf_counter() - clock
+    run_hash, why = choose_run_hash(args, out_dir, loaded)
+    if why:
+        log(f"run {run_hash}: named with its data identity ({why})")
+    if chief:
+        mark_tensorboard(out_dir / f"tb_{run_hash}", loaded)
+    fitted = fit_model(
+        task,
+        args,
+        loaded,
+        strategy=strategy,
+        backup_dir=out_dir / f"backup_{run_hash}",
+        tb_dir=out_dir / f"tb_{run_hash}",
+        hparams=HParams.of_flags(
+            args.to_dict(), task.not_hparams, task.hparams_metrics, task.run_label(args, run_hash)
+        ),
+        progress=f"train {args.model}" if progress else None,
+        log=log,
+    )
+    record = {
+        "collection": task.collection,
+        "args": args.to_dict(),
+        "run_hash": run_hash,
+        "model": args.model,
+        "model_kwargs": args.model_kwargs(),
+        **loaded.facts,
+        **fitted.record_fields(strategy.num_replicas_in_sync),
+    }
+    if not chief:  # the chief evaluates and saves
+        log(f"trained {args.model} as a worker; the chief evaluates and saves the run")
+        return {**record, "chief": False}
+    evaluation, outputs = task.evaluate(args, fitted.model, loaded, record, progress, log)
+    timings = {"load_s": load_s, **evaluation.pop("timings", {}), **record["timings"]}
+    traces = {**record["traces"], **evaluation.pop("traces", {})}
+    record.update(evaluation, timings=timings, traces=traces)
+    save_finished_run(fitted.model, record, out_dir, log)
+    task.finish(args, record, outputs, loaded, log)
+    if loaded.notice:
+        log(loaded.notice)
+    return record

@@ -1,0 +1,111 @@
+"""What a collection hands the conductor (`core/conductor.py`): a task, and the data it read.
+
+No TensorFlow at import: a collection's task module is imported by entry
+scripts before TensorFlow, so a task imports the modules of its hooks in them.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+    from baselines.core.keras_fit import EpochBatches
+
+
+@dataclasses.dataclass
+class Loaded:
+    """A run's data as its task read it, and what the run record says of it.
+
+    `identity` names the data (None: the flags alone name the run); with
+    `toy_fallback`, the bundled toy set stood in for a missing data root, and
+    the run is named with the identity too. `notice` is said again when the
+    run ends (the toy-data banner).
+    """
+
+    train: Any
+    valid: Any
+    test: Any = None
+    facts: dict[str, Any] = dataclasses.field(default_factory=dict)
+    identity: str | None = None
+    toy_fallback: bool = False
+    notice: str | None = None
+
+
+class Task(abc.ABC):
+    """What a collection hands the conductor: its data, batches, model and evaluation.
+
+    The hooks with a body have the defaults most collections want.
+    """
+
+    collection: str  # written into the run record: "tile" or "layout"
+    unit: str  # what one ranked list is: "kernel" or "graph"
+    # Scalars the HParams dashboard shows beside each run's flags: (tag, run, title).
+    hparams_metrics: tuple[tuple[str, str, str], ...] = ()
+    # Flags that name where things are, not what was trained: left out of HParams.
+    not_hparams: tuple[str, ...] = ("out_dir", "cache_dir")
+
+    @abc.abstractmethod
+    def check(self, args: Any, log: Callable[[str], None]) -> None:
+        """Checks the flags and the model's name and kwargs (PipelineError), before any data."""
+
+    @abc.abstractmethod
+    def load(self, args: Any, progress: bool, log: Callable[[str], None]) -> Loaded:
+        """Reads the train, validation (and test) data of a run."""
+
+    @abc.abstractmethod
+    def most_configs(self, loaded: Loaded) -> int:
+        """The most configurations any train graph has (`--configs` is capped at it)."""
+
+    @abc.abstractmethod
+    def batches(
+        self, args: Any, loaded: Loaded, configs: int, replicas: int
+    ) -> tuple[EpochBatches, EpochBatches]:
+        """The train batches and the validation batches (one fixed sample per graph)."""
+
+    @abc.abstractmethod
+    def build_model(self, args: Any, configs: int) -> tf.keras.Model:
+        """The model of `args`, scoring `configs` configurations per graph, its variables made."""
+
+    @abc.abstractmethod
+    def to_model_inputs(self, batch: dict[str, tf.Tensor]) -> Any:
+        """What the model's `forward` reads, from a batch of tensors."""
+
+    @abc.abstractmethod
+    def evaluate(
+        self, args: Any, model: tf.keras.Model, loaded: Loaded, record: dict, progress: bool, log
+    ) -> tuple[dict[str, Any], Any]:
+        """(the record's evaluation fields, with a `timings` dict; what `finish` needs).
+
+        `record` is the run's record so far: its fit (curve, best epoch, timings).
+        """
+
+    def schedule(
+        self, args: Any, steps_per_epoch: int, log: Callable[[str], None]
+    ) -> tuple[int, int | list[int]]:
+        """(epochs to train, Keras `validation_freq`)."""
+        return args.epochs, 1
+
+    def optimizer(self, args: Any, epochs: int, steps_per_epoch: int):
+        """Adam at `--lr`, clipped to `--clip_norm`."""
+        from baselines.core.conductor import make_optimizer
+
+        return make_optimizer(args.lr, args.clip_norm)
+
+    def callbacks(
+        self, val_batches: EpochBatches
+    ) -> tuple[list[tf.keras.callbacks.Callback], tuple[str, ...]]:
+        """Callbacks that add to an epoch's logs, and the curve keys they add."""
+        return [], ()
+
+    def run_label(self, args: Any, run_hash: str) -> str:
+        """A readable run name: model and the hash's first 8 digits."""
+        return f"{args.model}-{run_hash[:8]}"
+
+    def finish(self, args: Any, record: dict, outputs: Any, loaded: Loaded, log) -> None:
+        """What follows the saved run (e.g. a results CSV); may add to `record`."""
+        return None

@@ -1,0 +1,234 @@
+"""Scoring every configuration of layout graphs: chunked calls, evaluation, saved runs.
+
+    scorer = GraphScorer(model)
+    scores = scorer.score(prepared_graph)        # [configs], file order, lower = faster
+    evaluate_graphs(model, prepared)["kendall_tau"]
+    graphs, members = score_runs(run_data.read_layout_models("out/a,out/b", "--dir"), folder)
+
+`score_runs` reads the folder as each run was trained (pruned to its
+`prune_hops`; every configuration kept, none dropped as a duplicate) once per
+distinct pruning, and scores every configuration with each model; the
+ensemble of several (`core.ranking.ensemble_scores`) is, per graph, the mean
+of each model's standardized scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from baselines.core import metrics
+from baselines.core.keras_fit import EpochBatches
+from baselines.layout.batching import (
+    BATCH_SIGNATURE,
+    PreparedGraph,
+    assemble_batch,
+    config_fields,
+    prepare_graphs,
+    to_model_inputs,
+    to_tensors,
+)
+from baselines.layout.graph import LayoutGraph
+from baselines.layout.metrics import kendall_tau, slowdown_at_k
+from baselines.layout.models import LayoutModel
+
+SLOWDOWN_KS = (1, 10, 100)
+SCORE_CHUNK = 256  # configurations per scoring call, at most
+# Node-configuration slots per scoring call: a graph of n nodes (as the model
+# counts them, `LayoutModel.nodes_per_config`) is scored SCORE_SLOT_BUDGET // n
+# configurations per call (1 to SCORE_CHUNK). With a fixed count the largest
+# graph set the peak: an early-join model (ResModel) holds [nodes, configs,
+# hidden] float32 states, a few at once. Measured on a 19.5k-node graph with 256
+# configurations per call: one call peaked at ~3.3 such states per slot (2.0 GB
+# at hidden 32, 8.0 GB at hidden 128), and whole prediction runs at ~6 (most
+# likely the allocator keeping freed blocks between calls of other shapes; 4.15
+# GB at hidden 32). Taking 6 states x 128 hidden x 4 B = 3 KiB per slot, 2**18
+# slots are at most ~0.8 GB per call at hidden 128 whatever the graph's size (a
+# 20k-node graph: 13 configurations per call; measured 0.37 GB), well under 4 GB
+# beside the ~0.6 GB the rest of a prediction process holds; ~0.2 GB at the
+# baseline's hidden 32.
+SCORE_SLOT_BUDGET = 2**18
+
+
+class GraphScorer:
+    """Scores every configuration of a prepared graph, in chunks sized to the graph.
+
+    A chunk holds at most `chunk` configurations and at most `slot_budget`
+    node-configuration slots (`chunk_for`), so one call's memory is bounded
+    whatever the graph's size. A configuration's score does not depend on its
+    chunk beyond float32 rounding (a kernel may sum in another order for another
+    row count, e.g. a chunk of one configuration). A graph's fields are
+    assembled once and only its configurations' fields change between its
+    chunks; a model split in two (`LayoutModel.splits_graph_part`) has its graph
+    part computed once per graph and each chunk scored by `config_part`. Each
+    traced function serves every graph and chunk size (all dimensions but the
+    state widths are dynamic in its signature). A model that attends across
+    configurations (`attends_across_configs`) scores all of a graph's
+    configurations in one call instead, so its scores do not depend on the
+    chunking (and its memory is not bounded by the budget).
+    """
+
+    def __init__(
+        self, model: LayoutModel, chunk: int = SCORE_CHUNK, slot_budget: int = SCORE_SLOT_BUDGET
+    ):
+        self.model, self.chunk, self.slot_budget = model, chunk, slot_budget
+        self._score = tf.function(
+            lambda batch: model.forward(to_model_inputs(batch), None, training=False),
+            input_signature=[BATCH_SIGNATURE],
+        )
+        # A model split in two (`LayoutModel.graph_part`) has its graph part
+        # computed once per graph, and only the configurations' fields change
+        # between a graph's calls: on a 19.5k-node graph scored 13
+        # configurations per call, the op encoder, batch assembly and tensor
+        # conversion were ~15% of every call, repeated ~800 times.
+        self.splits = model.splits_graph_part and not model.attends_across_configs
+        self._graph_part = tf.function(
+            lambda batch: model.graph_part(to_model_inputs(batch), training=False),
+            input_signature=[BATCH_SIGNATURE],
+        )
+        self._config_part = None  # traced once the graph part's structure is known
+
+    def score_batch(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        """[graphs, configs] scores of an assembled batch (padding slots scored too)."""
+        return self._score(to_tensors(batch)).numpy()
+
+    def chunk_for(self, graph: PreparedGraph) -> int:
+        """Configurations per call for `graph`: slot_budget // its nodes, 1 to `chunk`.
+
+        The nodes are those the model holds states of per configuration
+        (`nodes_per_config`); never below 1, so a graph larger than the budget
+        is still scored, one configuration per call.
+        """
+        if self.model.attends_across_configs:
+            return max(graph.num_configs, 1)
+        nodes = self.model.nodes_per_config(graph.node_feats.shape[0], graph.cfg_node.shape[0])
+        return min(max(self.slot_budget // max(nodes, 1), 1), self.chunk)
+
+    def score(self, graph: PreparedGraph) -> np.ndarray:
+        """[configs] scores of every configuration of `graph`, in file order."""
+        chunk = self.chunk_for(graph)
+        chunks = [
+            np.arange(start, min(start + chunk, graph.num_configs))
+            for start in range(0, graph.num_configs, chunk)
+        ]
+        if not chunks:
+            return np.zeros(0, np.float32)
+        tensors = to_tensors(assemble_batch([graph], [0], [chunks[0]], len(chunks[0])))
+        part = self._graph_part(tensors) if self.splits else None
+        parts = []
+        for slots in chunks:
+            if slots is not chunks[0]:
+                # The graph's fields stay; only its configurations' change.
+                tensors.update(to_tensors(config_fields(graph, slots, len(slots))))
+            parts.append(self._call(tensors, part)[0])
+        return np.concatenate(parts)
+
+    def _call(self, tensors: dict[str, tf.Tensor], part) -> np.ndarray:
+        """[graphs, configs] scores: `forward`, or `config_part` given the graph part."""
+        if part is None:
+            return self._score(tensors).numpy()
+        if self._config_part is None:
+            # Rows vary by graph; the widths stay static (layers split kernels by them).
+            part_signature = tf.nest.map_structure(
+                lambda t: tf.TensorSpec([None, *t.shape[1:]], t.dtype), part
+            )
+            self._config_part = tf.function(
+                lambda batch, part: self.model.config_part(
+                    to_model_inputs(batch), part, training=False
+                ),
+                input_signature=[BATCH_SIGNATURE, part_signature],
+            )
+        return self._config_part(tensors, part).numpy()
+
+
+def evaluate_graphs(model: LayoutModel, graphs: Sequence[PreparedGraph]) -> dict[str, Any]:
+    """Kendall tau (per graph and mean), pooled OPA and mean slowdown@k over all configurations."""
+    scorer = GraphScorer(model)
+    taus, pairs, slowdowns = {}, np.zeros(2), {k: [] for k in SLOWDOWN_KS}
+    for g in graphs:
+        scores = scorer.score(g)
+        metrics.require_finite_scores([g.graph_id], [scores], "layout graphs")
+        taus[g.graph_id] = kendall_tau(scores, g.raw_runtimes)
+        pairs += metrics.kernel_opa(scores, g.raw_runtimes)
+        for k in SLOWDOWN_KS:
+            slowdowns[k].append(slowdown_at_k(scores, g.raw_runtimes, k))
+    defined = [t for t in taus.values() if np.isfinite(t)]
+    return {
+        "kendall_tau": float(np.mean(defined)) if defined else float("nan"),
+        "tau_per_graph": taus,
+        "opa": float(pairs[0] / max(pairs[1], 1.0)),
+        "slowdown": {str(k): float(np.mean(v)) for k, v in slowdowns.items()},
+        "graphs": len(graphs),
+    }
+
+
+class ValidationKendallTau(tf.keras.callbacks.Callback):
+    """Adds `val_kendall_tau` to an epoch's logs: mean Kendall tau-b over the validation sample.
+
+        tau = ValidationKendallTau(val_batches)
+        trainer.fit(..., callbacks=[tau, early_stopping, tensorboard])  # before what reads logs
+
+    The sample is `val_batches`' fixed one (the configurations validation OPA
+    is measured on), scored per graph on its unpadded slots. The mean is over
+    graphs whose tau is defined; a graph met twice (replica top-up) counts
+    once. Runs only on epochs that validated (`val_opa` in the logs).
+    """
+
+    def __init__(self, val_batches: EpochBatches):
+        super().__init__()
+        self.val_batches = val_batches
+        self.scorer: GraphScorer | None = None
+
+    def on_train_begin(self, logs=None) -> None:
+        # The trainer's model: the conductor builds it under the strategy's scope.
+        self.scorer = GraphScorer(self.model.tile_model)
+
+    def on_epoch_end(self, epoch: int, logs=None) -> None:
+        if logs is None or "val_opa" not in logs:
+            return
+        taus: dict[str, float] = {}
+        for batch in self.val_batches.batches(0):
+            scores = self.scorer.score_batch(batch)
+            runtimes = batch["config_runtimes"].reshape(scores.shape)
+            mask = batch["config_mask"].reshape(scores.shape) > 0
+            for graph_id, s, r, m in zip(batch["graph_id"], scores, runtimes, mask):
+                taus[graph_id.decode()] = kendall_tau(s[m], r[m])
+        defined = [t for t in taus.values() if np.isfinite(t)]
+        logs["val_kendall_tau"] = float(np.mean(defined)) if defined else float("nan")
+
+
+def score_runs(
+    models: Sequence[tuple[Path, dict[str, Any]]],
+    folder: Path,
+    log: Callable[[str], None] | None = print,
+    cache_dir: Path | str | None = None,
+) -> tuple[list[LayoutGraph], list[list[np.ndarray]]]:
+    """(the folder's graphs, each model's scores of every configuration of every graph).
+
+        graphs, members = score_runs(run_data.read_layout_models(text, "--dir"), folder)
+
+    Graphs come in file-name order, pruned as the first model's run says (every
+    configuration kept), so their config indices are the files' own. With
+    `cache_dir`, the folder is read through the memory-mapped split cache.
+    """
+    from baselines.layout.run_data import load_run_split, restore_layout_model
+    from baselines.layout.task import LayoutTrainArgs
+
+    by_hops: dict[int | None, tuple[list[LayoutGraph], list]] = {}
+    members = []
+    for model_dir, record in models:
+        hops = LayoutTrainArgs.from_dict(record["args"]).prune_hops
+        if hops not in by_hops:
+            graphs = load_run_split(
+                folder, training=False, prune_hops=hops, log=log, cache_dir=cache_dir
+            )
+            by_hops[hops] = (graphs, prepare_graphs(graphs))
+        _, prepared = by_hops[hops]
+        scorer = GraphScorer(restore_layout_model(model_dir, record))
+        members.append([scorer.score(g) for g in prepared])
+    graphs = next(iter(by_hops.values()))[0]
+    return graphs, members
