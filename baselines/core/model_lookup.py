@@ -1,9 +1,5 @@
 """Finds a model by class name in a collection's models.py and builds it from its kwargs.
 
-    cls = find_model(models, TileModel, "LateJoinGAT")
-    constructor_kwargs(cls, TileModel)     # {"hidden_dim": 64, ..., "num_heads": 4}
-    model = build_model(models, TileModel, "LateJoinGAT", (64,), {"hidden_dim": 128})
-
 A model is a public class *defined in* the collection's models.py that derives
 from the collection's base class; nothing lists the models, so adding a class
 there is all it takes. The kwargs a model takes are the keyword parameters of

@@ -7,29 +7,13 @@ returns those kwargs (defaults resolved, `core.cost_model`), so
 `forward(inputs, num_configs)` reads `batching.to_model_inputs(batch)` and
 returns scores [graphs, K], lower = predicted faster (the core losses' convention: they rank by
 -score). K is read off the batch, so one model scores any number of
-configurations. A model may instead define `forward` in two parts:
-`graph_part(inputs)`, what does not depend on the configurations (read once
-per graph by `train_lib.GraphScorer`, however many calls its configurations
-take), and `config_part(inputs, graph_part)`, the scores. Both models here do.
+configurations. A model may instead define `forward` in two parts,
+`graph_part` and `config_part` (see `LayoutModel`); both models here do.
 
-- `ResModel`: upstream's layout baseline in spirit. Opcode embedding + node
-  features (once per graph), each configuration's 18 layout values placed on its
-  configurable nodes (zero elsewhere), then `num_gnns` residual GCN layers on the
-  joined states [nodes, K, hidden] (early join: message passing is per
-  configuration, as upstream's), pooled per graph, linear head.
-- `LayoutSAGE`: config-independent GraphSAGE layers on the op graph, once per
-  graph; then, per configuration, each configurable node's state joined with an
-  embedding of its 18 layout values (one table row per (slot, value)),
-  `config_layers` residual rounds of message passing between configurable nodes
-  that share an edge, pooled over configurable nodes and scored beside the
-  pooled graph state.
-
-Without `config_attention_heads`, neither model attends across a graph's
-configurations: a configuration's score does not depend on which other
-configurations share its batch. LayoutSAGE with `config_attention_heads > 0`
-does (`ConfigAttention`); such a model says so (`attends_across_configs`), and
-`train_lib.GraphScorer` then scores all of a graph's configurations in one call,
-so a score never depends on how scoring was chunked.
+A configuration's score does not depend on which other configurations share
+its batch, except in LayoutSAGE with `config_attention_heads > 0`
+(`attends_across_configs`), whose graphs `train_lib.GraphScorer` scores in one
+call so a score never depends on how scoring was chunked.
 """
 
 from __future__ import annotations
@@ -64,9 +48,6 @@ class ConfigAttention(tf.keras.layers.Layer):
     configuration of graph g (padding slots, mask 0, are never attended to) and
     to no other graph's. So each score can read how its configuration compares
     with the graph's other candidates (e.g. whether it is the usual layout).
-
-        attend = ConfigAttention(heads=4, key_dim=16)
-        x = attend(x, mask)        # x [G, K, d], mask [G, K] 1 = real slot
     """
 
     def __init__(self, heads: int, key_dim: int, **kw):
@@ -120,9 +101,8 @@ class LayoutModel(CostModel):
         """
         return self.config_part(inputs, self.graph_part(inputs, training), training)
 
-    # Optional split of `forward`, so that a graph's configuration-independent
-    # work is done once however many calls score its configurations
-    # (`train_lib.GraphScorer`): forward(x) == config_part(x, graph_part(x)).
+    # Optional split of `forward`: `train_lib.GraphScorer` runs graph_part once per
+    # graph however many calls score its configurations.
     def graph_part(self, inputs: dict, training=None):
         """The configuration-independent states of the batch's graphs (a tensor or a dict).
 
@@ -152,8 +132,6 @@ def backprop_segment(inputs: dict, states: tf.Tensor, training=None) -> tf.Tenso
     The value is unchanged, so the forward pass still sees the whole graph; in
     training the gradient reaches the layers below only through the segment's
     nodes. Without a segment (scoring, validation) or outside training: `states`.
-
-        states = backprop_segment(inputs, states, training)   # [N, K, h]
     """
     segment = inputs.get("node_segment")
     if segment is None or not training:
@@ -339,8 +317,7 @@ class LayoutSAGE(LayoutModel):
         return self.config_attention is not None
 
     def nodes_per_config(self, num_nodes: int, num_configurable: int) -> int:
-        # The op states are [nodes, hidden], once per call; only the
-        # configurable nodes' states ([NC, K, ...]) are held per configuration.
+        # Only the configurable nodes' states are held per configuration.
         return num_configurable
 
     def embed_values(self, values: tf.Tensor, inputs: dict) -> tf.Tensor:
@@ -400,7 +377,6 @@ class LayoutSAGE(LayoutModel):
     def config_part(self, inputs: dict, graph_part: dict, training=None) -> tf.Tensor:
         graph = inputs["graph"]
         graph_state, node_part = graph_part["graph_state"], graph_part["node_part"]
-        # Per configuration: the configurable nodes' layout values.
         values = inputs["config_values"]
         if self.relative_to_reference:
             # One more column, the reference layouts, whose states are subtracted below.

@@ -21,9 +21,6 @@ Batches are plain dicts of numpy arrays (`assemble_batch`) until they enter a
 `tf.function` whose input signature is `BATCH_SIGNATURE`; there
 `graph_from_batch` builds the GraphTensor. All dimensions are dynamic in the
 signature, so batches of any size share one trace.
-
-    batch = assemble_batch(split, [0, 1], [np.arange(5), np.array([0, 2])], num_configs=5)
-    graph = graph_from_batch({k: tf.constant(v) for k, v in batch.items()})
 """
 
 from __future__ import annotations
@@ -64,8 +61,7 @@ def assemble_batch(
 ) -> dict[str, np.ndarray]:
     """Merges kernels into one batch dict; config_slots[i] holds K indices (-1 = padding).
 
-    Slots are given per kernel (length <= num_configs; shorter ones are padded).
-    Work is per kernel, never per configuration.
+    Shorter slot lists are padded. Work is per kernel, never per configuration.
     """
     op_sizes, feed_sizes, node_parts, edge_parts = [], [], [], []
     config_rows, config_pad = [], []
@@ -113,9 +109,8 @@ def assemble_batch(
 def _component_ids(sizes: tf.Tensor) -> tf.Tensor:
     """[0, 0, 1, 2, 2, ...]: the component of each item, from per-component sizes."""
     ends = tf.cumsum(sizes)
-    # Item j belongs to the first component whose end exceeds j (empty components
-    # are skipped). Three ops: tf.repeat and row_splits_to_segment_ids (which
-    # calls it) add dozens, and dominated tracing time.
+    # Three ops: tf.repeat and row_splits_to_segment_ids (which calls it) add
+    # dozens, which dominate tracing time.
     return tf.searchsorted(ends, tf.range(tf.reduce_sum(sizes)), side="right", out_type=tf.int32)
 
 

@@ -40,9 +40,6 @@ class ChebConv(tf.keras.layers.Layer):
     up to K - 1 hops. The activation is None (linear, as in PyG) unless given.
     Works on [n, d] and on early-join states [n, k, d] (the config axis rides
     along: one sparse matmul per order for all configurations).
-
-        conv = ChebConv(units=64, order=3, activation="leaky_relu")
-        states = conv(graph, states)   # [n, d] -> [n, 64], [n, k, d] -> [n, k, 64]
     """
 
     def __init__(self, units: int, order: int = 3, activation=None, **kw):

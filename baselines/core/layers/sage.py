@@ -24,9 +24,6 @@ class SAGEConv(tf.keras.layers.Layer):
     layer can tell an op's inputs from its users. Tied weights (W_prod = W_cons)
     give back the undirected layer; this is upstream's `directed` (its ResGCN
     uses separate forward, reverse and self MLPs).
-
-        conv = SAGEConv(units=64)                 # or SAGEConv(64, directed=True)
-        states = conv(graph, states)
     """
 
     def __init__(
