@@ -29,26 +29,24 @@ from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_write_text, publish_once, temp_prefix
 
 # Records that every array of a cache folder matched its checksum, keyed by
-# each file's inode, size, mtime and ctime. Any write to a file changes its
-# ctime (which no user call can set back), so a matching stamp proves the
-# bytes are the ones verified, and a warm load skips re-hashing gigabytes.
+# each file's inode, size, mtime and ctime. Any write changes the ctime (which
+# no user call can set back), so a warm load can skip re-hashing.
 VERIFIED_STAMP = "verified.json"
 # Files changed less than this long ago are verified but not stamped: on a
 # filesystem with coarse timestamps a later write in the same tick could keep
 # the ctime the stamp recorded.
 STAMP_SETTLE_S = 2.0
 
-# An npz file is a zip archive; its last bytes hold the central directory,
-# which records the CRC-32 of every member. Hashing them detects a changed
-# array even when the file keeps its size and mtime (tar restores mtimes), for
-# one small read per file instead of reading every byte.
+# An npz file's last bytes hold the zip central directory (every member's
+# CRC-32): hashing them detects a changed array even when the file keeps its
+# size and mtime (tar restores mtimes), without reading every byte.
 FINGERPRINT_TAIL_BYTES = 4096
 
 # Bytes reserved for the .npy header of an array written in chunks (its
 # final shape is known only at the end); 64-byte aligned, as numpy aligns.
 _CHUNKED_HEADER_BYTES = 128
 
-# Bytes of a memory-mapped array that `array_digest` hashes (and holds resident) at a time.
+# Bytes of a memory-mapped array that `array_digest` holds resident at a time.
 DIGEST_BLOCK_BYTES = 1 << 24
 
 
@@ -153,10 +151,8 @@ def save_array_folder(
 ) -> None:
     """Writes arrays as a folder of .npy files and meta.json, atomically (first writer wins).
 
-    The folder's name is a fingerprint of the source files, so processes that
-    build the same folder at once write the same content: the first rename
-    wins and the others drop their copy. A caller that finds a damaged folder
-    at `path` discards it first (`discard_directory`), or the rename keeps it.
+    A caller that finds a damaged folder at `path` discards it first
+    (`discard_directory`), or the rename keeps it.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     records = {}
@@ -341,8 +337,7 @@ def check_array_folder(
     """A cache folder's arrays and None, or None and what is wrong with it (None, None: absent).
 
     Always checked: meta.json (format `version`, a name, array records), every
-    array's header against its file size (numpy's memory map refuses a file
-    shorter than its header declares), shapes and dtypes against meta.json,
+    array's header against its file size, shapes and dtypes against meta.json,
     then `structure_problem(arrays)` (widths, offsets). With `verify`, every
     array's checksum too, unless a stamp written by an earlier verification
     shows that no file changed since (`VERIFIED_STAMP`); a verification stamps

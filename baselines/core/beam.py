@@ -1,11 +1,8 @@
 """A sweep's command line and its Apache Beam pipeline, for any collection.
 
 `main` is the entry scripts' whole body. Each run of a sweep (`core/sweeps.py`)
-is one element of the pipeline; its workers import the training function by
-name (`kind.train_function`) and the summary is written once every run has
-ended. The local runner is the default, in several processes; Beam's other
-runners take Beam's own pipeline options. Beam is imported only inside the
-functions that run the pipeline.
+is one element of the pipeline, and the summary is written once every run has
+ended. Beam is imported only inside the functions that run the pipeline.
 """
 
 from __future__ import annotations

@@ -2,12 +2,10 @@
 
 Writers put their bytes into a temporary file in the destination's own directory
 (so the final rename never crosses a filesystem) and `os.replace` it onto the
-destination only once everything was written. On any error the temporary file is
-removed and an existing destination is left untouched. Temporary names look like
-`<name>.tmp-<pid>-<host tag>-<random><suffix>`, which `.gitignore` ignores
-(`*.tmp-*`); the destination's suffix is kept so that writers that check it
-(Keras `.keras`, `numpy.savez` `.npz`) accept the temporary path. The process id
-and host let `remove_stale_temporaries` tell a killed writer's leftovers from a
+destination only once everything was written. Temporary names look like
+`<name>.tmp-<pid>-<host tag>-<random><suffix>`: the suffix is kept for writers
+that check it (Keras `.keras`, `numpy.savez` `.npz`), and the process id and
+host let `remove_stale_temporaries` tell a killed writer's leftovers from a
 live writer's work in progress.
 """
 
@@ -67,11 +65,10 @@ _ENOSPC_LIKE = {
 
 
 def write_failure_kind(error: BaseException) -> str | None:
-    """`disk full`, `permission denied`, ... when `error` is the disk refusing a write.
+    """`disk full`, `permission denied`, ... when `error` is the disk refusing a write, else None.
 
-    Reads OSError's errno, and the message of TensorFlow's errors (its file
-    writers report ENOSPC as ResourceExhaustedError, permissions as
-    PermissionDeniedError); None for anything else.
+    TensorFlow's file writers raise their own types (ENOSPC as
+    ResourceExhaustedError), so their message is read too.
     """
     kind = _ENOSPC_LIKE.get(getattr(error, "errno", None) or -1)
     if kind is not None:
@@ -113,13 +110,11 @@ def remove_stale_temporaries(
 ) -> list[str]:
     """Removes `*.tmp-*` leftovers of writers that are gone; returns their names.
 
-    A temporary named by this module carries its writer's process id and host:
-    on this host it is stale once that process no longer exists (a reused pid
-    keeps it, which errs on the safe side). Temporaries of another host, or
-    of older code without a pid, are removed only when older than `max_age_s`
-    (None: never): another machine's writer may still be working on a shared
-    folder. A model folder a killed swap had moved aside (`*.tmp-*-old-*`)
-    is put back first when nothing took its place.
+    On this host a temporary is stale once its writer's process no longer
+    exists. Others are removed only when older than `max_age_s` (None: never):
+    another machine's writer may still be working on a shared folder. A model
+    folder a killed swap had moved aside (`*.tmp-*-old-*`) is put back first
+    when nothing took its place.
     """
     folder = Path(folder).expanduser()
     if not folder.is_dir():
@@ -181,10 +176,7 @@ def _fsync_file(path: Path) -> None:
 
 
 def _raise_as_write_failure(error: BaseException, dest: Path) -> None:
-    """A write that the disk refused (full, quota, permission) as one line naming `dest`.
-
-    Other errors are left to the caller to re-raise: they are not about the disk.
-    """
+    """A write that the disk refused (full, quota, permission) as one line naming `dest`."""
     if isinstance(error, PipelineError):
         return
     if isinstance(error, OSError) or write_failure_kind(error) is not None:
@@ -301,14 +293,11 @@ def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
     """Renames folder `tmp` onto `dest`; an existing `dest` is replaced atomically.
 
     Where the OS can exchange two paths in one step, `dest` always names a
-    complete folder (the old one, then the new one); the old one is then
-    removed. Elsewhere the old folder is moved aside first and put back if
-    the new one cannot be renamed in; a kill between those two renames
-    leaves it in `<dest>.tmp-<pid>-<host>-old-*`, which
-    `remove_stale_temporaries` puts back. Several processes may publish the
-    same folder at once (two runs with the same hash, Beam workers sharing a
-    cache): a rename that loses the race finds `dest` taken again and
-    retries, so the last writer wins.
+    complete folder. Elsewhere the old folder is moved aside first and put
+    back if the new one cannot be renamed in; a kill between those two
+    renames leaves it for `remove_stale_temporaries` to put back. A rename
+    that loses a race with another writer of the same folder retries, so the
+    last writer wins.
     """
     for _ in range(attempts):
         try:
@@ -374,9 +363,8 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
 def publish_once(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Like `atomic_directory` for content-addressed folders: the first writer wins.
 
-    For folders whose name is a hash of their content (caches): when another
-    process has published `path` while this one was writing, both hold the same
-    content, so this one's copy is dropped and the winner's is kept.
+    For folders whose name is a hash of their content (caches): a concurrent
+    writer's folder holds the same content, so the loser's copy is dropped.
     """
     dest = Path(path)
     tmp = _make_temp_dir(dest)
@@ -453,8 +441,7 @@ def ensure_parent(path: Path) -> Path:
 def list_npz_files(folder: Path, max_files: int | None, *, missing: str, empty: str) -> list[Path]:
     """Sorted `*.npz` files of a split folder (the first `max_files` when given).
 
-    A missing folder or one without npz files is refused with the caller's
-    one-line `missing` or `empty` message, which says what to do.
+    A missing or empty folder is refused with the caller's `missing` or `empty` message.
     """
     if not folder.is_dir():
         raise PipelineError(missing)

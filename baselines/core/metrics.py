@@ -59,12 +59,10 @@ def listmle_loss(
     Per list, with real configs sorted fastest first and z = -score / temperature:
     sum_i logsumexp(z[i:]) - z[i]; padding slots (runtime < 0) take no part.
 
-    TF-Ranking's ListMLELoss computes the same sum as log(cumsum(exp(z - max)))
-    in float32 with padding logits set to log(1e-10). That underflows to
-    log(0) = -inf once a real logit exceeds the padding's by ~87, and one -inf
-    loss turns every weight NaN; `cumulative_logsumexp` is exact for any
-    spread. Ties keep list order, which is random: the configs of each list
-    are sampled at random.
+    Not TF-Ranking's ListMLELoss: its float32 log(cumsum(exp(z - max))) with
+    padding logits log(1e-10) underflows to -inf once a real logit exceeds the
+    padding's by ~87, and one -inf loss turns every weight NaN. Ties keep list
+    order, which is random: the configs of each list are sampled at random.
 
     `position_weighted` (PListMLELoss; Lan et al. 2014, position-aware
     ListMLE): the term of true position i (0 = fastest) is weighted by
@@ -128,9 +126,8 @@ def make_loss_fn(
 def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """(correctly ordered pairs, comparable pairs) over [b, k] lists.
 
-    A pair is comparable when both slots are real and runtimes differ; it is
-    correct when the faster config has the lower score. Summing both counts over
-    batches gives the pooled OPA that TF-Ranking's OPAMetric reports.
+    A pair is comparable when both slots are real and runtimes differ. Summing
+    both counts over batches gives the pooled OPA that TF-Ranking's OPAMetric reports.
     """
     valid = runtimes >= 0
     both = tf.logical_and(valid[:, :, None], valid[:, None, :])
@@ -163,6 +160,7 @@ def batch_top_k_errors(runtimes: tf.Tensor, scores: tf.Tensor, k: int) -> tf.Ten
 
 
 # ---------------------------------------------------------------------------
+# Per-kernel numpy metrics over all configurations.
 
 
 def require_finite_scores(
@@ -170,8 +168,8 @@ def require_finite_scores(
 ) -> None:
     """Refuses NaN or infinite scores, which would rank as an arbitrary order.
 
-    A diverged or damaged model scores NaN; `argsort` then returns file order, so
-    every ranking would read `0;1;2;3;4` and every metric would look plausible.
+    A diverged model scores NaN, and `argsort` then returns file order, so
+    every metric would look plausible.
     """
     bad = [str(t) for t, s in zip(tile_ids, scores) if not np.all(np.isfinite(s))]
     if bad:

@@ -198,10 +198,8 @@ def quality_figures(result: Mapping, split: str = "test") -> tuple[Figure, Figur
     `result` is `bench/quality.py`'s quality.json: "recipes" (names in the order
     given) and "results" keyed "<set>|<recipe>", each with "valid" and "test"
     holding [mean, std] over seeds per metric and "programs" (per program the
-    seeds' mean "top5_err" and std "top5_err_std"; error bars are left out
-    where the std is missing). Per-program figure: one panel per set, x the
-    programs, one bar per recipe. Ablation figure: one panel per set, x the
-    recipes in the order given, val and test bars, mean ± std.
+    seeds' mean "top5_err" and std "top5_err_std"). Both figures have one
+    panel per set.
     """
     results = result["results"]
     if not results:
@@ -294,11 +292,10 @@ def growth_figure(
 ) -> Figure:
     """How each measured figure grows with the data: log-log lines against configurations.
 
-    `figures` maps a figure's name to its value at each of `configs` (bench/scale.py's
-    `figures()` rows, one value per size). `panels` names each figure's panel (its
-    unit: "s", "MB"): figures sharing a panel share its y axis; default, one panel.
-    The legend gives each line's growth exponent k (value ∝ configs^k, the
-    least-squares slope on log-log; k = 1 is linear). Values <= 0 are not drawn.
+    `figures` maps a figure's name to its value at each of `configs`. `panels`
+    names each figure's panel (its unit: "s", "MB"; default, one panel). The
+    legend gives each line's growth exponent k (value ∝ configs^k, the
+    least-squares slope on log-log). Values <= 0 are not drawn.
     """
     x = np.asarray(configs, dtype=np.float64)
     if x.size < 2 or np.any(x <= 0) or np.ptp(np.log(x)) == 0:

@@ -163,11 +163,8 @@ def sample_ids_from_test_dirs(
 ) -> list[tuple[str, str]]:
     """Builds the submission's ID list from downloaded test splits (no sample CSV).
 
-    Tile rows: `tile:xla:<stem>` for each `*.npz` in `tile_test_dir`, sorted by
-    name. Layout rows, when `layout_root` (`<data>/npz/layout`) exists:
-    `layout:<source>:<search>:<stem>` for `<layout_root>/<source>/<search>/test/*.npz`,
-    sources xla then nlp, searches default then random (the sample's order),
-    names sorted. Every row gets the dummy ranking `FILL_RANKING`.
+    Tile rows first, then layout rows when `layout_root` (`<data>/npz/layout`)
+    exists, in the sample's order; every row gets the dummy ranking `FILL_RANKING`.
     """
     tile_dir = Path(tile_test_dir)
     if not tile_dir.is_dir():
@@ -300,10 +297,8 @@ def join_submission(
 ) -> Submission:
     """Joins rankings of every collection (tile and layout) to the sample's rows by ID.
 
-    The rows are exactly the sample's IDs in the sample's order; an ID with a
-    ranking gets `;`.join of its indices. Refused, in one line: an ID the sample
-    does not list, an empty ranking, and sample IDs no input provides (a whole
-    collection or part of one), unless `allow_missing`: then tile rows get
+    The rows are exactly the sample's IDs in the sample's order. Sample IDs no
+    input provides are refused unless `allow_missing`: then tile rows get
     `FILL_RANKING` and other rows keep the sample's value (the real sample has
     `0;1;...;999` for layout rows), each counted as dummy in its collection.
     `origin` ({ID: input label}) names the inputs in messages.

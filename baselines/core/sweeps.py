@@ -1,15 +1,12 @@
 """Sweeps of training runs on Apache Beam, for any collection: what to train, the summary.
 
 A sweep is a list of flag dicts (keys = the training script's flag names) on
-top of base flags; every run is `kind.args_type(**{**base, **entry, **overrides})`,
-where `overrides` are the flags given on the command line (they win in every
-run). A `SweepKind` holds what differs between collections (the args record,
-the training function, the summary's metric columns and ranking);
+top of base flags; the flags given on the command line win in every run
+(`expand_runs`). A `SweepKind` holds what differs between collections;
 `baselines/tiles/task.py` and `baselines/layout/task.py` define theirs.
 
 The command line and the Beam pipeline that runs a sweep are `core/beam.py`'s.
-Nothing here imports TensorFlow or Beam; `run_one` gets the training function
-as an argument, and the Beam workers import it by name (`kind.train_function`).
+Nothing here imports TensorFlow or Beam.
 """
 
 from __future__ import annotations
@@ -205,11 +202,9 @@ def run_one(
 ) -> dict[str, Any]:
     """Trains one run with `train(args, progress=False, log=...)`; a result either way.
 
-    The result is `status` "ok" with `kind.summarize(record)`'s fields (the
-    validation metrics, best epoch, epochs) and the wall time, or `status`
-    "error" with the failure in one line (PipelineError's message; other
-    exceptions with their type). Only KeyboardInterrupt and SystemExit pass
-    through.
+    The result is `status` "ok" with `kind.summarize(record)`'s fields and the
+    wall time, or `status` "error" with the failure in one line: one failed run
+    must not stop the sweep.
     """
     run_hash = args.run_hash()
     label = f"[run {index + 1}/{total} {run_hash[:8]}]"

@@ -1,11 +1,9 @@
 """Layout batches: G program graphs x K layout configurations each, as numpy dicts.
 
-A layout graph is prepared once (`prepare_graphs`): node features normalized, its
-configurable nodes' edges among themselves found, runtimes scaled. A batch then
-packs G prepared graphs, each with K configuration slots drawn by
-`baselines.core.keras_fit.EpochBatches` (per graph, per epoch, deterministic by
-seed; a graph with fewer than K configurations gets all of them plus padding
-slots, which are masked, never dropped).
+A layout graph is prepared once (`prepare_graphs`). A batch then packs G
+prepared graphs, each with K configuration slots drawn by
+`baselines.core.keras_fit.EpochBatches`; a graph with fewer than K
+configurations gets all of them plus masked padding slots.
 
 Batch layout (N nodes, E edges, NC configurable nodes, EC edges between two
 configurable nodes, all summed over the G graphs; ids are global in the batch):
@@ -87,12 +85,10 @@ BATCH_SIGNATURE = {
 def normalize_node_feat(node_feat: np.ndarray) -> np.ndarray:
     """The 140 node feature columns as the models read them, float32 [n, 140].
 
-    Columns 0-133: sign(x) * log1p(|x|). A fixed transform, not statistics fitted
-    on train: shapes and window sizes span orders of magnitude and the log
-    compresses them, nothing has to be saved beside a model to score new graphs,
-    and a graph's features do not depend on which other graphs were loaded.
-    Columns 134-139 (minor_to_major): the raw dimension numbers with -1 past the
-    tensor's rank (`layout_minor_to_major`), so padding differs from dimension 0.
+    Columns 0-133: sign(x) * log1p(|x|), a fixed transform rather than train
+    statistics, so nothing has to be saved beside a model and a graph's
+    features do not depend on which other graphs were loaded. Columns 134-139:
+    `layout_minor_to_major`.
     """
     x = np.asarray(node_feat, dtype=np.float64)
     out = np.sign(x) * np.log1p(np.abs(x))
@@ -207,9 +203,7 @@ def prepare_graphs(graphs: Sequence[LayoutGraph]) -> list[PreparedGraph]:
 def config_fields(graph: PreparedGraph, slots: np.ndarray, num_configs: int) -> dict:
     """The per-configuration fields of one graph's K slots (-1 = padding), as batch keys.
 
-    What `assemble_batch` holds for this graph's slots, padded to `num_configs`:
-    `config_values` [nc, K, 18] and the [K] runtimes, mask and indices. A
-    scorer that keeps a graph's other fields between calls replaces only these.
+    A scorer that keeps a graph's other fields between calls replaces only these.
     """
     k = int(num_configs)
     slots = np.asarray(slots, dtype=np.int64)
@@ -239,10 +233,7 @@ def assemble_batch(
     config_slots: Sequence[np.ndarray],
     num_configs: int,
 ) -> dict[str, np.ndarray]:
-    """One batch dict (module docstring) of graphs[graph_ids]; slots: K indices, -1 = padding.
-
-    A slot list shorter than `num_configs` is padded with -1.
-    """
+    """One batch dict (module docstring) of graphs[graph_ids]; slots: K indices, -1 = padding."""
     k = int(num_configs)
     parts: dict[str, list] = {key: [] for key in BATCH_SIGNATURE}
     node_base = cfg_base = 0

@@ -1,17 +1,11 @@
 """A memory-mapped, content-keyed, verified cache of a layout split's validated graphs.
 
-The cache holds a split exactly as the reader returns it (every configuration:
-dropping duplicates, sampling and pruning run on top of it, cheaply and the
-same way every time), as one folder of `.npy` arrays: each array of every
-graph concatenated in file order, plus offsets per graph. `node_config_feat`,
-the bulk of the data, is stored as int8 and comes back memory-mapped, so a
-warm load reads only what is used and never holds a split's configurations
-in memory.
-
-The folder's name is a fingerprint of the source files, so editing, adding or
-removing a file builds a new cache. Every load checks the folder
-(`baselines.core.array_cache.check_array_folder`); a damaged folder is rebuilt.
-The cache is written one graph at a time: building it holds one graph.
+The cache holds a split exactly as the reader returns it (dropping duplicates,
+sampling and pruning run on top of it, the same way every time), as one folder
+of `.npy` arrays: each array of every graph concatenated in file order, plus
+offsets per graph. It comes back memory-mapped, so a warm load never holds a
+split's configurations in memory. The folder is checked on every load
+(`baselines.core.array_cache.check_array_folder`) and written one graph at a time.
 """
 
 from __future__ import annotations
@@ -101,9 +95,8 @@ def layout_cache_path(cache_dir: Path | str, folder: Path | str, files: Sequence
 def _config_blocks(graph: LayoutGraph) -> Iterator[np.ndarray]:
     """A graph's configurations (int8 (c, nc, 18)) as the cache stores them, in blocks.
 
-    A graph as read (`config_rows` None, what the cache is built from) is one
-    block, its array; a graph with selected configurations (`select_configs`)
-    is read `_WRITE_BLOCK_BYTES` at a time, so writing never copies them all.
+    A graph with selected configurations (`select_configs`) is read
+    `_WRITE_BLOCK_BYTES` at a time, so writing never copies them all.
     """
     if graph.config_rows is None:
         yield graph.node_config_feat

@@ -66,6 +66,7 @@ def _bad(path: Path, problem: str, advice: str = ADVICE) -> PipelineError:
 
 
 # ---------------------------------------------------------------------------
+# Reading node_config_feat.
 
 
 def _config_value_problem(block: np.ndarray, first_config: int) -> str | None:
@@ -119,6 +120,7 @@ def _read_config_feat(
 
 
 # ---------------------------------------------------------------------------
+# One file.
 
 
 def read_layout_file(path: Path | str) -> LayoutGraph:
@@ -238,9 +240,7 @@ def layout_minor_to_major(node_feat: np.ndarray) -> np.ndarray:
     """node_feat's layout columns 134-139 as float32, with -1 where they are padding.
 
     The file pads past a tensor's rank with 0, which reads like "dimension 0".
-    A tensor's rank r is its number of non-zero shape dims (columns 21-26);
-    columns 134..133+r are its minor-to-major order and the rest become -1
-    (on all real samples the first r are a permutation of 0..r-1).
+    A tensor's rank r is its number of non-zero shape dims (columns 21-26).
     """
     node_feat = np.asarray(node_feat)
     rank = np.count_nonzero(node_feat[:, SHAPE_DIMS], axis=1)
@@ -250,6 +250,7 @@ def layout_minor_to_major(node_feat: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------
+# A folder of files.
 
 
 def _folder_hint(folder: Path) -> str:
@@ -294,10 +295,8 @@ def load_layout_split(
     then `max_configs` samples each graph's configurations (`sample_configs`,
     deterministic by `seed`). What was dropped is reported in one `log` line.
     With `cache_dir`, the files are read through the split's cache
-    (`baselines.layout.cache`), reduced as above on top of it, so a warm load
-    gives the same graphs. A cached graph keeps reading its memory map
-    (`LayoutGraph.config_rows`); a graph read without a cache keeps only its
-    kept rows in memory (`LayoutGraph.compact_configs`).
+    (`baselines.layout.cache`) and reduced on top of it, so a warm load gives
+    the same graphs.
     """
     files = list_layout_files(folder, max_files)
     if cache_dir is None:

@@ -4,9 +4,7 @@
 config and pruning helpers in `baselines.layout.prune` take and give back.
 
 Selecting configurations never copies `node_config_feat` (for a cached split a
-large read-only memory map): the graph keeps the stored array and the rows it
-selects (`config_rows`), and every reader goes through `config_block`, which
-reads only the rows it is asked for and then releases the map's pages, so a
+large read-only memory map): every reader goes through `config_block`, so a
 pass over a split holds a block resident, not the split.
 """
 
@@ -96,9 +94,8 @@ class LayoutGraph:
     def compact_configs(self) -> LayoutGraph:
         """The graph with its selected configurations copied into an array of their own.
 
-        For graphs read into memory: after a selection the stored array is
-        otherwise kept whole for the few rows it selects. Unchanged when nothing
-        is selected (`config_rows` None).
+        For graphs read into memory, whose stored array would otherwise be kept
+        whole for the few rows selected.
         """
         if self.config_rows is None:
             return self

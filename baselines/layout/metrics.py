@@ -6,11 +6,8 @@ so evaluation scripts import it cheaply.
 A graph's *program* is its id (the file stem) up to the first ".": real xla
 files are named `<program>.<topology>.<precision>` (`unet_3d.4x4.bf16`); an id
 without a "." (the nlp files, the toy set) is its own program. Tau means skip
-graphs where tau is undefined (constant scores or runtimes).
-
-Subsets, as upstream evaluates: at most `size` configurations per graph,
-drawn by `choose_subsets`, recorded and read back as JSON (`subsets_json`,
-`parse_subsets`).
+graphs where tau is undefined (constant scores or runtimes). Fixed subsets of
+configurations, as upstream evaluates, are drawn by `choose_subsets`.
 """
 
 from __future__ import annotations
@@ -79,9 +76,8 @@ def kendall_tau(pred: np.ndarray, runtime: np.ndarray) -> float:
 def slowdown_at_k(pred: np.ndarray, runtime: np.ndarray, k: int) -> float:
     """min(runtime of the k lowest-scored configs) / min(runtime) - 1; 0 is perfect.
 
-    Equal scores are taken in file order (stable sort); k above the number of
-    configurations means all of them (slowdown 0). Needs positive runtimes, so
-    test files (runtimes hidden as 0) are refused.
+    Equal scores are taken in file order. Needs positive runtimes, so test
+    files (runtimes hidden as 0) are refused.
     """
     pred, runtime = _as_vectors(pred, runtime)
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
@@ -248,9 +244,7 @@ def parse_subsets(
     """(subsets, seed, size) of a recorded subsets file, checked against the split.
 
     `config_counts` is graph id -> configurations of every graph of the split.
-    Refused in one line naming `where`: text that is not such a record, a
-    graph not in the split or a split graph without a subset, an index that is
-    not an integer in range, a repeated index, an empty subset.
+    Anything that does not fit is refused in one line naming `where`.
     """
     fix = "pass a file written by layout_evaluate.py for this split, or leave --subsets out"
     try:

@@ -1,14 +1,11 @@
 """Layout cost models: every class here maps a layout batch to one score per configuration.
 
-The contract is the tiles' one: a model is a public class defined here deriving
-from `LayoutModel`, built as `Class(num_configs, num_ops, **kwargs)`; `get_config`
-returns those kwargs (defaults resolved, `core.cost_model`), so
-`Class.from_config(config)` rebuilds it and trained weights can be copied in.
-`forward(inputs, num_configs)` reads `batching.to_model_inputs(batch)` and
-returns scores [graphs, K], lower = predicted faster (the core losses' convention: they rank by
--score). K is read off the batch, so one model scores any number of
-configurations. A model may instead define `forward` in two parts,
-`graph_part` and `config_part` (see `LayoutModel`); both models here do.
+The contract is the tiles' one (`core.cost_model`): a model is a public class
+defined here deriving from `LayoutModel`, built as `Class(num_configs,
+num_ops, **kwargs)`. `forward(inputs, num_configs)` reads
+`batching.to_model_inputs(batch)` and returns scores [graphs, K], lower =
+predicted faster; K is read off the batch. A model may instead define
+`forward` in two parts, `graph_part` and `config_part`; both models here do.
 
 A configuration's score does not depend on which other configurations share
 its batch, except in LayoutSAGE with `config_attention_heads > 0`
@@ -46,8 +43,7 @@ class ConfigAttention(tf.keras.layers.Layer):
     x [G, K, d] holds a per-configuration state of each of G graphs; returns
     x + MHA(LN(x), LN(x)), where configuration k of graph g attends to every real
     configuration of graph g (padding slots, mask 0, are never attended to) and
-    to no other graph's. So each score can read how its configuration compares
-    with the graph's other candidates (e.g. whether it is the usual layout).
+    to no other graph's.
     """
 
     def __init__(self, heads: int, key_dim: int, **kw):
@@ -66,8 +62,7 @@ class ConfigAttention(tf.keras.layers.Layer):
 class LayoutModel(CostModel):
     """Shared parts: `call`, `create_variables` and the optional split of `forward`.
 
-    A subclass checks its own kwargs, calls `super().__init__(num_configs,
-    num_ops)` and implements `forward`, or `graph_part` and `config_part`.
+    A subclass implements `forward`, or `graph_part` and `config_part`.
     """
 
     keras_package = "tpugraphs_layout"
@@ -88,17 +83,12 @@ class LayoutModel(CostModel):
     def nodes_per_config(self, num_nodes: int, num_configurable: int) -> int:
         """How many nodes' states a scoring call holds per configuration of a graph.
 
-        A call's memory is about this x configurations x state width, so
-        `train_lib.GraphScorer` sizes its chunks by it. Every node here: a
-        subclass whose per-configuration states live on fewer nodes says so.
+        `train_lib.GraphScorer` sizes its chunks by it.
         """
         return num_nodes
 
     def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
-        """Scores [graphs, K], lower = predicted faster; K is read from `config_values`.
-
-        A model split in two (`graph_part` and `config_part`) need not write it.
-        """
+        """Scores [graphs, K], lower = predicted faster; K is read from `config_values`."""
         return self.config_part(inputs, self.graph_part(inputs, training), training)
 
     # Optional split of `forward`: `train_lib.GraphScorer` runs graph_part once per
@@ -155,10 +145,9 @@ class ResModel(LayoutModel):
     state[v, k] = act(W_op [embed(opcode_v) ; feats_v] + W_cfg values[v, k]) with
     values[v, k] the 18 layout values (as numbers, -1..5) of configuration k when
     v is configurable and 0 otherwise; the op part is computed once per graph.
-    Then `mlp_layers - 1` more Dense layers (in segment training the gradient
-    stops there outside the batch's segment, `backprop_segment`), `num_gnns` ResGCN layers
-    (`directed`: separate weights per edge direction), `reduction` pooling over
-    the graph's nodes and a head with `final_mlp_layers` hidden layers (0: linear).
+    Then `mlp_layers - 1` more Dense layers (`backprop_segment` after them),
+    `num_gnns` ResGCN layers, `reduction` pooling over the graph's nodes and a
+    head with `final_mlp_layers` hidden layers (0: linear).
     """
 
     def __init__(
@@ -220,23 +209,16 @@ class LayoutSAGE(LayoutModel):
 
     Per graph: op states h = SAGE^num_gnns(OpEncoder(graph)) [N, hidden] and
     the graph state g = pool(h). Per configuration k and configurable node w:
-    e[w, k] = concat over the 18 slots of [embed(slot, value, value == reference) ;
-    log size of the named dim] (`embed_values`; an Embedding of 18 x 7 x 2 rows,
-    `config_embed_dim` wide), x[w, k] = MLP(W_n [h_w ; enc_w] +
-    W_c e[w, k]) (the node part once per graph); `config_layers` residual rounds
-    x += act(W_s x + W_p mean_producers(x) + W_c mean_consumers(x)) over edges
-    between configurable nodes; c[k] = pool_w x[w, k], with
-    `config_attention_heads` > 0 followed by `ConfigAttention` across the
-    graph's configurations; the score is head([g ; c[k]]) (head(c[k]) with
-    `graph_state_in_head=false`). With `relative_to_reference`, x is also
-    computed for the reference layouts (`cfg_ref`, what the node has when nothing
-    is configured) and c[k] pools x[w, k] - x_ref[w], so a configurable node that
-    keeps its reference layout adds nothing to any configuration's state. With
-    `tile_padding`, e[w, k] also holds how much the configuration's layouts pad
-    w's three tensors to the TPU's vector tiles (`tile_padding.tile_padding`);
-    with `relayout_copies`, which of them the configuration makes the compiler
-    copy into another layout (`relayout.relayout_copies`). In segment training
-    the gradient stops at OpEncoder outside the segment.
+    e[w, k] = `embed_values` (plus `tile_padding` and `relayout_copies`
+    features when asked), x[w, k] = MLP(W_n [h_w ; enc_w] + W_c e[w, k]);
+    `config_layers` residual rounds x += act(W_s x + W_p mean_producers(x) +
+    W_c mean_consumers(x)) over edges between configurable nodes; c[k] =
+    pool_w x[w, k], then `ConfigAttention` when `config_attention_heads` > 0;
+    the score is head([g ; c[k]]) (head(c[k]) with `graph_state_in_head=false`).
+    With `relative_to_reference`, c[k] pools x[w, k] - x_ref[w], x_ref computed
+    for the reference layouts (`cfg_ref`), so a node that keeps its reference
+    layout adds nothing to any configuration's state. In segment training the
+    gradient stops at OpEncoder outside the segment.
     """
 
     def __init__(

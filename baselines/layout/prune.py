@@ -22,8 +22,7 @@ _DIGEST_BYTES = 32
 def _config_digests(graph: LayoutGraph, block_bytes: int) -> np.ndarray:
     """One 32-byte BLAKE2b digest per configuration of `graph`, as opaque keys (c,).
 
-    The configurations are read a block of about `block_bytes` at a time, in
-    order, each once: the whole (c, nc, 18) array is never held.
+    Read a block of about `block_bytes` at a time: the whole array is never held.
     """
     c = graph.num_configs
     row_bytes = graph.num_configurable * NODE_CONFIG_FEAT_DIM
@@ -48,9 +47,8 @@ def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
     differ only by measurement noise, and a measured value (not a mean) leaves
     every kept runtime one the file holds.
 
-    The selection is lazy (`LayoutGraph.select_configs`). Rows are compared by
-    a 256-bit BLAKE2b digest of their bytes, read `DEDUP_BLOCK_BYTES` at a
-    time, so finding the repeats never holds the graph's configurations.
+    The selection is lazy (`LayoutGraph.select_configs`); rows are compared by
+    digest (`_config_digests`).
     """
     c = graph.num_configs
     if graph.num_configurable == 0:
@@ -73,8 +71,7 @@ def sample_configs(graph: LayoutGraph, max_configs: int, seed: int) -> LayoutGra
     """At most `max_configs` configurations, drawn without replacement, in file order.
 
     The draw depends on `seed` and on the graph id, so one seed gives every graph
-    its own sample and the same sample on every run. A graph with at most
-    `max_configs` configurations is returned unchanged.
+    its own sample and the same sample on every run.
     """
     if isinstance(max_configs, bool) or not isinstance(max_configs, int | np.integer):
         raise PipelineError(f"max_configs must be an integer >= 1, got {max_configs!r}")

@@ -12,10 +12,8 @@ For each of a configurable node's three tensors (its output, operand 0, operand
 of the padded-to-stored size ratio of the lanes (most-minor dimension to a
 multiple of 128) and of the sublanes (second-minor dimension to a multiple of 8,
 16 and 32), and the tensor's log element count / 10 (so that a model can weigh
-the padding by the bytes it moves). A group of all -1 is the compiler's default
-and resolves to the reference layout (`cfg_ref`), a group that gives only its
-first dims keeps them (`resolved_group`); a missing tensor, or a dimension past
-its rank, gives 0.
+the padding by the bytes it moves). Groups are resolved by `resolved_group`; a
+missing tensor, or a dimension past its rank, gives 0.
 """
 
 from __future__ import annotations

@@ -129,6 +129,7 @@ class TileSplit:
 
 
 # ---------------------------------------------------------------------------
+# Reading one file.
 
 
 def _bad(path: Path | str, problem: str) -> PipelineError:
@@ -210,6 +211,7 @@ def validate_kernel(path: Path, tile_id: str, raw: dict[str, np.ndarray]) -> Ker
 
 
 # ---------------------------------------------------------------------------
+# Reading a split.
 
 
 def list_split_files(split_dir: Path | str, max_files: int | None = None) -> list[Path]:
@@ -321,7 +323,7 @@ _ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "nam
 
 
 # Width and dtype of every cached array (None: the row count, checked against
-# the offsets). A cache whose arrays disagree is rebuilt, never used.
+# the offsets).
 _CACHE_LAYOUT = {
     "node_feat": ((None, NODE_FEAT_DIM), "float32"),
     "node_opcode": ((None,), "int32"),
@@ -421,9 +423,7 @@ def load_split(
     """Loads one split folder, through the cache when `cache_dir` is given.
 
     A damaged cache (see `check_split_cache`) is rebuilt from the npz files,
-    said in one line through `log` (default: print). The cache key is
-    `files_fingerprint`, so editing, adding or removing a file never reuses a
-    stale cache.
+    said in one line through `log` (default: print).
     """
     split_dir = Path(split_dir).expanduser()
     name = name or split_dir.name

@@ -8,13 +8,10 @@ always 140 and 24 whatever data was loaded: a model trained on a subset is
 interchangeable with one trained on everything.
 
 Normalized node features carry six more columns after the 140
-(`NORMALIZED_NODE_DIM`): `layout_positions`, where each tensor dimension sits
-in the op's layout. The files hold the layout as `minor_to_major` (column
-134 + i names the dimension at position i); a per-dimension model needs the
-inverse, dimension d's position, beside d's shape and tile bound. Normalized
-config features carry four more after the 24 (`NORMALIZED_CONFIG_DIM`): the
-analytic estimates of `analytic.config_estimates`, already on a scale near 1.
-Models read the derived columns only when a kwarg asks for them.
+(`layout_positions`: a per-dimension model needs the inverse of the files'
+`minor_to_major`), config features four more after the 24 (the analytic
+estimates of `analytic.config_estimates`). Models read the derived columns
+only when a kwarg asks for them.
 """
 
 from __future__ import annotations

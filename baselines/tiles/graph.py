@@ -12,9 +12,8 @@ into one GraphTensor with one component per kernel (what
 - edge sets `feed` (op -> op: source is the consumer u, target the producer v of
   each `edge_index` row [u, v], as in the baseline), `g_op` and `g_config`.
 
-Kernels with fewer than K configurations are padded, not dropped: the padding
-slots have `mask` 0 and every loss and metric ignores them (their label is -1,
-which TF-Ranking treats as "no item"). Sampling with replacement instead would
+Kernels with fewer than K configurations are padded, not dropped: every loss
+and metric ignores the padding slots. Sampling with replacement instead would
 repeat configurations and give them extra weight in the listwise loss.
 
 Batches are plain dicts of numpy arrays (`assemble_batch`) until they enter a

@@ -130,9 +130,8 @@ class LateJoinModel(TileModel):
     """Op-only message passing, pooled per kernel, then joined with each config.
 
     `config_dim`: width of the layers applied once per configuration (default
-    `hidden_dim`). `analytic_inputs`: the analytic estimates join each config's
-    features. A subclass overrides `message_passing` and lists its layers in
-    `message_passing_layers()`, so `build` creates them; it may set
+    `hidden_dim`). A subclass overrides `message_passing` and lists its layers
+    in `message_passing_layers()`, so `build` creates them; it may set
     `config_encoder` (re-encodes the configs beside the op states) or
     `kernel_gate` and `config_projection` (a kernel x config product term).
     """

@@ -1,10 +1,7 @@
 """The tile:xla task: its training flags, how a sweep summarizes its runs, its evaluation table.
 
 `TrainArgs`: every tiles_train.py flag. Defaults are the public baseline's, and
-the flags the baseline lacks train exactly as it does at their defaults. Each
-field's help is the flag's one description (tiles_train.py --help and
-docs/usage.md are made from it).
-
+the flags the baseline lacks train exactly as it does at their defaults.
 `TILE_SWEEPS`: the tile parts of `baselines/core/sweeps.py`. `error_table`:
 top-K errors of saved models and of their ensemble, overall and per program
 (the file-name prefixes before the trailing hash, "benchmarks" upstream).
