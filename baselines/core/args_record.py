@@ -1,13 +1,4 @@
-"""What a run's immutable args record does, for any collection's frozen dataclass of flags.
-
-    @dataclasses.dataclass(frozen=True)
-    class MyArgs(ArgsRecord):
-        lr: float = 1e-3
-    MyArgs.from_dict(MyArgs().to_dict()) == MyArgs()   # the run file's round trip
-
-`parse_json_object` reads a `--*_json` flag that must hold a JSON object, with
-the same one-line refusals for every script.
-"""
+"""What a run's immutable args record does, for any collection's frozen dataclass of flags."""
 
 from __future__ import annotations
 
@@ -97,11 +88,9 @@ def flag(default: Any, help: str) -> Any:
 def check_training_flags(args: Any) -> None:
     """The checks every collection's training flags share, one line per problem.
 
-    `losses` parses, `model_kwargs_json` is a JSON object (its names are
-    checked when the model is built), `epochs`, `early_stop` and `batch` are at
-    least 1, `configs` at least 2 (one configuration per graph has no pair to
-    order: the ranking losses are constant and OPA is 0), `lr` and `clip_norm`
-    are positive, and `average_from` is an epoch of the run.
+    `configs` must be at least 2: one configuration per graph has no pair to
+    order, so the ranking losses are constant and OPA is 0. The model kwargs'
+    names are checked when the model is built.
     """
     from baselines.core.loss_spec import parse_losses
 

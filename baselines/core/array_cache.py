@@ -4,17 +4,8 @@ A cache folder holds one `.npy` file per array and `meta.json`, which records
 the folder's format version, a name, and every array's shape, dtype and
 BLAKE2b checksum. Folders are named by a fingerprint of the source files, are
 published atomically (the first writer wins), memory-map on load, and prove
-themselves before they are used:
-
-    key = files_fingerprint(files, salt="v2")
-    save_array_folder(cache_dir / f"train-{key}", {"x": x, "y": y}, name="train", version=2)
-    loaded, problem = check_array_folder(cache_dir / f"train-{key}", ("x", "y"), version=2)
-    x = loaded.arrays["x"]   # np.memmap
-
-A folder too large to hold in memory at once is written in chunks with
-`write_array_folder` (an `ArrayFolderWriter`). Functions here hold no state;
-what a collection's arrays must look like beyond their meta.json records
-(widths, offsets) is the `structure_problem` callback of `check_array_folder`.
+themselves before they are used (`check_array_folder`). A folder too large to
+hold in memory at once is written in chunks (`write_array_folder`).
 """
 
 from __future__ import annotations
@@ -38,26 +29,24 @@ from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_write_text, publish_once, temp_prefix
 
 # Records that every array of a cache folder matched its checksum, keyed by
-# each file's inode, size, mtime and ctime. Any write to a file changes its
-# ctime (which no user call can set back), so a matching stamp proves the
-# bytes are the ones verified, and a warm load skips re-hashing gigabytes.
+# each file's inode, size, mtime and ctime. Any write changes the ctime (which
+# no user call can set back), so a warm load can skip re-hashing.
 VERIFIED_STAMP = "verified.json"
 # Files changed less than this long ago are verified but not stamped: on a
 # filesystem with coarse timestamps a later write in the same tick could keep
 # the ctime the stamp recorded.
 STAMP_SETTLE_S = 2.0
 
-# An npz file is a zip archive; its last bytes hold the central directory,
-# which records the CRC-32 of every member. Hashing them detects a changed
-# array even when the file keeps its size and mtime (tar restores mtimes), for
-# one small read per file instead of reading every byte.
+# An npz file's last bytes hold the zip central directory (every member's
+# CRC-32): hashing them detects a changed array even when the file keeps its
+# size and mtime (tar restores mtimes), without reading every byte.
 FINGERPRINT_TAIL_BYTES = 4096
 
 # Bytes reserved for the .npy header of an array written in chunks (its
 # final shape is known only at the end); 64-byte aligned, as numpy aligns.
 _CHUNKED_HEADER_BYTES = 128
 
-# Bytes of a memory-mapped array that `array_digest` hashes (and holds resident) at a time.
+# Bytes of a memory-mapped array that `array_digest` holds resident at a time.
 DIGEST_BLOCK_BYTES = 1 << 24
 
 
@@ -71,9 +60,7 @@ def _file_tail(path: Path) -> bytes:
 def files_fingerprint(files: Sequence[Path], salt: str) -> str:
     """Hash of every file's path, size, mtime and zip directory: any change gives a new key.
 
-        files_fingerprint(sorted(folder.glob("*.npz")), salt="v2")  # '3f9c...' (24 hex)
-
-    `salt` names the cache format, so a new format never reuses an old folder.
+    24 hex digits; `salt` names the cache format, so a new format never reuses an old folder.
     """
     h = hashlib.sha256(salt.encode())
     for f in files:
@@ -101,15 +88,10 @@ def _mapping_under(array: np.ndarray) -> mmap.mmap | None:
 def release_mapped_pages(view: np.ndarray) -> None:
     """Drops this process's resident pages under `view`, a C-contiguous slice of a memory map.
 
-        block = np.array(values[start:stop])   # read (a copy)
-        release_mapped_pages(values[start:stop])
-
     A read-only memory map keeps every page it has read resident, and counted
-    in the process's RSS, until the kernel needs the memory: one pass over a
-    cache of tens of GB (dedup, a checksum) would report tens of GB. After
-    this the bytes stay in the page cache, so reading them again costs a minor
-    fault, not a disk read. Any other array (in memory, or not contiguous) is
-    left alone: nothing to release.
+    in the process's RSS, until the kernel needs the memory, so one pass over a
+    large cache would report all of it. The bytes stay in the page cache. Any
+    other array (in memory, or not contiguous) is left alone.
     """
     mapping = _mapping_under(view)
     if mapping is None or view.nbytes == 0 or not view.flags.c_contiguous:
@@ -126,13 +108,10 @@ def release_mapped_pages(view: np.ndarray) -> None:
 
 
 def array_digest(array: np.ndarray) -> str:
-    """BLAKE2b of an array's bytes in C order (hashlib drops the GIL on large buffers).
-
-    array_digest(np.arange(3))  # 32 hex digits, the value meta.json records
+    """BLAKE2b of an array's bytes in C order, 32 hex digits (hashlib drops the GIL).
 
     A memory-mapped array is hashed `DIGEST_BLOCK_BYTES` at a time, each
-    block's pages released after it (`release_mapped_pages`), so verifying a
-    cache never holds it resident; the digest is the same (BLAKE2b streams).
+    block's pages released after it, so verifying a cache never holds it resident.
     """
     if _mapping_under(array) is None or not array.flags.c_contiguous:
         return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).hexdigest()
@@ -147,10 +126,7 @@ def array_digest(array: np.ndarray) -> str:
 
 
 def discard_directory(path: Path) -> None:
-    """Removes a folder by renaming it aside first, so no reader sees it half deleted.
-
-    discard_directory(cache_dir / "train-3f9c")   # gone, or already gone
-    """
+    """Removes a folder by renaming it aside first, so no reader sees it half deleted."""
     aside = path.with_name(f"{temp_prefix(path.name)}discard")
     try:
         os.rename(path, aside)
@@ -175,12 +151,8 @@ def save_array_folder(
 ) -> None:
     """Writes arrays as a folder of .npy files and meta.json, atomically (first writer wins).
 
-        save_array_folder(cache_dir / "train-3f9c", {"x": x}, name="train", version=2)
-
-    The folder's name is a fingerprint of the source files, so processes that
-    build the same folder at once write the same content: the first rename
-    wins and the others drop their copy. A caller that finds a damaged folder
-    at `path` discards it first (`discard_directory`), or the rename keeps it.
+    A caller that finds a damaged folder at `path` discards it first
+    (`discard_directory`), or the rename keeps it.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     records = {}
@@ -218,8 +190,6 @@ class _ChunkedArray:
 
 class ArrayFolderWriter:
     """Appends chunks of rows to the arrays of a folder being written (see `write_array_folder`).
-
-        writer.append("node_feat", graph.node_feat)   # rows after those appended before
 
     Every array is declared with the shape of one row and its dtype (None:
     the first chunk's, and every later chunk must match it). Memory use is
@@ -290,12 +260,9 @@ def write_array_folder(
 ) -> Iterator[ArrayFolderWriter]:
     """A writer of a cache folder in chunks, published atomically when the block ends.
 
-        with write_array_folder(path, {"x": ((140,), "float32")}, name="t", version=1) as w:
-            for part in parts:
-                w.append("x", part)
-
-    Like `save_array_folder`: first writer wins, nothing is left behind when
-    the block raises, and a damaged folder at `path` is the caller's to discard.
+    `layout`: each array's row shape and dtype. Like `save_array_folder`: first
+    writer wins, nothing is left behind when the block raises, and a damaged
+    folder at `path` is the caller's to discard.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     with publish_once(path) as tmp:
@@ -369,11 +336,8 @@ def check_array_folder(
 ) -> tuple[CachedArrays | None, str | None]:
     """A cache folder's arrays and None, or None and what is wrong with it (None, None: absent).
 
-        loaded, problem = check_array_folder(path, ("x", "offsets"), version=2)
-
     Always checked: meta.json (format `version`, a name, array records), every
-    array's header against its file size (numpy's memory map refuses a file
-    shorter than its header declares), shapes and dtypes against meta.json,
+    array's header against its file size, shapes and dtypes against meta.json,
     then `structure_problem(arrays)` (widths, offsets). With `verify`, every
     array's checksum too, unless a stamp written by an earlier verification
     shows that no file changed since (`VERIFIED_STAMP`); a verification stamps
@@ -395,7 +359,6 @@ def check_array_folder(
     arrays = {}
     for field in fields:
         try:
-            # mmap checks the header's shape against the file size before mapping.
             arrays[field] = np.load(path / f"{field}.npy", mmap_mode="r", allow_pickle=False)
         except Exception as e:  # any damage in a file of ours means: rebuild it
             reason = " ".join(str(e).split())[:120] or type(e).__name__
@@ -417,8 +380,6 @@ def offsets_problem(
     arrays: Mapping[str, np.ndarray], offsets: str, owners: Sequence[str], items: int, what: str
 ) -> str | None:
     """What is wrong with `arrays[offsets]` as the cut of `owners`' rows into `items` parts.
-
-        offsets_problem(arrays, "node_offsets", ("node_feat",), 3, "kernels")  # None if fine
 
     The offsets must have `items + 1` entries, start at 0, never decrease and
     end at the row count of every owner.

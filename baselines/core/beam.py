@@ -1,13 +1,8 @@
 """A sweep's command line and its Apache Beam pipeline, for any collection.
 
-    main(kind, ["--sweep=seeds", "--num_seeds=3"], __doc__)   # the entry scripts' whole body
-    todo = plan(kind, argv, __doc__)                           # what it would train
-
-Each run of a sweep (`core/sweeps.py`) is one element of the pipeline; its
-workers import the training function by name (`kind.train_function`) and the
-summary is written once every run has ended. The local runner is the default,
-in several processes; Beam's other runners take Beam's own pipeline options.
-Beam is imported only inside the functions that run the pipeline.
+`main` is the entry scripts' whole body. Each run of a sweep (`core/sweeps.py`)
+is one element of the pipeline, and the summary is written once every run has
+ended. Beam is imported only inside the functions that run the pipeline.
 """
 
 from __future__ import annotations
@@ -54,10 +49,7 @@ DIRECT_DEFAULTS = {
 
 
 def build_parser(kind: SweepKind, doc: str) -> argparse.ArgumentParser:
-    """The sweep script's parser: the training flags (given ones override), the sweep's own.
-
-    build_parser(kind, __doc__).parse_known_args(["--sweep=seeds", "--num_seeds=2"])
-    """
+    """The sweep script's parser: the training flags (given ones override), the sweep's own."""
     parser = argparse.ArgumentParser(
         description=doc.split("\n\n")[0],
         epilog="Flags not listed here are Apache Beam pipeline options (--runner, "
@@ -118,9 +110,7 @@ def _beam_parse(options) -> dict:
 
 
 def beam_options(kind: SweepKind, beam_args: list[str]):
-    """PipelineOptions from the flags that are not training flags, checked by Beam.
-
-    options, runner, parsed = beam_options(kind, ["--direct_num_workers=2"])
+    """(PipelineOptions, runner, parsed options) from the flags that are not training flags.
 
     On the local runner the defaults are two worker processes; options Beam
     does not know are refused there. Other runners get them as they are
@@ -162,8 +152,6 @@ def beam_options(kind: SweepKind, beam_args: list[str]):
 def make_pipeline(options, runner: str):
     """A Beam pipeline; the local runner is Beam's FnApiRunner, as the DirectRunner's batch mode.
 
-    pipeline = make_pipeline(options, "DirectRunner")
-
     Beam's DirectRunner first tries the Prism runner (a Go binary it downloads)
     which runs every element in the launching process and ignores
     --direct_running_mode; the FnApiRunner is what runs batch pipelines with
@@ -192,10 +180,7 @@ def make_pipeline(options, runner: str):
 
 
 def import_train_function(path: str) -> Callable[..., Mapping[str, Any]]:
-    """The function a "module:name" path names.
-
-    import_train_function("baselines.layout.task:train")
-    """
+    """The function a "module:name" path names."""
     module, name = path.split(":")
     return getattr(importlib.import_module(module), name)
 
@@ -203,10 +188,7 @@ def import_train_function(path: str) -> Callable[..., Mapping[str, Any]]:
 def sweep_pipeline(
     kind: SweepKind, pipeline, runs: list, out_dir: Path, ensemble_top: int, tf_threads: int
 ) -> None:
-    """Create -> Reshuffle (spread over workers) -> train each -> one summary.
-
-    sweep_pipeline(kind, make_pipeline(options, runner), runs, Path("out/sweep"), 3, 1)
-    """
+    """Create -> Reshuffle (spread over workers) -> train each -> one summary."""
     import apache_beam as beam
 
     total = len(runs)
@@ -262,10 +244,7 @@ class Plan:
 
 
 def plan(kind: SweepKind, argv: list[str], doc: str) -> Plan:
-    """Parses and checks the command line (no Beam, no TensorFlow yet).
-
-    plan(kind, ["--sweep=seeds", "--num_seeds=3", "--epochs=1"], __doc__).runs
-    """
+    """Parses and checks the command line (no Beam, no TensorFlow yet)."""
     argv = expand_flagfiles(argv, kind.args_type.flag_names())
     flags, beam_args = build_parser(kind, doc).parse_known_args(argv)
     if flags.ensemble_top < 1:
@@ -281,10 +260,7 @@ def plan(kind: SweepKind, argv: list[str], doc: str) -> Plan:
 
 
 def main(kind: SweepKind, argv: list[str], doc: str) -> int:
-    """Plans, runs the sweep on Beam, prints the summary; 1 if a run failed.
-
-    sys.exit(main(kind, sys.argv[1:], __doc__))
-    """
+    """Plans, runs the sweep on Beam, prints the summary; 1 if a run failed."""
     for name in ("apache_beam", None):  # Beam's start-up warnings; runs print their own lines
         logging.getLogger(name).setLevel(logging.ERROR)
     todo = plan(kind, argv, doc)

@@ -1,10 +1,5 @@
 """tf.distribute for training: which strategy `--strategy` names, and who writes.
 
-    check_tf_config(os.environ.get("TF_CONFIG"))   # cheap; before importing TensorFlow
-    strategy = make_strategy("mirrored")           # before any other TensorFlow op
-    dataset = distributed(strategy, epoch_batches)  # for Keras fit
-    if is_chief(strategy): ...                      # only the chief saves
-
 TensorFlow is imported inside the functions, so the entry script can check a
 flag before paying for the import.
 """
@@ -23,10 +18,6 @@ STRATEGIES = ("default", "mirrored", "multi_worker")
 def add_strategy_flag(parser: argparse.ArgumentParser) -> None:
     """Adds `--strategy` (one of STRATEGIES, default "default") to an entry script's parser.
 
-        parser = entry_parser(__doc__)
-        add_strategy_flag(parser)
-        parser.parse_args(["--strategy=mirrored"]).strategy   # "mirrored"
-
     Not a field of the run's args: the same recipe on 1 or N devices is the same
     run (hash).
     """
@@ -44,9 +35,6 @@ def add_strategy_flag(parser: argparse.ArgumentParser) -> None:
 def check_strategy_environment(name: str, tf_config: str | None) -> None:
     """Refuses, in one line, a strategy its environment cannot serve; cheap (no TensorFlow).
 
-        check_strategy_environment("mirrored", None)      # fine
-        check_strategy_environment("multi_worker", None)  # PipelineError: TF_CONFIG is not set
-
     Only multi_worker needs anything: a TF_CONFIG naming this process's task.
     """
     if name == "multi_worker":
@@ -54,13 +42,11 @@ def check_strategy_environment(name: str, tf_config: str | None) -> None:
 
 
 def make_strategy(name: str) -> Any:
-    """The tf.distribute strategy `--strategy` names.
+    """The tf.distribute strategy `--strategy` names (the flag's help says which).
 
-    - default: one device (no distribution).
-    - mirrored: every local GPU; with none, the CPU split into one logical
-      device per usable core (`split_cpu`), so that replicas share the cores.
-    - multi_worker: MultiWorkerMirroredStrategy over the cluster in TF_CONFIG.
-    Must run before TensorFlow has made any other op (a rule of multi-worker).
+    A CPU-only mirrored strategy splits the CPU into one logical device per
+    usable core (`split_cpu`). Must run before TensorFlow has made any other
+    op (a rule of multi-worker).
     """
     import os
 

@@ -1,12 +1,10 @@
 """Adam and AdamW whose per-variable work is a few fused ops instead of dozens.
 
-Keras' Adam(W) spends about sixty graph ops on each variable every step:
-`clipnorm` (`tf.clip_by_norm`, 17 ops), weight decay, the bias corrections
-(two powers, a square root, a division, recomputed per variable), then the
-moment and parameter updates op by op. A recommended tile model has 61
-variables, so that is half the train step's graph; on 2 CPU cores, where the
-step is bound by per-op cost rather than arithmetic, it is a measurable share
-of its time (docs/performance.md). Here the per-step scalars are computed once,
+Keras' Adam(W) spends dozens of graph ops on each variable every step
+(`clipnorm`, weight decay, bias corrections recomputed per variable, then the
+updates op by op); on CPU, where a step is bound by per-op cost rather than
+arithmetic, that is a large share of it (docs/performance.md). Here the
+per-step scalars are computed once,
 the per-variable gradient norms are clipped together (one square root, one
 division for all), weight decay is one `ResourceApplyGradientDescent` and the
 update one `ResourceApplyAdam` per variable: the same formulas,
@@ -18,13 +16,10 @@ update one `ResourceApplyAdam` per variable: the same formulas,
     w <- w - alpha m / (sqrt(v) + epsilon),  alpha = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)
 
 with float32 rounding in a different order, and 1 - beta computed in float32
-(Keras computes it in double: 1 - 0.999 is 1.3e-5 larger there; no
-measurable effect; tests/test_fused_adam.py bounds the difference).
+(Keras computes it in double; tests/test_fused_adam.py bounds the difference).
 Sparse (`IndexedSlices`) gradients such as an embedding's, AMSGrad and
 non-float32 variables keep Keras' own path. The optimizer state (its variables
 and their names) is Keras', so checkpoints move between the two.
-
-    optimizer = FusedAdamW(learning_rate=1e-3, weight_decay=1e-4, clipnorm=1.0)
 """
 
 from __future__ import annotations

@@ -2,19 +2,11 @@
 
 Writers put their bytes into a temporary file in the destination's own directory
 (so the final rename never crosses a filesystem) and `os.replace` it onto the
-destination only once everything was written. On any error the temporary file is
-removed and an existing destination is left untouched. Temporary names look like
-`<name>.tmp-<pid>-<host tag>-<random><suffix>`, which `.gitignore` ignores
-(`*.tmp-*`); the destination's suffix is kept so that writers that check it
-(Keras `.keras`, `numpy.savez` `.npz`) accept the temporary path. The process id
-and host let `remove_stale_temporaries` tell a killed writer's leftovers from a
+destination only once everything was written. Temporary names look like
+`<name>.tmp-<pid>-<host tag>-<random><suffix>`: the suffix is kept for writers
+that check it (Keras `.keras`, `numpy.savez` `.npz`), and the process id and
+host let `remove_stale_temporaries` tell a killed writer's leftovers from a
 live writer's work in progress.
-
-Usage::
-
-    with atomic_output(model_path) as tmp:
-        model.save(tmp)
-    atomic_write_text(csv_path, text)
 """
 
 from __future__ import annotations
@@ -73,11 +65,10 @@ _ENOSPC_LIKE = {
 
 
 def write_failure_kind(error: BaseException) -> str | None:
-    """`disk full`, `permission denied`, ... when `error` is the disk refusing a write.
+    """`disk full`, `permission denied`, ... when `error` is the disk refusing a write, else None.
 
-    Reads OSError's errno, and the message of TensorFlow's errors (its file
-    writers report ENOSPC as ResourceExhaustedError, permissions as
-    PermissionDeniedError); None for anything else.
+    TensorFlow's file writers raise their own types (ENOSPC as
+    ResourceExhaustedError), so their message is read too.
     """
     kind = _ENOSPC_LIKE.get(getattr(error, "errno", None) or -1)
     if kind is not None:
@@ -119,15 +110,11 @@ def remove_stale_temporaries(
 ) -> list[str]:
     """Removes `*.tmp-*` leftovers of writers that are gone; returns their names.
 
-    A temporary named by this module carries its writer's process id and host:
-    on this host it is stale once that process no longer exists (a reused pid
-    keeps it, which errs on the safe side). Temporaries of another host, or
-    of older code without a pid, are removed only when older than `max_age_s`
-    (None: never): another machine's writer may still be working on a shared
-    folder. Concurrent runs in one folder never remove each other's live
-    temporaries. A model folder a killed swap had moved aside (`*.tmp-*-old-*`)
-    is put back first when nothing took its place. One line says what was
-    removed or restored.
+    On this host a temporary is stale once its writer's process no longer
+    exists. Others are removed only when older than `max_age_s` (None: never):
+    another machine's writer may still be working on a shared folder. A model
+    folder a killed swap had moved aside (`*.tmp-*-old-*`) is put back first
+    when nothing took its place.
     """
     folder = Path(folder).expanduser()
     if not folder.is_dir():
@@ -135,7 +122,7 @@ def remove_stale_temporaries(
     now = time.time()
     removed, restored = [], []
     # Names are filtered before any Path is made: an output folder such as
-    # /tmp can hold tens of thousands of entries (0.6 s as Paths).
+    # /tmp can hold tens of thousands of entries.
     for name in sorted(n for n in os.listdir(folder) if ".tmp-" in n):
         entry = folder / name
         match = _TEMP_NAME.search(name)
@@ -189,10 +176,7 @@ def _fsync_file(path: Path) -> None:
 
 
 def _raise_as_write_failure(error: BaseException, dest: Path) -> None:
-    """A write that the disk refused (full, quota, permission) as one line naming `dest`.
-
-    Other errors are left to the caller to re-raise: they are not about the disk.
-    """
+    """A write that the disk refused (full, quota, permission) as one line naming `dest`."""
     if isinstance(error, PipelineError):
         return
     if isinstance(error, OSError) or write_failure_kind(error) is not None:
@@ -203,11 +187,10 @@ def _raise_as_write_failure(error: BaseException, dest: Path) -> None:
 def atomic_output(path: str | os.PathLike[str], suffix: str | None = None) -> Iterator[Path]:
     """Yields a temporary path beside `path`; renames it onto `path` on success.
 
-    The temporary file exists (empty) when the block starts; the block writes it
-    (overwriting is fine). If the block raises, the temporary file is deleted, the
-    exception propagates, and `path` is unchanged. `suffix` defaults to the
-    destination's suffix. Raises `PipelineError` when the directory of `path` does
-    not exist or cannot be written, or when the final rename fails.
+    The temporary file exists (empty) when the block starts. If the block raises,
+    the temporary file is deleted and `path` is unchanged. `suffix` defaults to
+    the destination's suffix. Raises `PipelineError` when the directory of `path`
+    does not exist or cannot be written, or when the final rename fails.
     """
     dest = Path(path)
     parent = dest.parent
@@ -243,10 +226,7 @@ def atomic_output(path: str | os.PathLike[str], suffix: str | None = None) -> It
 
 
 def read_user_text(path: Path, flag: str, what: str = "") -> str:
-    """A file named by a flag, as UTF-8 text; one-line PipelineError when it cannot be read.
-
-    read_user_text(path, "--sweep", "sweep file ")   # "--sweep: sweep file X not found"
-    """
+    """A file named by a flag, as UTF-8 text; one-line PipelineError when it cannot be read."""
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -257,7 +237,7 @@ def read_user_text(path: Path, flag: str, what: str = "") -> str:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
-    """Writes `text` to `path` atomically (complete file or no change at all)."""
+    """Writes `text` to `path` atomically."""
     with atomic_output(path) as tmp:
         try:
             with open(tmp, "w", encoding=encoding, newline="") as f:
@@ -272,7 +252,7 @@ def _default_dir_mode() -> int:
     `tempfile.mkdtemp` makes 0o700 folders; published outputs should look like
     every other output of the user's, so their mode is set from the umask.
     """
-    file_mode = _default_file_mode()  # 0o666 & ~umask: the umask's r/w bits
+    file_mode = _default_file_mode()
     execute = (file_mode & 0o444) >> 2  # search permission wherever read is allowed
     return file_mode | execute
 
@@ -313,14 +293,11 @@ def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
     """Renames folder `tmp` onto `dest`; an existing `dest` is replaced atomically.
 
     Where the OS can exchange two paths in one step, `dest` always names a
-    complete folder (the old one, then the new one); the old one is then
-    removed. Elsewhere the old folder is moved aside first and put back if
-    the new one cannot be renamed in; a kill between those two renames
-    leaves it in `<dest>.tmp-<pid>-<host>-old-*`, which
-    `remove_stale_temporaries` puts back. Several processes may publish the
-    same folder at once (two runs with the same hash, Beam workers sharing a
-    cache): a rename that loses the race finds `dest` taken again and
-    retries. The last writer wins, nobody fails.
+    complete folder. Elsewhere the old folder is moved aside first and put
+    back if the new one cannot be renamed in; a kill between those two
+    renames leaves it for `remove_stale_temporaries` to put back. A rename
+    that loses a race with another writer of the same folder retries, so the
+    last writer wins.
     """
     for _ in range(attempts):
         try:
@@ -366,10 +343,9 @@ def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yields an empty temporary folder beside `path`; swaps it onto `path` on success.
 
-    An existing `path` is replaced only after the block succeeded, so a crash
-    leaves either the old folder or nothing, never a half-written one. With
-    concurrent writers of the same `path`, every writer succeeds and the last
-    one's folder stays.
+    A crash leaves the old folder or nothing, never a half-written one; of
+    concurrent writers of the same `path`, every one succeeds and the last one's
+    folder stays (`_swap_in`).
     """
     dest = Path(path)
     tmp = _make_temp_dir(dest)
@@ -387,9 +363,8 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
 def publish_once(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Like `atomic_directory` for content-addressed folders: the first writer wins.
 
-    For folders whose name is a hash of their content (caches): when another
-    process has published `path` while this one was writing, both hold the same
-    content, so this one's copy is dropped and the winner's is kept.
+    For folders whose name is a hash of their content (caches): a concurrent
+    writer's folder holds the same content, so the loser's copy is dropped.
     """
     dest = Path(path)
     tmp = _make_temp_dir(dest)
@@ -414,7 +389,7 @@ def check_writable_dir(path: Path, flag: str) -> None:
 
     A real attempt, because `os.access` says yes to root even where the
     filesystem refuses (read-only mounts, /proc). Folders made for the probe are
-    removed again, so a run that fails later leaves nothing behind.
+    removed again.
     """
     created = path
     while not created.parent.exists():
@@ -444,9 +419,8 @@ def check_writable_dir(path: Path, flag: str) -> None:
 def check_output_file(path: Path, flag: str) -> Path:
     """Refuses, before any work, an output file that could not be written; returns it.
 
-    Its folder need not exist yet: the probe creates and removes it, and the
-    writer creates it (`ensure_parent`) when the result is ready, so a run
-    that fails in between leaves nothing behind.
+    Its folder need not exist yet: the writer creates it (`ensure_parent`) when
+    the result is ready, so a run that fails in between leaves nothing behind.
     """
     path = Path(path).expanduser()
     if path.is_dir():
@@ -467,8 +441,7 @@ def ensure_parent(path: Path) -> Path:
 def list_npz_files(folder: Path, max_files: int | None, *, missing: str, empty: str) -> list[Path]:
     """Sorted `*.npz` files of a split folder (the first `max_files` when given).
 
-    A missing folder or one without npz files is refused with the caller's
-    one-line `missing` or `empty` message, which says what to do.
+    A missing or empty folder is refused with the caller's `missing` or `empty` message.
     """
     if not folder.is_dir():
         raise PipelineError(missing)

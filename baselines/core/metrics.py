@@ -1,17 +1,9 @@
 """Ranking losses for training and ranking-quality metrics for evaluation.
 
 Scores are "lower = predicted faster", runtimes are runtime / normalizer.
-Padding slots carry runtime -1 and are ignored everywhere.
-
-Losses (TF, per batch of [b, k] scores) are combined from a spec string:
-
-    loss_fn = make_loss_fn(parse_losses("ListMLELoss:1,MSE:0.02"))
-    loss = loss_fn(runtimes, scores)
-
-Metrics (numpy, per kernel with all its configurations):
-
-    top_k_error(scores, runtimes, k=5)   # min runtime of the 5 best-ranked / true min - 1
-    top_configs(scores, 5)               # distinct indices of the 5 predicted fastest
+Padding slots carry runtime -1 and are ignored everywhere. Losses are TF, per
+batch of [b, k] scores, combined from a spec string ("ListMLELoss:1,MSE:0.02");
+metrics are numpy, per kernel with all its configurations.
 """
 
 from __future__ import annotations
@@ -67,19 +59,15 @@ def listmle_loss(
     Per list, with real configs sorted fastest first and z = -score / temperature:
     sum_i logsumexp(z[i:]) - z[i]; padding slots (runtime < 0) take no part.
 
-    TF-Ranking's ListMLELoss computes the same sum as log(cumsum(exp(z - max)))
-    in float32 with padding logits set to log(1e-10). That underflows to
-    log(0) = -inf once a real logit exceeds the padding's by ~87 (a score of
-    about -640 at temperature 10), and one -inf loss turns every weight NaN
-    (it did: the recommended recipe at release size). `cumulative_logsumexp`
-    is exact for any spread. Ties keep list order, which is random: the
-    configs of each list are sampled at random.
+    Not TF-Ranking's ListMLELoss: its float32 log(cumsum(exp(z - max))) with
+    padding logits log(1e-10) underflows to -inf once a real logit exceeds the
+    padding's by ~87, and one -inf loss turns every weight NaN. Ties keep list
+    order, which is random: the configs of each list are sampled at random.
 
     `position_weighted` (PListMLELoss; Lan et al. 2014, position-aware
     ListMLE): the term of true position i (0 = fastest) is weighted by
-    1 / log2(i + 2), rescaled so that a list's n weights sum to n. Choosing
-    the fastest configs counts more than ordering the slow tail; the loss
-    keeps ListMLE's scale beside the other losses.
+    1 / log2(i + 2), rescaled so that a list's n weights sum to n, which keeps
+    ListMLE's scale beside the other losses.
     """
     valid = runtimes >= 0
     order = tf.argsort(
@@ -138,9 +126,8 @@ def make_loss_fn(
 def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """(correctly ordered pairs, comparable pairs) over [b, k] lists.
 
-    A pair is comparable when both slots are real and runtimes differ; it is
-    correct when the faster config has the lower score. Summing both counts over
-    batches gives the pooled OPA that TF-Ranking's OPAMetric reports.
+    A pair is comparable when both slots are real and runtimes differ. Summing
+    both counts over batches gives the pooled OPA that TF-Ranking's OPAMetric reports.
     """
     valid = runtimes >= 0
     both = tf.logical_and(valid[:, :, None], valid[:, None, :])
@@ -155,10 +142,8 @@ def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.T
 def batch_top_k_errors(runtimes: tf.Tensor, scores: tf.Tensor, k: int) -> tf.Tensor:
     """Top-k error of each [b, K] list over its real slots: [b] (the numpy `top_k_error`).
 
-    min(runtime of the k best-scored real configs) / min(runtime) - 1, where the
-    configs are the list's slots (a training or validation batch samples some
-    of a kernel's configs, so this is the error among those). Padding slots
-    (runtime < 0) are never picked; a list without a real slot (or whose best
+    Only among the list's slots (a batch samples some of a kernel's configs).
+    Padding slots are never picked; a list without a real slot (or whose best
     runtime is 0, as in hidden-label files) gets 0.
     """
     valid = runtimes >= 0
@@ -183,8 +168,8 @@ def require_finite_scores(
 ) -> None:
     """Refuses NaN or infinite scores, which would rank as an arbitrary order.
 
-    A diverged or damaged model scores NaN; `argsort` then returns file order, so
-    every ranking would read `0;1;2;3;4` and every metric would look plausible.
+    A diverged model scores NaN, and `argsort` then returns file order, so
+    every metric would look plausible.
     """
     bad = [str(t) for t, s in zip(tile_ids, scores) if not np.all(np.isfinite(s))]
     if bad:
@@ -208,9 +193,8 @@ def top_k_error(scores: np.ndarray, runtimes: np.ndarray, k: int) -> float:
     return float(picked / best - 1.0)
 
 
-# Above this many configs, kernel_opa counts pairs by merging instead of
-# comparing all of them: three [c, c] boolean matrices are 11 GB at the real
-# release's largest kernels (60k configs), 12 MB at this size.
+# Above this many configs, kernel_opa counts pairs by merging: three [c, c]
+# boolean matrices are 11 GB at the real release's largest kernels (60k configs).
 PAIRWISE_OPA_MAX_CONFIGS = 2048
 
 

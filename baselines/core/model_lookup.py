@@ -1,16 +1,10 @@
 """Finds a model by class name in a collection's models.py and builds it from its kwargs.
 
-    cls = find_model(models, TileModel, "LateJoinGAT")
-    constructor_kwargs(cls, TileModel)     # {"hidden_dim": 64, ..., "num_heads": 4}
-    model = build_model(models, TileModel, "LateJoinGAT", (64,), {"hidden_dim": 128})
-
 A model is a public class *defined in* the collection's models.py that derives
 from the collection's base class; nothing lists the models, so adding a class
-there is all it takes. The kwargs a model takes are the keyword parameters of
-its constructor, followed through `**kwargs` into its bases' constructors up to
-the base class: each class names the parameters of the parts it owns, as
-upstream's models do. A misspelt name or kwarg is refused in one line with a
-suggestion; upstream's kwarg names are mapped by the collection's `Upstream`.
+there is all it takes. Its kwargs are those of its constructor and, through
+`**kwargs`, its bases' (`constructor_kwargs`). A misspelt name or kwarg is
+refused in one line with a suggestion.
 """
 
 from __future__ import annotations

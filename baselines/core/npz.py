@@ -1,8 +1,5 @@
 """Reads the arrays of a dataset npz file safely: damaged bytes end in one line naming the file.
 
-    arrays = read_npz(path, ("node_feat", "config_runtime"), advice="re-download it")
-    arrays = read_npz(path, keys, advice, readers={"node_config_feat": read_as_int8})
-
 An npz file is a zip of .npy members. Each member's header must account for
 exactly the bytes it holds, and its compressed size for its claimed size,
 before anything is allocated: a damaged header declaring 10^10 rows would
@@ -123,8 +120,6 @@ def read_npz(
     except PipelineError:
         raise
     # zipfile, zlib and numpy's header parser raise many types on damaged bytes
-    # (BadZipFile, zlib.error, NotImplementedError for unknown compression,
-    # tokenize.TokenError and SyntaxError from the header, EOFError, struct
-    # errors...); whatever they raise, the file is unreadable and is named.
+    # (BadZipFile, zlib.error, SyntaxError from the header, EOFError, ...).
     except Exception as e:
         raise unreadable(path, e, advice) from None

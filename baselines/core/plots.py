@@ -1,19 +1,10 @@
 """Figures of results for both collections: errors per program, Kendall's tau per graph,
 scores against runtimes, recipes, growth; and the canvases, bars and PNGs they use.
 
-    figure = predicted_vs_true(scores, runtimes, "ensemble", unit="graph")
-    save_png(figure, "out/evaluation_pred_vs_true.png")
-    save_png(per_program_errors(error_table(split, scores_by_model)), "out/per_program.png")
-    save_png(tau_per_graph(rows), "out/layout_evaluation_tau_per_graph.png")
-
-Each figure function takes plain data (the rows, lists, dicts and numpy arrays
-the scripts already hold).
-
-Each figure is a `matplotlib.figure.Figure` drawn on its own Agg canvas
-(`new_figure`): pyplot is never imported and no global backend is set, so any
-process (headless, threaded, one that also runs TensorFlow) can make figures.
-Nothing here imports TensorFlow. `save_png` writes a figure atomically, as a
-small PNG (DPI dots per inch, a few inches a side).
+Each figure function takes plain data (rows, dicts, numpy arrays) and returns a
+`matplotlib.figure.Figure` on its own Agg canvas (`new_figure`): pyplot is never
+imported and no global backend is set, so any process (headless, threaded, one
+that also runs TensorFlow) can make figures.
 """
 
 from __future__ import annotations
@@ -107,15 +98,11 @@ def predicted_vs_true(
 ) -> Figure:
     """Each config's score against its runtime relative to its `unit`'s fastest config.
 
-        scores = SavedRanker.load(model_dir).score(split)
-        save_png(predicted_vs_true(scores, split.normalized_runtimes(), "GAT"), "pvt.png")
-
     `scores` and `runtimes` hold one array per `unit` (a tile kernel, a layout
     graph). x: runtime / the unit's fastest runtime (log scale, 1 = fastest);
     y: the score standardized within its unit (z-score, as the ensembles of
-    both collections standardize). A good model puts the configs at x = 1 at low
-    scores. Beyond `max_points` configs, `max_points` of them drawn at random
-    (the same ones for the same `seed`) are shown, and the title says so.
+    both collections standardize). Beyond `max_points` configs, `max_points` of
+    them drawn at random (by `seed`) are shown, and the title says so.
     """
     if len(scores) != len(runtimes):
         raise ValueError(f"{len(scores)} {unit}s of scores but {len(runtimes)} of runtimes")
@@ -156,7 +143,7 @@ def predicted_vs_true(
 
 
 def save_png(figure: Figure, path: str | os.PathLike[str]) -> Path:
-    """Writes `figure` as a PNG at `path`, atomically (complete or unchanged); returns it."""
+    """Writes `figure` as a PNG at `path`, atomically; returns it."""
     path = Path(path)
     if not isinstance(figure.canvas, FigureCanvasAgg):
         FigureCanvasAgg(figure)
@@ -171,13 +158,9 @@ ALL = "ALL"  # the program of error_table's rows over every kernel
 def per_program_errors(rows: Sequence[Mapping], ks: Sequence[int] = (1, 5, 10)) -> Figure:
     """Top-k error of every model per program: one panel per k, one bar per model.
 
-        rows = error_table(split, {"a": scores_a, "ensemble": ensemble_scores([...])})
-        save_png(per_program_errors(rows), "evaluation_per_program.png")
-
     `rows` are `baselines.tiles.task.error_table`'s (keys model, program,
     top<k>_err, ...). x: the programs, "ALL" (every kernel) first, then the
-    others in the rows' order; bars: the models in the rows' order (the ensemble
-    too when it is there); y: top-k error (0 = the model's pick was the fastest).
+    others in the rows' order; bars: the models in the rows' order.
     """
     if not rows:
         raise ValueError("no rows to plot")
@@ -212,16 +195,11 @@ def _split_key(key: str) -> tuple[str, str]:
 def quality_figures(result: Mapping, split: str = "test") -> tuple[Figure, Figure]:
     """Recipes' top-5 errors: (per program of `split`, ablation of val and test) figures.
 
-        result = json.loads(Path("out/quality/quality.json").read_text())
-        per_program, ablation = quality_figures(result)
-
     `result` is `bench/quality.py`'s quality.json: "recipes" (names in the order
     given) and "results" keyed "<set>|<recipe>", each with "valid" and "test"
     holding [mean, std] over seeds per metric and "programs" (per program the
-    seeds' mean "top5_err" and std "top5_err_std"; error bars are left out
-    where the std is missing). Per-program figure: one panel per set, x the
-    programs, one bar per recipe. Ablation figure: one panel per set, x the
-    recipes in the order given, val and test bars, mean ± std.
+    seeds' mean "top5_err" and std "top5_err_std"). Both figures have one
+    panel per set.
     """
     results = result["results"]
     if not results:
@@ -276,10 +254,8 @@ def quality_figures(result: Mapping, split: str = "test") -> tuple[Figure, Figur
 def lowo_figure(rows: Sequence[Mapping]) -> Figure:
     """Leave-one-world-out: each held-out world's test top-5 and top-1 error, chosen vs baseline.
 
-        figure = lowo_figure(selection.lowo_rows(test, choices, "baseline"))
-
-    One panel per metric; x the held-out worlds (the chosen recipe under each
-    name); bars mean ± std over seeds.
+    `rows` are `selection.lowo_rows`'s. One panel per metric; x the held-out
+    worlds (the chosen recipe under each name); bars mean ± std over seeds.
     """
     if not rows:
         raise ValueError("no held-out worlds to draw")
@@ -316,14 +292,10 @@ def growth_figure(
 ) -> Figure:
     """How each measured figure grows with the data: log-log lines against configurations.
 
-        figure = growth_figure([1.6e6, 3.2e6], {"warm load s": [2.0, 4.1]}, {"warm load s": "s"})
-        save_png(figure, "scale_growth.png")
-
-    `figures` maps a figure's name to its value at each of `configs` (bench/scale.py's
-    `figures()` rows, one value per size). `panels` names each figure's panel (its
-    unit: "s", "MB"): figures sharing a panel share its y axis; default, one panel.
-    The legend gives each line's growth exponent k (value ∝ configs^k, the
-    least-squares slope on log-log; k = 1 is linear). Values <= 0 are not drawn.
+    `figures` maps a figure's name to its value at each of `configs`. `panels`
+    names each figure's panel (its unit: "s", "MB"; default, one panel). The
+    legend gives each line's growth exponent k (value ∝ configs^k, the
+    least-squares slope on log-log). Values <= 0 are not drawn.
     """
     x = np.asarray(configs, dtype=np.float64)
     if x.size < 2 or np.any(x <= 0) or np.ptp(np.log(x)) == 0:
@@ -375,12 +347,9 @@ _TITLES = {"all": "all configurations", "subset": "fixed subsets"}
 def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
     """Kendall's tau of every model on each graph: one panel per configs block, one bar per model.
 
-        save_png(tau_per_graph(evaluation_rows(ids, runtimes, scores)), "tau.png")
-
     `rows` are `baselines.layout.metrics.evaluation_rows`'s. x: "ALL" (the mean
     over graphs), then the graphs in the rows' order; bars: the models in the
-    rows' order (the ensemble too when it is there); y: tau (1 = the runtimes'
-    own order). Panels: "all" configurations, then "subset" when present.
+    rows' order. Panels: "all" configurations, then "subset" when present.
     """
     shown = [r for r in rows if r["level"] in ("all", "graph")]
     if not shown:

@@ -4,17 +4,9 @@ A submission is a CSV with header `ID,TopConfigs`; TopConfigs is a `;`-separated
 list of config indices, best first. The Kaggle sample submission lists every ID
 the competition expects (844 `tile:xla:<id>` rows, then 50
 `layout:<source>:<search>:<stem>` rows), in its own order. Rankings may come from
-several CSVs (`merge_rankings` refuses an ID found in two); `join_submission`
-puts them into the sample's rows **by ID** (never by row position) and refuses
-unknown IDs and sample IDs no input provides, instead of writing a wrong file.
-Layout rows are checked against their test files by `baselines.layout.submission`
-(this module knows nothing of the data files' contents).
-
-Dummy rankings, under `allow_missing`: tile rows without a ranking get
-`0;1;2;3;4` (`FILL_RANKING`), other rows keep the sample's own value (the real
-sample has `0;1;...;999` for layout rows). An ID list built from the test
-directories when no sample submission exists gives every row `0;1;2;3;4`.
-Dummy rows are counted per collection in `Submission.describe`.
+several CSVs (`merge_rankings`); `join_submission` puts them into the sample's
+rows **by ID**, never by row position. Layout rows are checked against their
+test files by `baselines.layout.submission`.
 """
 
 from __future__ import annotations
@@ -92,9 +84,8 @@ def parse_top_configs(text: str, where: str) -> list[int]:
 def _iter_id_rows(path: Path, what: str) -> Iterator[tuple[int, str, str]]:
     """Yields (line number, ID, raw TopConfigs) of an `ID,TopConfigs` CSV.
 
-    Checks that the file exists, the header is exactly `ID,TopConfigs`, every row
-    has two fields and a non-empty ID. Blank lines are skipped. `what` names the
-    kind of file in messages ("prediction CSV", "sample submission").
+    Blank lines are skipped. `what` names the kind of file in messages
+    ("prediction CSV", "sample submission").
     """
     if not path.exists():
         raise PipelineError(f"{what} {path} not found")
@@ -145,21 +136,15 @@ def _unique_id_rows(path: Path, what: str) -> Iterator[tuple[str, str, list[int]
 
 
 def read_rankings_csv(path: str | os.PathLike[str]) -> dict[str, list[int]]:
-    """Reads a predictions CSV `ID,TopConfigs` into {ID: [config indices]}.
+    """Reads a predictions CSV `ID,TopConfigs` into {ID: [config indices]}, in file order.
 
-    The dict keeps the file's row order. Raises `PipelineError` naming the file
-    and line for a missing file, a missing or wrong header, a malformed TopConfigs
-    (empty, non-integer, negative, an index repeated in a row) and duplicate IDs.
+    Raises `PipelineError` naming the file and line for anything malformed.
     """
     return {row_id: ranking for row_id, _, ranking in _unique_id_rows(Path(path), "prediction CSV")}
 
 
 def read_sample_ids(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
-    """Reads a sample submission into [(ID, TopConfigs as written)] in file order.
-
-    Raises `PipelineError` naming the file and line when the file is missing, has
-    no or a wrong header, has no rows, a malformed TopConfigs or a duplicate ID.
-    """
+    """Reads a sample submission into [(ID, TopConfigs as written)] in file order."""
     path = Path(path)
     what = "sample submission"
     rows = [(row_id, cell.strip()) for row_id, cell, _ in _unique_id_rows(path, what)]
@@ -178,12 +163,8 @@ def sample_ids_from_test_dirs(
 ) -> list[tuple[str, str]]:
     """Builds the submission's ID list from downloaded test splits (no sample CSV).
 
-    Tile rows: `tile:xla:<stem>` for each `*.npz` in `tile_test_dir`, sorted by
-    name. Layout rows, when `layout_root` (`<data>/npz/layout`) exists:
-    `layout:<source>:<search>:<stem>` for `<layout_root>/<source>/<search>/test/*.npz`,
-    sources xla then nlp, searches default then random (the sample's order),
-    names sorted. Every row gets the dummy ranking `0;1;2;3;4` (`FILL_RANKING`);
-    tile rows are meant to be replaced by predictions.
+    Tile rows first, then layout rows when `layout_root` (`<data>/npz/layout`)
+    exists, in the sample's order; every row gets the dummy ranking `FILL_RANKING`.
     """
     tile_dir = Path(tile_test_dir)
     if not tile_dir.is_dir():
@@ -206,7 +187,7 @@ def sample_ids_from_test_dirs(
 
 
 def find_sample_submission(data_dirs: Iterable[str | os.PathLike[str]]) -> Path | None:
-    """Returns the first `<dir>/sample_submission.csv` that is a file, else None."""
+    """The first `<dir>/sample_submission.csv` that is a file, else None."""
     for directory in data_dirs:
         candidate = Path(directory) / SAMPLE_NAME
         if candidate.is_file():
@@ -294,8 +275,7 @@ class Submission:
     def describe(self) -> str:
         """`894 rows (tile:xla 844, layout:xla:default 8, ...), 0 dummy`.
 
-        Lists the five Kaggle collections always (0 where absent), others when present;
-        dummy rows are broken down per collection when there are any.
+        The five Kaggle collections are always listed (0 where absent).
         """
         names = list(COLLECTIONS) + [
             c for c in _collection_order(self.rows_per_collection) if c not in COLLECTIONS
@@ -317,12 +297,11 @@ def join_submission(
 ) -> Submission:
     """Joins rankings of every collection (tile and layout) to the sample's rows by ID.
 
-    The rows are exactly the sample's IDs in the sample's order; an ID with a
-    ranking gets `;`.join of its indices. Refused, in one line: an ID the sample
-    does not list, an empty ranking, and sample IDs no input provides (a whole
-    collection or part of one), unless `allow_missing`: then tile rows get
-    `0;1;2;3;4` and other rows keep the sample's value, and each counts as dummy
-    in its collection. `origin` ({ID: input label}) names the inputs in messages.
+    The rows are exactly the sample's IDs in the sample's order. Sample IDs no
+    input provides are refused unless `allow_missing`: then tile rows get
+    `FILL_RANKING` and other rows keep the sample's value (the real sample has
+    `0;1;...;999` for layout rows), each counted as dummy in its collection.
+    `origin` ({ID: input label}) names the inputs in messages.
     """
     refuse_unknown_ids(sample_rows, rankings, origin, sample_label)
     for row_id, ranking in rankings.items():
@@ -365,7 +344,7 @@ def join_submission(
 def write_csv_atomic(
     path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[str]]
 ) -> None:
-    """Writes a CSV (`\\n` line ends) atomically: the complete file or nothing."""
+    """Writes a CSV (`\\n` line ends) atomically."""
     with atomic_output(path) as tmp:
         try:
             with open(tmp, "w", newline="", encoding="utf-8") as f:

@@ -1,20 +1,12 @@
 """Sweeps of training runs on Apache Beam, for any collection: what to train, the summary.
 
 A sweep is a list of flag dicts (keys = the training script's flag names) on
-top of base flags; every run is `kind.args_type(**{**base, **entry, **overrides})`,
-where `overrides` are the flags given on the command line (they win in every
-run). A `SweepKind` holds what differs between collections (the args record,
-the training function, the summary's metric columns and ranking);
+top of base flags; the flags given on the command line win in every run
+(`expand_runs`). A `SweepKind` holds what differs between collections;
 `baselines/tiles/task.py` and `baselines/layout/task.py` define theirs.
 
-    sweep = load_sweep(kind, "seeds", num_seeds=3)       # or a named sweep, or "FILE.json"
-    runs, repeats = expand_runs(kind, sweep, {"epochs": 3})
-    result = run_one(kind, 0, len(runs), runs[0], train, print)
-    write_summary(kind, out_dir, [result, ...], ensemble_top=3)
-
 The command line and the Beam pipeline that runs a sweep are `core/beam.py`'s.
-Nothing here imports TensorFlow or Beam; `run_one` gets the training function
-as an argument, and the Beam workers import it by name (`kind.train_function`).
+Nothing here imports TensorFlow or Beam.
 """
 
 from __future__ import annotations
@@ -55,10 +47,6 @@ class Sweep:
 class SweepKind:
     """What one collection's sweeps need; the rest of this module is the same for all.
 
-        SweepKind("layout", LayoutTrainArgs, "layout_train.py", "baselines.layout.task:train",
-                  "layout_gen_predictions_csv.py", ("val_tau", "val_opa"), metric_cells,
-                  summarize, sort_key, "validation Kendall's tau (higher is better)", done_line)
-
     `metric_cells(result)` gives the values of `metric_columns` for a trained
     run; `summarize(record)` turns a training function's run record into
     those result fields plus `best_epoch` and `epochs_run`; `sort_key(result)`
@@ -87,10 +75,7 @@ class SweepKind:
 
 
 def seeds_sweep(num_seeds: int) -> Sweep:
-    """Seeds 0..num_seeds-1 of one recipe (the recipe is the command line's flags).
-
-    seeds_sweep(2).entries == ({"seed": 0}, {"seed": 1})
-    """
+    """Seeds 0..num_seeds-1 of one recipe (the recipe is the command line's flags)."""
     if num_seeds < 1:
         raise PipelineError(f"--num_seeds: must be at least 1, got {num_seeds}")
     return Sweep("seeds", {}, tuple({"seed": seed} for seed in range(num_seeds)))
@@ -102,8 +87,6 @@ def _field_types(args_type: type) -> dict[str, str]:
 
 def check_flag_value(kind: SweepKind, name: str, value: Any, where: str) -> Any:
     """`value` for flag `name` if its JSON type fits the flag's type, else PipelineError.
-
-    check_flag_value(kind, "lr", 1, "run 1") == 1.0
 
     A dict is taken for `model_kwargs_json` (stored as its JSON text); null
     for a flag that may be None.
@@ -129,10 +112,7 @@ def check_flag_value(kind: SweepKind, name: str, value: Any, where: str) -> Any:
 
 
 def read_sweep_file(kind: SweepKind, path: Path | str) -> Sweep:
-    """A JSON list of flag dicts (keys = the training script's flag names), checked.
-
-    read_sweep_file(kind, "s.json").entries == ({"seed": 0}, {"seed": 1, "lr": 0.01})
-    """
+    """A JSON list of flag dicts (keys = the training script's flag names), checked."""
     path = Path(path).expanduser()
     text = read_user_text(path, "--sweep", "sweep file ")
     try:
@@ -164,10 +144,7 @@ def read_sweep_file(kind: SweepKind, path: Path | str) -> Sweep:
 
 
 def load_sweep(kind: SweepKind, name: str | None, num_seeds: int | None = None) -> Sweep:
-    """One of `kind.named_sweeps`, `seeds` (with `num_seeds`), or a JSON sweep file's path.
-
-    load_sweep(kind, "seeds", 3).name == "seeds"
-    """
+    """One of `kind.named_sweeps`, `seeds` (with `num_seeds`), or a JSON sweep file's path."""
     choices = ", ".join([*kind.named_sweeps, "seeds"]) + " or a FILE.json"
     if name is None:
         raise PipelineError(f"--sweep: give one of {choices}")
@@ -187,8 +164,6 @@ def load_sweep(kind: SweepKind, name: str | None, num_seeds: int | None = None) 
 def expand_runs(kind: SweepKind, sweep: Sweep, overrides: Mapping[str, Any]) -> tuple[list, int]:
     """One args record per entry (base < entry < overrides) and how many repeats were dropped.
 
-    expand_runs(kind, seeds_sweep(2), {"epochs": 1}) == ([Args(seed=0, epochs=1), ...], 0)
-
     Two entries that end up with the same flags (the same run hash) would
     train the same run into the same files; the later one is dropped.
     """
@@ -202,10 +177,7 @@ def expand_runs(kind: SweepKind, sweep: Sweep, overrides: Mapping[str, Any]) -> 
 
 
 def summary_dir(runs: Sequence[Any]) -> Path:
-    """The one `--out_dir` of every run: where the summary goes.
-
-    summary_dir([Args(out_dir="out/a"), Args(out_dir="out/a", seed=1)]) == Path("out/a")
-    """
+    """The one `--out_dir` of every run: where the summary goes."""
     dirs = sorted({str(Path(args.out_dir).expanduser()) for args in runs})
     if len(dirs) != 1:
         raise PipelineError(
@@ -216,7 +188,7 @@ def summary_dir(runs: Sequence[Any]) -> Path:
 
 
 def one_line(text: Any) -> str:
-    """`text` on one line, runs of white space as one space: one_line("a\\n  b") == "a b"."""
+    """`text` on one line, runs of white space as one space."""
     return " ".join(str(text).split())
 
 
@@ -230,13 +202,9 @@ def run_one(
 ) -> dict[str, Any]:
     """Trains one run with `train(args, progress=False, log=...)`; a result either way.
 
-    run_one(kind, 0, 3, args, task.train, print)["status"] in ("ok", "error")
-
-    The result is `status` "ok" with `kind.summarize(record)`'s fields (the
-    validation metrics, best epoch, epochs) and the wall time, or `status`
-    "error" with the failure in one line (PipelineError's message; other
-    exceptions with their type). Only KeyboardInterrupt and SystemExit pass
-    through.
+    The result is `status` "ok" with `kind.summarize(record)`'s fields and the
+    wall time, or `status` "error" with the failure in one line: one failed run
+    must not stop the sweep.
     """
     run_hash = args.run_hash()
     label = f"[run {index + 1}/{total} {run_hash[:8]}]"
@@ -265,10 +233,7 @@ def run_one(
 
 
 def split_results(kind: SweepKind, results: Iterable[Result]) -> tuple[list[Result], list[Result]]:
-    """Trained runs best first (by `kind.sort_key`), failed runs in sweep order.
-
-    ok, failed = split_results(kind, results)
-    """
+    """Trained runs best first (by `kind.sort_key`), failed runs in sweep order."""
     results = list(results)
     ok = sorted((r for r in results if r["status"] == "ok"), key=kind.sort_key)
     failed = sorted((r for r in results if r["status"] != "ok"), key=lambda r: r["index"])
@@ -276,10 +241,7 @@ def split_results(kind: SweepKind, results: Iterable[Result]) -> tuple[list[Resu
 
 
 def differing_flags(kind: SweepKind, results: Iterable[Result]) -> list[str]:
-    """Flags whose value is not the same in every run, in the args record's field order.
-
-    differing_flags(kind, results) == ["lr", "seed"]
-    """
+    """Flags whose value is not the same in every run, in the args record's field order."""
     results = list(results)
     names = [f.name for f in dataclasses.fields(kind.args_type)]
     return [
@@ -292,8 +254,6 @@ def differing_flags(kind: SweepKind, results: Iterable[Result]) -> list[str]:
 def ensemble_dirs(kind: SweepKind, ranked: Sequence[Result], top: int) -> list[str]:
     """The model folders of the best `top` trained runs (`ranked`: best first).
 
-    ensemble_dirs(kind, ok, 2) == ["a/model_1", "a/model_2"]
-
     With `kind.ensemble_key`, only runs that share the best run's key take part.
     """
     if kind.ensemble_key is not None and ranked:
@@ -303,10 +263,7 @@ def ensemble_dirs(kind: SweepKind, ranked: Sequence[Result], top: int) -> list[s
 
 
 def ensemble_command(kind: SweepKind, ranked: Sequence[Result], top: int) -> str | None:
-    """The command that ensembles the best `top` trained runs (None without any).
-
-    ensemble_command(kind, ok, 2) == "python tiles_gen_predictions_csv.py --dir a/model_1,a/model_2"
-    """
+    """The command that ensembles the best `top` trained runs (None without any)."""
     dirs = ensemble_dirs(kind, ranked, top)
     if not dirs:
         return None
@@ -314,15 +271,12 @@ def ensemble_command(kind: SweepKind, ranked: Sequence[Result], top: int) -> str
 
 
 def number(value: float, digits: int = 4) -> str:
-    """A summary cell: number(0.12345) == "0.1235", NaN as "nan"."""
+    """A summary cell: `digits` decimals, NaN as "nan"."""
     return "nan" if math.isnan(value) else f"{value:.{digits}f}"
 
 
 def summary_rows(kind: SweepKind, results: Iterable[Result]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows: trained runs best first, then failed runs in sweep order.
-
-    header, rows = summary_rows(kind, results)   # header[:3] == ["rank", "status", "run_hash"]
-    """
+    """Header and rows: trained runs best first, then failed runs in sweep order."""
     results = list(results)
     ok, failed = split_results(kind, results)
     flags = differing_flags(kind, results)
@@ -345,7 +299,7 @@ def summary_rows(kind: SweepKind, results: Iterable[Result]) -> tuple[list[str],
 
 
 def summary_csv(kind: SweepKind, results: Iterable[Result]) -> str:
-    """The summary as CSV text: summary_csv(kind, results).splitlines()[0].startswith("rank,")."""
+    """The summary as CSV text."""
     header, rows = summary_rows(kind, results)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -359,10 +313,7 @@ def _cell(text: str) -> str:
 
 
 def summary_markdown(kind: SweepKind, results: Iterable[Result], ensemble_top: int) -> str:
-    """The summary as markdown: the ranked table, the failures, the ensemble command.
-
-    summary_markdown(kind, results, 3).startswith("# Sweep summary")
-    """
+    """The summary as markdown: the ranked table, the failures, the ensemble command."""
     results = list(results)
     ok, failed = split_results(kind, results)
     header, rows = summary_rows(kind, results)
@@ -405,10 +356,7 @@ def summary_markdown(kind: SweepKind, results: Iterable[Result], ensemble_top: i
 def write_summary(
     kind: SweepKind, out_dir: Path | str, results: Iterable[Result], ensemble_top: int
 ) -> tuple[Path, Path]:
-    """Writes sweep_summary.csv and sweep_summary.md into `out_dir`, each atomically.
-
-    csv_path, md_path = write_summary(kind, "out/sweep", results, ensemble_top=3)
-    """
+    """Writes sweep_summary.csv and sweep_summary.md into `out_dir`, each atomically."""
     results = list(results)
     out_dir = Path(out_dir).expanduser()
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,15 +1,9 @@
 """Layout batches: G program graphs x K layout configurations each, as numpy dicts.
 
-A layout graph is prepared once (`prepare_graphs`): node features normalized, its
-configurable nodes' edges among themselves found, runtimes scaled. A batch then
-packs G prepared graphs, each with K configuration slots drawn by
-`baselines.core.keras_fit.EpochBatches` (per graph, per epoch, deterministic by
-seed; a graph with fewer than K configurations gets all of them plus padding
-slots, which are masked, never dropped):
-
-    source = batch_source(prepare_graphs(graphs))
-    batches = EpochBatches(source, batch=4, num_configs=16, seed=0)
-    inputs = to_model_inputs({k: tf.constant(v) for k, v in batch.items()})
+A layout graph is prepared once (`prepare_graphs`). A batch then packs G
+prepared graphs, each with K configuration slots drawn by
+`baselines.core.keras_fit.EpochBatches`; a graph with fewer than K
+configurations gets all of them plus masked padding slots.
 
 Batch layout (N nodes, E edges, NC configurable nodes, EC edges between two
 configurable nodes, all summed over the G graphs; ids are global in the batch):
@@ -33,8 +27,7 @@ configurable nodes, all summed over the G graphs; ids are global in the batch):
 - `config_values` [NC, K, 18] int8: slot k's layout values (-1..5) of each
   configurable node. Configurable nodes first and slots second, so the
   config-independent part of a node's state is one [NC, d] row broadcast over K.
-  Padding slots hold -1 (the compiler-default layout: any valid value would do,
-  they are masked);
+  Padding slots hold `PAD_VALUE`;
 - `config_runtimes` [G * K] float32: runtime / the graph's smallest runtime
   (over the configurations the prepared graph holds), -1 in padding slots (the
   core losses' padding convention); `config_mask` [G * K] 1/0; `config_index`
@@ -43,10 +36,8 @@ configurable nodes, all summed over the G graphs; ids are global in the batch):
 - `node_segment` [N] bool, training batches of segment training only
   (`segment_source`): the nodes the gradient flows through.
 
-Nothing is computed per configuration here except copying its int8 values, and
-only a batch's: a prepared graph keeps the stored configurations (a cached
-split's memory map) and the rows its graph selects, and reads the rows of a
-batch's slots when the batch is assembled.
+A prepared graph keeps the stored configurations (a cached split's memory map)
+and reads only a batch's rows, when the batch is assembled.
 """
 
 from __future__ import annotations
@@ -64,7 +55,8 @@ from baselines.core.keras_fit import BatchSource
 from baselines.layout.data import MINOR_TO_MAJOR, SHAPE_DIMS, layout_minor_to_major
 from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph, read_config_rows
 
-# Padding slots' layout values: "the compiler's default" in every group.
+# Padding slots' layout values, "the compiler's default" in every group: any
+# valid value would do, the slots are masked.
 PAD_VALUE = -1
 
 BATCH_SIGNATURE = {
@@ -93,12 +85,10 @@ BATCH_SIGNATURE = {
 def normalize_node_feat(node_feat: np.ndarray) -> np.ndarray:
     """The 140 node feature columns as the models read them, float32 [n, 140].
 
-    Columns 0-133: sign(x) * log1p(|x|). A fixed transform, not statistics fitted
-    on train: shapes and window sizes span orders of magnitude and the log
-    compresses them, nothing has to be saved beside a model to score new graphs,
-    and a graph's features do not depend on which other graphs were loaded.
-    Columns 134-139 (minor_to_major): the raw dimension numbers with -1 past the
-    tensor's rank (`layout_minor_to_major`), so padding differs from dimension 0.
+    Columns 0-133: sign(x) * log1p(|x|), a fixed transform rather than train
+    statistics, so nothing has to be saved beside a model and a graph's
+    features do not depend on which other graphs were loaded. Columns 134-139:
+    `layout_minor_to_major`.
     """
     x = np.asarray(node_feat, dtype=np.float64)
     out = np.sign(x) * np.log1p(np.abs(x))
@@ -213,9 +203,7 @@ def prepare_graphs(graphs: Sequence[LayoutGraph]) -> list[PreparedGraph]:
 def config_fields(graph: PreparedGraph, slots: np.ndarray, num_configs: int) -> dict:
     """The per-configuration fields of one graph's K slots (-1 = padding), as batch keys.
 
-    What `assemble_batch` holds for this graph's slots, padded to `num_configs`:
-    `config_values` [nc, K, 18] and the [K] runtimes, mask and indices. A
-    scorer that keeps a graph's other fields between calls replaces only these.
+    A scorer that keeps a graph's other fields between calls replaces only these.
     """
     k = int(num_configs)
     slots = np.asarray(slots, dtype=np.int64)
@@ -245,10 +233,7 @@ def assemble_batch(
     config_slots: Sequence[np.ndarray],
     num_configs: int,
 ) -> dict[str, np.ndarray]:
-    """One batch dict (module docstring) of graphs[graph_ids]; slots: K indices, -1 = padding.
-
-    A slot list shorter than `num_configs` is padded with -1.
-    """
+    """One batch dict (module docstring) of graphs[graph_ids]; slots: K indices, -1 = padding."""
     k = int(num_configs)
     parts: dict[str, list] = {key: [] for key in BATCH_SIGNATURE}
     node_base = cfg_base = 0
@@ -303,9 +288,8 @@ SEGMENT_SIGNATURE = {**BATCH_SIGNATURE, SEGMENT_KEY: tf.TensorSpec([None], tf.bo
 def segment_mask(node_sizes: np.ndarray, keep_nodes: int, rng: np.random.Generator) -> np.ndarray:
     """[N] bool: per graph of n nodes, nodes start..start+keep_nodes-1 of it, start uniform.
 
-    start is drawn from 0..n - keep_nodes; a graph of at most keep_nodes nodes is
-    kept whole. One contiguous segment per graph (node ids in file order, so a
-    segment is mostly a run of neighbouring computations).
+    A graph of at most keep_nodes nodes is kept whole. Node ids are in file
+    order, so a segment is mostly a run of neighbouring computations.
     """
     parts = []
     for n in np.asarray(node_sizes, dtype=np.int64):
@@ -319,9 +303,8 @@ def segment_mask(node_sizes: np.ndarray, keep_nodes: int, rng: np.random.Generat
 def segment_source(graphs: Sequence[PreparedGraph], keep_nodes: int, seed: int) -> BatchSource:
     """`batch_source` whose batches also carry `node_segment` (`segment_mask`).
 
-    The segments are drawn from a generator seeded by `seed` and the batch's
-    graphs and configuration slots, so the same seed draws the same segments
-    (and a resumed epoch the same ones as an uninterrupted run).
+    The generator is seeded by `seed` and the batch's graphs and slots, so a
+    resumed epoch draws the same segments as an uninterrupted run.
     """
     plain = batch_source(graphs)
 
@@ -345,10 +328,8 @@ def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
     The GraphTensor has one component per graph, node sets `op` (`op`: opcode,
     `feats`) and `cfg` (the configurable nodes, no features), edge sets `feed`
     (op -> op, consumer -> producer, as the core layers expect) and `cfg_feed`
-    (cfg -> cfg). Returned beside it: `config_values` [NC, K, 18] (int8) and
-    `cfg_node` [NC] (each configurable node's op id), `cfg_ref`, `cfg_dims` and `cfg_operand`,
-    `node_segment` [N] bool (None when the batch has none: every node) and
-    `config_mask` [G * K] (1 = real configuration, 0 = padding slot).
+    (cfg -> cfg). Beside it, the batch fields of the same names (module
+    docstring); `node_segment` is None when the batch has none.
     """
     node_sizes, cfg_sizes = batch["node_sizes"], batch["cfg_sizes"]
     graph = tfgnn.GraphTensor.from_pieces(

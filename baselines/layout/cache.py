@@ -1,21 +1,11 @@
 """A memory-mapped, content-keyed, verified cache of a layout split's validated graphs.
 
-The cache holds a split exactly as the reader returns it (every configuration:
-dropping duplicates, sampling and pruning run on top of it, cheaply and the
-same way every time), as one folder of `.npy` arrays: each array of every
-graph concatenated in file order, plus offsets per graph. `node_config_feat`,
-the bulk of the data, is stored as int8 and comes back memory-mapped, so a
-warm load reads only what is used and never holds a split's configurations
-in memory, let alone as float32:
-
-    graphs = load_cached_graphs(folder, files, "~/cache", read_layout_file, log=print)
-    graphs[0].node_config_feat          # np.memmap, int8 (c, nc, 18)
-
-The folder's name is a fingerprint of the source files (path, size, mtime,
-zip directory), so editing, adding or removing a file builds a new cache.
-Every load checks the folder (`baselines.core.array_cache.check_array_folder`:
-sizes, shapes, offsets, checksums); a damaged folder is rebuilt, said in one
-line. The cache is written one graph at a time: building it holds one graph.
+The cache holds a split exactly as the reader returns it (dropping duplicates,
+sampling and pruning run on top of it, the same way every time), as one folder
+of `.npy` arrays: each array of every graph concatenated in file order, plus
+offsets per graph. It comes back memory-mapped, so a warm load never holds a
+split's configurations in memory. The folder is checked on every load
+(`baselines.core.array_cache.check_array_folder`) and written one graph at a time.
 """
 
 from __future__ import annotations
@@ -84,11 +74,9 @@ CACHE_DIR_HELP = (
 def prepare_cache_dir(
     cache_dir: Path | str | None, log: Callable[[str], None] = print
 ) -> Path | None:
-    """The cache folder of `--cache_dir`, checked writable, with dead writers' leftovers removed.
+    """The cache folder of `--cache_dir` (None: no cache), checked writable, leftovers removed.
 
-        cache = prepare_cache_dir(args.cache_dir)   # None: no cache
-
-    A folder that cannot be written is refused in one line before any slow work.
+    A folder that cannot be written is refused before any slow work.
     """
     if cache_dir is None:
         return None
@@ -99,10 +87,7 @@ def prepare_cache_dir(
 
 
 def layout_cache_path(cache_dir: Path | str, folder: Path | str, files: Sequence[Path]) -> Path:
-    """`<cache_dir>/layout-<split>-<fingerprint of the files>`, the folder a split caches to.
-
-    layout_cache_path("~/cache", root / "xla/default/train", files)  # .../layout-train-3f9c...
-    """
+    """`<cache_dir>/layout-<split>-<fingerprint of the files>`, the folder a split caches to."""
     key = files_fingerprint(files, salt=f"layout v{LAYOUT_CACHE_VERSION}")
     return Path(cache_dir).expanduser() / f"layout-{Path(folder).name}-{key}"
 
@@ -110,9 +95,8 @@ def layout_cache_path(cache_dir: Path | str, folder: Path | str, files: Sequence
 def _config_blocks(graph: LayoutGraph) -> Iterator[np.ndarray]:
     """A graph's configurations (int8 (c, nc, 18)) as the cache stores them, in blocks.
 
-    A graph as read (`config_rows` None, what the cache is built from) is one
-    block, its array; a graph with selected configurations (`select_configs`)
-    is read `_WRITE_BLOCK_BYTES` at a time, so writing never copies them all.
+    A graph with selected configurations (`select_configs`) is read
+    `_WRITE_BLOCK_BYTES` at a time, so writing never copies them all.
     """
     if graph.config_rows is None:
         yield graph.node_config_feat
@@ -125,8 +109,6 @@ def _config_blocks(graph: LayoutGraph) -> Iterator[np.ndarray]:
 
 def save_layout_cache(graphs: Iterable[LayoutGraph], cache_path: Path, name: str) -> None:
     """Writes graphs (read one at a time from the iterable) as a cache folder, atomically.
-
-        save_layout_cache((read_layout_file(f) for f in files), path, "train")
 
     Nothing is published when the iterable raises (a file that fails
     validation): a cache only ever holds a whole, valid split.
@@ -208,8 +190,6 @@ def check_layout_cache(
 ) -> tuple[list[LayoutGraph] | None, str | None]:
     """A cached split's graphs and None, or None and what is wrong (None, None: absent).
 
-        graphs, problem = check_layout_cache(layout_cache_path(cache_dir, folder, files))
-
     The graphs' arrays are read-only memory-mapped views of the folder's
     files. Never raises on a damaged folder.
     """
@@ -234,12 +214,9 @@ def load_cached_graphs(
 ) -> list[LayoutGraph]:
     """Every graph of `files` (a split folder's), from the cache, built with `read` if needed.
 
-        graphs = load_cached_graphs(folder, files, "~/cache", read_layout_file)
-
     A damaged cache is said in one `log` line (print when None) and rebuilt;
-    a cache that cannot be written (a full disk: any OSError while writing) is
-    one PipelineError line naming the folder and --cache_dir, and leaves no
-    folder behind, neither under the cache's name nor a temporary one.
+    a cache that cannot be written (any OSError while writing) is one
+    PipelineError line and leaves no folder behind.
     """
     folder = Path(folder).expanduser()
     cache_path = layout_cache_path(cache_dir, folder, files)
@@ -252,8 +229,6 @@ def load_cached_graphs(
     try:
         save_layout_cache((read(f) for f in files), cache_path, folder.name)
     except OSError as e:
-        # write_array_folder has removed its temporary folder: nothing is left
-        # under the cache's name that a later run could take for a whole cache.
         raise PipelineError(
             f"{cache_path}: cannot write the cache ({describe_write_error(e)}; nothing kept); "
             "free space there or pass another --cache_dir (or none)"

@@ -1,14 +1,9 @@
 """Reads and validates the layout collections' files (layout:{xla,nlp}:{default,random}).
 
-One npz file is one program graph with its layout configurations:
-
-    graph = read_layout_file("~/data/tpugraphs/npz/layout/xla/default/train/unet3d.npz")
-    graphs = load_layout_split("~/data/tpugraphs/npz/layout/nlp/random/valid", max_configs=1000)
-    m2m = layout_minor_to_major(graph.node_feat)  # (n, 6), -1 past each tensor's rank
-
-Every defect raises `PipelineError` with one line: the file, what is wrong, what to do.
-`node_config_feat` is converted to int8 while it is read, a block of configurations at a
-time: loaded whole as float32 an nlp file takes several GB, four times its int8 size.
+One npz file is one program graph with its layout configurations. Every defect
+raises `PipelineError` with one line: the file, what is wrong, what to do.
+`node_config_feat` is converted to int8 while it is read, a block of
+configurations at a time: loaded whole as float32 an nlp file takes several GB.
 The config and pruning helpers of `baselines.layout.prune` are re-exported here.
 """
 
@@ -141,7 +136,6 @@ def read_layout_file(path: Path | str) -> LayoutGraph:
         path,
         REQUIRED_KEYS,
         ADVICE,
-        # Converted to int8 block by block: whole as float32 an nlp file takes GBs.
         readers={"node_config_feat": lambda *member: _read_config_feat(path, *member)},
     )
     return validate_layout_arrays(path, path.stem, raw)
@@ -150,9 +144,7 @@ def read_layout_file(path: Path | str) -> LayoutGraph:
 def read_config_count(path: Path | str) -> int:
     """The number of configurations of a layout file, from `config_runtime`'s header only.
 
-    Reads no array data (a test file's configuration count, for checking a
-    submission row); raises PipelineError naming the file when it is missing,
-    unreadable, or its `config_runtime` is not 1-D.
+    Reads no array data (for checking a submission row against a test file).
     """
     path = Path(path).expanduser()
     if not path.is_file():
@@ -248,9 +240,7 @@ def layout_minor_to_major(node_feat: np.ndarray) -> np.ndarray:
     """node_feat's layout columns 134-139 as float32, with -1 where they are padding.
 
     The file pads past a tensor's rank with 0, which reads like "dimension 0".
-    A tensor's rank r is its number of non-zero shape dims (columns 21-26);
-    columns 134..133+r are its minor-to-major order and the rest become -1
-    (on all real samples the first r are a permutation of 0..r-1).
+    A tensor's rank r is its number of non-zero shape dims (columns 21-26).
     """
     node_feat = np.asarray(node_feat)
     rank = np.count_nonzero(node_feat[:, SHAPE_DIMS], axis=1)
@@ -305,12 +295,8 @@ def load_layout_split(
     then `max_configs` samples each graph's configurations (`sample_configs`,
     deterministic by `seed`). What was dropped is reported in one `log` line.
     With `cache_dir`, the files are read through the split's cache
-    (`baselines.layout.cache`): every configuration as read, memory-mapped,
-    reduced as above on top of it, so a warm load gives the same graphs. The
-    reductions select configurations lazily (`LayoutGraph.config_rows`): a
-    cached graph keeps reading its memory map, never a copy of the kept rows;
-    a graph read without a cache keeps only its kept rows in memory
-    (`LayoutGraph.compact_configs`).
+    (`baselines.layout.cache`) and reduced on top of it, so a warm load gives
+    the same graphs.
     """
     files = list_layout_files(folder, max_files)
     if cache_dir is None:

@@ -1,18 +1,11 @@
 """The in-memory form of one layout file: a program graph and its configurations.
 
 `LayoutGraph` is what `baselines.layout.data.read_layout_file` returns and what the
-config and pruning helpers in `baselines.layout.prune` take and give back:
-
-    graph = read_layout_file("npz/layout/xla/default/train/unet3d.npz")
-    print(graph.num_nodes, graph.num_configurable, graph.num_configs)
-    first_ten = graph.select_configs(np.arange(10))   # an index array: nothing is copied
-    values = first_ten.config_block(np.array([3, 0]))  # int8 (2, nc, 18), read now
+config and pruning helpers in `baselines.layout.prune` take and give back.
 
 Selecting configurations never copies `node_config_feat` (for a cached split a
-read-only memory map of tens of GB): the graph keeps the stored array and the
-rows it selects (`config_rows`), and every reader goes through `config_block`,
-which reads only the rows it is asked for and then releases the map's pages it
-read, so a pass over a split holds a block resident, not the split.
+large read-only memory map): every reader goes through `config_block`, so a
+pass over a split holds a block resident, not the split.
 """
 
 from __future__ import annotations
@@ -86,7 +79,7 @@ class LayoutGraph:
         """The same graph with only the configurations at `indices`, in that order.
 
         Lazy: the new graph shares `node_config_feat` and holds the composed row
-        indices; only the runtimes (8 bytes a configuration) are copied.
+        indices; only the runtimes are copied.
         """
         indices = np.array(indices, dtype=np.int64).reshape(-1)  # a copy: the caller's may change
         rows = indices if self.config_rows is None else self.config_rows[indices]
@@ -101,9 +94,8 @@ class LayoutGraph:
     def compact_configs(self) -> LayoutGraph:
         """The graph with its selected configurations copied into an array of their own.
 
-        For graphs read into memory: after a selection the stored array is
-        otherwise kept whole for the few rows it selects. Unchanged when nothing
-        is selected (`config_rows` None).
+        For graphs read into memory, whose stored array would otherwise be kept
+        whole for the few rows selected.
         """
         if self.config_rows is None:
             return self
@@ -132,6 +124,6 @@ def read_config_rows(
     block = np.asarray(values[unique], dtype=np.int8)
     if unique.size:
         # A memory map's pages, once read, stay resident: over an epoch that
-        # would be every configuration a graph holds. The copy is what is kept.
+        # would be every configuration a graph holds.
         release_mapped_pages(values[unique[0] : unique[-1] + 1])
     return block if unique.size == rows.size and np.array_equal(unique, rows) else block[inverse]

@@ -1,32 +1,13 @@
-"""Ranking quality on one layout graph: Kendall's tau-b and the top-k slowdown.
+"""Ranking quality of layout models: Kendall's tau-b and slowdown@k per graph, program and overall.
 
-Predictions are scores where lower means predicted faster, as for tiles:
+Scores are lower = predicted faster, as for tiles. numpy only (no TensorFlow),
+so evaluation scripts import it cheaply.
 
-    tau = kendall_tau(scores, graph.config_runtime)      # 1.0: same order as the runtimes
-    err = slowdown_at_k(scores, graph.config_runtime, 5)  # 0.0: a true fastest is in the top 5
-    print(f"tau {tau:.3f}, top-5 slowdown {err:.2%}")
-
-numpy only (no TensorFlow), so evaluation scripts import it cheaply.
-
-Kendall's tau and slowdown@1/10/100 of layout models per graph, per program and overall.
-
-    rows = evaluation_rows(graph_ids, runtimes, {"a": scores_a, "ensemble": ens}, subsets)
-    print(markdown(rows))
-
-`evaluation_rows` is pure: per-graph scores (lower = predicted faster) and
-runtimes in, table rows out (COLUMNS). For each model, on all configurations
-and then on the fixed subsets (when given), a row "ALL" (the mean over graphs),
-one per program (the mean over its graphs) and one per graph. A graph's
-*program* is its id (the file stem) up to the first "." : real xla files are
-named `<program>.<topology>.<precision>` (`unet_3d.4x4.bf16`), so one program's
-files group together; an id without a "." (the nlp files, the toy set) is its
-own program. Tau means skip graphs where tau is undefined (constant scores or
-runtimes). A slowdown is `metrics.slowdown_at_k` (the best runtime among the
-k lowest-scored configurations over the best runtime, minus 1).
-
-Subsets, as upstream evaluates: at most `size` configurations per graph (all
-when it has fewer), drawn by `choose_subsets` from the seed and the graph id,
-recorded and read back as JSON (`subsets_json`, `parse_subsets`). numpy only.
+A graph's *program* is its id (the file stem) up to the first ".": real xla
+files are named `<program>.<topology>.<precision>` (`unet_3d.4x4.bf16`); an id
+without a "." (the nlp files, the toy set) is its own program. Tau means skip
+graphs where tau is undefined (constant scores or runtimes). Fixed subsets of
+configurations, as upstream evaluates, are drawn by `choose_subsets`.
 """
 
 from __future__ import annotations
@@ -69,10 +50,9 @@ def kendall_tau(pred: np.ndarray, runtime: np.ndarray) -> float:
     """Kendall's tau-b between scores and runtimes; ties in either are allowed.
 
     tau_b = (concordant - discordant) / sqrt((P - ties_pred) * (P - ties_runtime))
-    over the P pairs of configurations (a pair tied in both counts in both tie
-    counts). Counting runs over ordered pairs i != j, which doubles every term
-    and leaves the ratio unchanged, a block of rows at a time. NaN when fewer
-    than 2 configurations or when either input is constant (tau-b is undefined).
+    over the P pairs of configurations. Counted over ordered pairs i != j (every
+    term doubled, the ratio unchanged), a block of rows at a time. NaN when
+    fewer than 2 configurations or when either input is constant.
     """
     pred, runtime = _as_vectors(pred, runtime)
     c = pred.size
@@ -96,9 +76,8 @@ def kendall_tau(pred: np.ndarray, runtime: np.ndarray) -> float:
 def slowdown_at_k(pred: np.ndarray, runtime: np.ndarray, k: int) -> float:
     """min(runtime of the k lowest-scored configs) / min(runtime) - 1; 0 is perfect.
 
-    Equal scores are taken in file order (stable sort); k above the number of
-    configurations means all of them (slowdown 0). Needs positive runtimes, so
-    test files (runtimes hidden as 0) are refused.
+    Equal scores are taken in file order. Needs positive runtimes, so test
+    files (runtimes hidden as 0) are refused.
     """
     pred, runtime = _as_vectors(pred, runtime)
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
@@ -189,12 +168,11 @@ def evaluation_rows(
 ) -> list[dict]:
     """Rows of COLUMNS: per model, "ALL", then each program by name, then each graph in order.
 
-        rows = evaluation_rows(["a", "b"], [ra, rb], {"m": [sa, sb]}, {"a": ia, "b": ib})
-
-    `configs` is "all" (every configuration) for the first block of rows and
-    "subset" for the second, present when `subsets` (graph id -> config
-    indices) is given: there each graph's scores and runtimes are both taken
-    at its indices. Runtimes must be positive (a labelled split).
+    "ALL" and program rows are means over their graphs. `configs` is "all"
+    (every configuration) for the first block of rows and "subset" for the
+    second, present when `subsets` (graph id -> config indices) is given: there
+    each graph's scores and runtimes are both taken at its indices. Runtimes
+    must be positive (a labelled split).
     """
     graph_ids = [str(g) for g in graph_ids]
     if not graph_ids:
@@ -230,10 +208,8 @@ def evaluation_rows(
 def choose_subsets(config_counts: Mapping[str, int], size: int, seed: int) -> dict[str, np.ndarray]:
     """Graph id -> sorted indices of at most `size` of its configurations, by seed and id.
 
-        choose_subsets({"unet": 5000, "tiny": 10}, 1000, 0)  # 1000 of unet's, all 10 of tiny's
-
-    The draw of a graph depends only on (`seed`, its id, its count, `size`),
-    never on which other graphs are evaluated.
+    A graph with fewer keeps all. The draw of a graph depends only on (`seed`,
+    its id, its count, `size`), never on which other graphs are evaluated.
     """
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
         raise PipelineError(f"--subset_size: must be an integer >= 1, got {size!r}")
@@ -267,12 +243,8 @@ def parse_subsets(
 ) -> tuple[dict[str, np.ndarray], int | None, int | None]:
     """(subsets, seed, size) of a recorded subsets file, checked against the split.
 
-        subsets, seed, size = parse_subsets(path.read_text(), str(path), counts)
-
     `config_counts` is graph id -> configurations of every graph of the split.
-    Refused in one line naming `where`: text that is not such a record, a
-    graph not in the split or a split graph without a subset, an index that is
-    not an integer in range, a repeated index, an empty subset.
+    Anything that does not fit is refused in one line naming `where`.
     """
     fix = "pass a file written by layout_evaluate.py for this split, or leave --subsets out"
     try:

@@ -1,35 +1,16 @@
 """Layout cost models: every class here maps a layout batch to one score per configuration.
 
-The contract is the tiles' one: a model is a public class defined here deriving
-from `LayoutModel`, built as `Class(num_configs, num_ops, **kwargs)`; `get_config`
-returns those kwargs (defaults resolved, `core.cost_model`), so
-`Class.from_config(config)` rebuilds it and trained weights can be copied in.
-`forward(inputs, num_configs)` reads `batching.to_model_inputs(batch)` and
-returns scores [graphs, K], lower = predicted faster (the core losses' convention: they rank by
--score). K is read off the batch, so one model scores any number of
-configurations. A model may instead define `forward` in two parts:
-`graph_part(inputs)`, what does not depend on the configurations (read once
-per graph by `scoring.GraphScorer`, however many calls its configurations
-take), and `config_part(inputs, graph_part)`, the scores. Both models here do.
+The contract is the tiles' one (`core.cost_model`): a model is a public class
+defined here deriving from `LayoutModel`, built as `Class(num_configs,
+num_ops, **kwargs)`. `forward(inputs, num_configs)` reads
+`batching.to_model_inputs(batch)` and returns scores [graphs, K], lower =
+predicted faster; K is read off the batch. A model may instead define
+`forward` in two parts, `graph_part` and `config_part`; both models here do.
 
-- `ResModel`: upstream's layout baseline in spirit. Opcode embedding + node
-  features (once per graph), each configuration's 18 layout values placed on its
-  configurable nodes (zero elsewhere), then `num_gnns` residual GCN layers on the
-  joined states [nodes, K, hidden] (early join: message passing is per
-  configuration, as upstream's), pooled per graph, linear head.
-- `LayoutSAGE`: config-independent GraphSAGE layers on the op graph, once per
-  graph; then, per configuration, each configurable node's state joined with an
-  embedding of its 18 layout values (one table row per (slot, value)),
-  `config_layers` residual rounds of message passing between configurable nodes
-  that share an edge, pooled over configurable nodes and scored beside the
-  pooled graph state.
-
-Without `config_attention_heads`, neither model attends across a graph's
-configurations: a configuration's score does not depend on which other
-configurations share its batch. LayoutSAGE with `config_attention_heads > 0`
-does (`ConfigAttention`); such a model says so (`attends_across_configs`), and
-`scoring.GraphScorer` then scores all of a graph's configurations in one call,
-so a score never depends on how scoring was chunked.
+A configuration's score does not depend on which other configurations share
+its batch, except in LayoutSAGE with `config_attention_heads > 0`
+(`attends_across_configs`), whose graphs `scoring.GraphScorer` scores in one
+call so a score never depends on how scoring was chunked.
 """
 
 from __future__ import annotations
@@ -62,11 +43,7 @@ class ConfigAttention(tf.keras.layers.Layer):
     x [G, K, d] holds a per-configuration state of each of G graphs; returns
     x + MHA(LN(x), LN(x)), where configuration k of graph g attends to every real
     configuration of graph g (padding slots, mask 0, are never attended to) and
-    to no other graph's. So each score can read how its configuration compares
-    with the graph's other candidates (e.g. whether it is the usual layout).
-
-        attend = ConfigAttention(heads=4, key_dim=16)
-        x = attend(x, mask)        # x [G, K, d], mask [G, K] 1 = real slot
+    to no other graph's.
     """
 
     def __init__(self, heads: int, key_dim: int, **kw):
@@ -85,8 +62,7 @@ class ConfigAttention(tf.keras.layers.Layer):
 class LayoutModel(CostModel):
     """Shared parts: `call`, `create_variables` and the optional split of `forward`.
 
-    A subclass checks its own kwargs, calls `super().__init__(num_configs,
-    num_ops)` and implements `forward`, or `graph_part` and `config_part`.
+    A subclass implements `forward`, or `graph_part` and `config_part`.
     """
 
     keras_package = "tpugraphs_layout"
@@ -107,22 +83,16 @@ class LayoutModel(CostModel):
     def nodes_per_config(self, num_nodes: int, num_configurable: int) -> int:
         """How many nodes' states a scoring call holds per configuration of a graph.
 
-        A call's memory is about this x configurations x state width, so
-        `scoring.GraphScorer` sizes its chunks by it. Every node here: a
-        subclass whose per-configuration states live on fewer nodes says so.
+        `scoring.GraphScorer` sizes its chunks by it.
         """
         return num_nodes
 
     def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
-        """Scores [graphs, K], lower = predicted faster; K is read from `config_values`.
-
-        A model split in two (`graph_part` and `config_part`) need not write it.
-        """
+        """Scores [graphs, K], lower = predicted faster; K is read from `config_values`."""
         return self.config_part(inputs, self.graph_part(inputs, training), training)
 
-    # Optional split of `forward`, so that a graph's configuration-independent
-    # work is done once however many calls score its configurations
-    # (`scoring.GraphScorer`): forward(x) == config_part(x, graph_part(x)).
+    # Optional split of `forward`: `scoring.GraphScorer` runs graph_part once per
+    # graph however many calls score its configurations.
     def graph_part(self, inputs: dict, training=None):
         """The configuration-independent states of the batch's graphs (a tensor or a dict).
 
@@ -152,8 +122,6 @@ def backprop_segment(inputs: dict, states: tf.Tensor, training=None) -> tf.Tenso
     The value is unchanged, so the forward pass still sees the whole graph; in
     training the gradient reaches the layers below only through the segment's
     nodes. Without a segment (scoring, validation) or outside training: `states`.
-
-        states = backprop_segment(inputs, states, training)   # [N, K, h]
     """
     segment = inputs.get("node_segment")
     if segment is None or not training:
@@ -177,10 +145,9 @@ class ResModel(LayoutModel):
     state[v, k] = act(W_op [embed(opcode_v) ; feats_v] + W_cfg values[v, k]) with
     values[v, k] the 18 layout values (as numbers, -1..5) of configuration k when
     v is configurable and 0 otherwise; the op part is computed once per graph.
-    Then `mlp_layers - 1` more Dense layers (in segment training the gradient
-    stops there outside the batch's segment, `backprop_segment`), `num_gnns` ResGCN layers
-    (`directed`: separate weights per edge direction), `reduction` pooling over
-    the graph's nodes and a head with `final_mlp_layers` hidden layers (0: linear).
+    Then `mlp_layers - 1` more Dense layers (`backprop_segment` after them),
+    `num_gnns` ResGCN layers, `reduction` pooling over the graph's nodes and a
+    head with `final_mlp_layers` hidden layers (0: linear).
     """
 
     def __init__(
@@ -242,23 +209,16 @@ class LayoutSAGE(LayoutModel):
 
     Per graph: op states h = SAGE^num_gnns(OpEncoder(graph)) [N, hidden] and
     the graph state g = pool(h). Per configuration k and configurable node w:
-    e[w, k] = concat over the 18 slots of [embed(slot, value, value == reference) ;
-    log size of the named dim] (`embed_values`; an Embedding of 18 x 7 x 2 rows,
-    `config_embed_dim` wide), x[w, k] = MLP(W_n [h_w ; enc_w] +
-    W_c e[w, k]) (the node part once per graph); `config_layers` residual rounds
-    x += act(W_s x + W_p mean_producers(x) + W_c mean_consumers(x)) over edges
-    between configurable nodes; c[k] = pool_w x[w, k], with
-    `config_attention_heads` > 0 followed by `ConfigAttention` across the
-    graph's configurations; the score is head([g ; c[k]]) (head(c[k]) with
-    `graph_state_in_head=false`). With `relative_to_reference`, x is also
-    computed for the reference layouts (`cfg_ref`, what the node has when nothing
-    is configured) and c[k] pools x[w, k] - x_ref[w], so a configurable node that
-    keeps its reference layout adds nothing to any configuration's state. With
-    `tile_padding`, e[w, k] also holds how much the configuration's layouts pad
-    w's three tensors to the TPU's vector tiles (`tile_padding.tile_padding`);
-    with `relayout_copies`, which of them the configuration makes the compiler
-    copy into another layout (`relayout.relayout_copies`). In segment training
-    the gradient stops at OpEncoder outside the segment.
+    e[w, k] = `embed_values` (plus `tile_padding` and `relayout_copies`
+    features when asked), x[w, k] = MLP(W_n [h_w ; enc_w] + W_c e[w, k]);
+    `config_layers` residual rounds x += act(W_s x + W_p mean_producers(x) +
+    W_c mean_consumers(x)) over edges between configurable nodes; c[k] =
+    pool_w x[w, k], then `ConfigAttention` when `config_attention_heads` > 0;
+    the score is head([g ; c[k]]) (head(c[k]) with `graph_state_in_head=false`).
+    With `relative_to_reference`, c[k] pools x[w, k] - x_ref[w], x_ref computed
+    for the reference layouts (`cfg_ref`), so a node that keeps its reference
+    layout adds nothing to any configuration's state. In segment training the
+    gradient stops at OpEncoder outside the segment.
     """
 
     def __init__(
@@ -339,8 +299,7 @@ class LayoutSAGE(LayoutModel):
         return self.config_attention is not None
 
     def nodes_per_config(self, num_nodes: int, num_configurable: int) -> int:
-        # The op states are [nodes, hidden], once per call; only the
-        # configurable nodes' states ([NC, K, ...]) are held per configuration.
+        # Only the configurable nodes' states are held per configuration.
         return num_configurable
 
     def embed_values(self, values: tf.Tensor, inputs: dict) -> tf.Tensor:
@@ -400,7 +359,6 @@ class LayoutSAGE(LayoutModel):
     def config_part(self, inputs: dict, graph_part: dict, training=None) -> tf.Tensor:
         graph = inputs["graph"]
         graph_state, node_part = graph_part["graph_state"], graph_part["node_part"]
-        # Per configuration: the configurable nodes' layout values.
         values = inputs["config_values"]
         if self.relative_to_reference:
             # One more column, the reference layouts, whose states are subtracted below.

@@ -1,11 +1,7 @@
 """Makes layout graphs smaller: fewer configurations, or only the nodes near configurable ones.
 
-Layout files are large (nlp graphs hold 56-66k configurations of up to ~850 configurable
-nodes, and thousands of nodes no configuration touches), so training reduces them:
-
-    graph, n_dropped = dedup_configs(graph)          # repeated configurations removed
-    graph = sample_configs(graph, max_configs=1000, seed=0)
-    small, kept_ids = prune_to_configurable(graph, hops=1)
+Layout files are large (tens of thousands of configurations, and thousands of
+nodes no configuration touches), so training reduces them.
 """
 
 from __future__ import annotations
@@ -26,8 +22,7 @@ _DIGEST_BYTES = 32
 def _config_digests(graph: LayoutGraph, block_bytes: int) -> np.ndarray:
     """One 32-byte BLAKE2b digest per configuration of `graph`, as opaque keys (c,).
 
-    The configurations are read a block of about `block_bytes` at a time, in
-    order, each once: the whole (c, nc, 18) array is never held.
+    Read a block of about `block_bytes` at a time: the whole array is never held.
     """
     c = graph.num_configs
     row_bytes = graph.num_configurable * NODE_CONFIG_FEAT_DIM
@@ -48,17 +43,12 @@ def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
     """The graph with repeated configurations removed, and how many were dropped.
 
     Two configurations are the same when their node_config_feat rows are equal.
-    The first occurrence in file order is kept, with its own runtime: repeats of
-    a configuration differ only by measurement noise (~1e-4 relative in the
-    samples), and keeping a measured value (not a mean) leaves every kept
-    runtime one the file holds. Kept configurations stay in file order.
+    The first occurrence in file order is kept, with its own runtime: repeats
+    differ only by measurement noise, and a measured value (not a mean) leaves
+    every kept runtime one the file holds.
 
-    The selection is lazy (`LayoutGraph.select_configs`): nothing is copied.
-    Rows are compared by a 256-bit BLAKE2b digest of their bytes (a collision
-    is beyond reach), read `DEDUP_BLOCK_BYTES` at a time, so finding the repeats
-    holds one block and 32 bytes a configuration, never the graph's
-    configurations (a memory-mapped cache's stay on disk, and each block's
-    pages are released once read: `read_config_rows`).
+    The selection is lazy (`LayoutGraph.select_configs`); rows are compared by
+    digest (`_config_digests`).
     """
     c = graph.num_configs
     if graph.num_configurable == 0:
@@ -81,8 +71,7 @@ def sample_configs(graph: LayoutGraph, max_configs: int, seed: int) -> LayoutGra
     """At most `max_configs` configurations, drawn without replacement, in file order.
 
     The draw depends on `seed` and on the graph id, so one seed gives every graph
-    its own sample and the same sample on every run. A graph with at most
-    `max_configs` configurations is returned unchanged.
+    its own sample and the same sample on every run.
     """
     if isinstance(max_configs, bool) or not isinstance(max_configs, int | np.integer):
         raise PipelineError(f"max_configs must be an integer >= 1, got {max_configs!r}")
@@ -103,14 +92,10 @@ def prune_to_configurable(graph: LayoutGraph, hops: int) -> tuple[LayoutGraph, n
 
     Edges count in both directions (producer or consumer). Only edges whose two
     ends are kept survive. Nodes keep their relative order and are renumbered
-    0..k-1, and edge_index and node_config_ids are rewritten to the new ids;
-    node_config_feat and config_runtime are unchanged (configurable nodes are
-    always kept, in the same order; a lazy selection of configurations,
-    `config_rows`, carries over unread). node_splits is recomputed: each boundary
-    becomes the number of kept nodes before it, so a computation keeps its
-    surviving nodes (a computation with none becomes an empty range).
-    Returns the pruned graph and the kept nodes' original ids (ascending, int64);
-    hops=0 keeps only the configurable nodes.
+    0..k-1; node_config_feat and config_runtime are unchanged (configurable
+    nodes are always kept, in the same order). Each node_splits boundary
+    becomes the number of kept nodes before it. Returns the pruned graph and
+    the kept nodes' original ids (ascending, int64).
     """
     if isinstance(hops, bool) or not isinstance(hops, int | np.integer) or hops < 0:
         raise PipelineError(f"hops must be an integer >= 0, got {hops!r}")

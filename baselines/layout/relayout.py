@@ -3,9 +3,7 @@
 XLA's layout assignment gives every tensor one layout where it is produced; a
 consumer that reads it in another layout gets a copy (a relayout, often a
 transpose) inserted between them. Whether a configuration causes one is a
-comparison of layouts along an edge, so it holds for every program family:
-
-    feats = relayout_copies(values, cfg_ref, cfg_operand, cfg_dims)   # [NC, K, 6]
+comparison of layouts along an edge, so it holds for every program family.
 
 Per configurable node w and configuration, with every group resolved (all -1:
 the compiler's default, i.e. its reference layout `cfg_ref`):
@@ -34,9 +32,7 @@ def relayout_copies(
 ) -> tf.Tensor:
     """[NC, K, RELAYOUT_DIM] float32 copy indicators (module docstring).
 
-    values: [NC, K, 18] layout values (-1..5); cfg_ref: [NC, 18] reference
-    layouts; cfg_operand: [NC, 2] configurable ids of operands 0 and 1 (-1:
-    none, or not configurable); cfg_dims: [NC, 18] log1p shape dims.
+    The inputs are the batch fields of the same names (`batching`).
     """
     values = tf.cast(values, tf.int32)
     ref = tf.cast(cfg_ref, tf.int32)[:, None, :]  # [NC, 1, 18]

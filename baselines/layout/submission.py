@@ -6,9 +6,6 @@ of them). The test file `<layout_root>/<source>/<search>/test/<stem>.npz`
 gives the configuration count c (read from `config_runtime`'s header only); the
 row must be a permutation of 0..c-1. Without the file, the row can only be checked
 to be a permutation of 0..len-1; `check_layout_rankings` counts those rows.
-
-    report = check_layout_rankings(rankings, origin, Path("~/data/tpugraphs/npz/layout"))
-    print(report.describe())
 """
 
 from __future__ import annotations
@@ -99,12 +96,9 @@ def check_layout_rankings(
     origin: Mapping[str, str],
     layout_root: Path,
 ) -> LayoutCheck | None:
-    """Checks every layout row of `rankings`; None when there are none.
+    """Checks every layout row of `rankings` (module docstring); None when there are none.
 
-    A row must be a permutation of its test file's configurations 0..c-1 when
-    the file exists, else of 0..len-1. A row that is not is refused in one line
-    naming the input (`origin[ID]`), the ID, what is missing, duplicated or out
-    of range, and the test file.
+    A bad row is refused in one line naming the input (`origin[ID]`).
     """
     layout_ids = [row_id for row_id in rankings if row_id.startswith(LAYOUT_PREFIX)]
     if not layout_ids:

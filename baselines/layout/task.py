@@ -1,28 +1,19 @@
 """The layout task: its training flags and how a sweep summarizes its runs.
 
-    args = LayoutTrainArgs(source="xla", search="default", epochs=2)
-    args.run_hash()        # md5 of the sorted JSON of every field but out_dir and cache_dir
-    args.check_flags()     # PipelineError (one line) on a bad value, without TensorFlow
-    runs, _ = core.expand_runs(LAYOUT_SWEEPS, core.seeds_sweep(3), {"epochs": 2})
-
 `LayoutTrainArgs`: flags and defaults are upstream `layout_train.py`'s
 (`--source` ... `--losses`); `--seed`, `--data_root`, `--out_dir`,
 `--cache_dir`, `--prune_hops`, `--drop_duplicates` and `--average_from` are
-this project's. `--keep_nodes` is upstream's segment training: the forward
-pass sees the whole (pruned) graph, the gradient flows through one random
-segment of at most `keep_nodes` nodes per graph and step. `split_kwargs()`
-and `train_kwargs()` are what a run passes to `load_run_split` and what
-bench/layout_toy.py passes to `train_layout`, so a recipe file trains the
-same run in both.
+this project's. `split_kwargs()` and `train_kwargs()` are what a run passes to
+`load_run_split` and what bench/layout_toy.py passes to `train_layout`, so a
+recipe file trains the same run in both.
 
 `LayoutTask`: the layout collection as the conductor (`core/conductor.py`)
 takes it; `train` runs one layout run through it, `train_layout` fits a model
 on graphs already read.
 
-`LAYOUT_SWEEPS`: the layout parts of `baselines/core/sweeps.py`. Trained runs
-rank by validation Kendall's tau, higher first; the ensemble command
-(`layout_gen_predictions_csv.py --dir a,b,c`) takes the best runs of the best
-run's collection, as that script ranks one source and search at a time.
+`LAYOUT_SWEEPS`: the layout parts of `baselines/core/sweeps.py`. The ensemble
+command takes the best runs of the best run's collection, as
+`layout_gen_predictions_csv.py` ranks one source and search at a time.
 Nothing here imports TensorFlow or Beam.
 """
 
@@ -426,8 +417,6 @@ def train_layout(
 def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
     """A layout run record's summary fields: validation tau and OPA, best epoch, epochs.
 
-    summarize(train(args))["val_tau"]   # the run's val kendall_tau
-
     Both metrics rank every configuration of every validation graph with the
     best epoch's weights (`run["val"]`).
     """
@@ -449,10 +438,7 @@ def _higher_first(value: float) -> tuple[bool, float]:
 
 
 def sort_key(result: Mapping[str, Any]) -> tuple:
-    """Best first: validation Kendall's tau, higher first, then OPA (NaN last), then the hash.
-
-    sorted(results, key=sort_key)[0]["val_tau"] == max(r["val_tau"] for r in results)
-    """
+    """Best first: validation Kendall's tau, higher first, then OPA (NaN last), then the hash."""
     return (
         _higher_first(result["val_tau"]),
         _higher_first(result["val_opa"]),

@@ -3,21 +3,17 @@
 A TPU stores an array in tiles of (sublanes, 128 lanes) over its two most-minor
 dimensions: (8, 128) for 4-byte elements, (16, 128) for 2-byte and (32, 128) for
 1-byte ones. A layout that puts a dimension of 3 in the lanes stores 128 lanes for
-it, 43x its size; one that puts a multiple of 128 there stores none extra. Which
-dimension is most-minor is exactly what a layout configuration chooses, so the
-padding it causes is a fact of the hardware, not of any one program family:
-
-    feats = tile_padding(values, cfg_ref, cfg_dims)   # [NC, K, 15]
+it; one that puts a multiple of 128 there stores none extra. Which dimension is
+most-minor is what a layout configuration chooses, so the padding it causes is a
+fact of the hardware, not of any one program family.
 
 For each of a configurable node's three tensors (its output, operand 0, operand
 1: the `config_values` groups) and each configuration, the features are the log
 of the padded-to-stored size ratio of the lanes (most-minor dimension to a
 multiple of 128) and of the sublanes (second-minor dimension to a multiple of 8,
 16 and 32), and the tensor's log element count / 10 (so that a model can weigh
-the padding by the bytes it moves). A group of all -1 is the compiler's default
-and resolves to the reference layout (`cfg_ref`), a group that gives only its
-first dims keeps them (`resolved_group`); a missing tensor, or a dimension past
-its rank, gives 0.
+the padding by the bytes it moves). Groups are resolved by `resolved_group`; a
+missing tensor, or a dimension past its rank, gives 0.
 """
 
 from __future__ import annotations
@@ -78,9 +74,8 @@ def _log_pad_ratio(size: tf.Tensor, present: tf.Tensor, tile: int) -> tf.Tensor:
 def tile_padding(values: tf.Tensor, cfg_ref: tf.Tensor, cfg_dims: tf.Tensor) -> tf.Tensor:
     """[NC, K, TILE_PADDING_DIM] float32 padding features (module docstring).
 
-    values: [NC, K, 18] layout values (-1..5); cfg_ref: [NC, 18] reference
-    layouts; cfg_dims: [NC, 18] log1p of the three tensors' shape dims (0 past
-    the rank), as `batching` builds them.
+    values: [NC, K, 18] layout values; cfg_ref, cfg_dims: [NC, 18], as `batching`
+    builds them.
     """
     values = tf.cast(values, tf.int32)
     ref = tf.cast(cfg_ref, tf.int32)[:, None, :]  # [NC, 1, 18]

@@ -9,19 +9,14 @@ columns and documented facts of the TPU:
   minor dimensions of an array by (8, 128));
 - a TPU v3 core has 16 MiB of vector memory (VMEM) for the tiles in flight,
   which are double-buffered (the next tile is fetched while one is computed);
-- an element takes the bytes XLA stores it in: 1 for pred, s8 and u8; 2 for
-  s16, u16, f16 and bf16; 4 for s32, u32 and f32; 8 for s64, u64, f64 and c64;
-  16 for c128.
+- an element takes the bytes XLA stores it in (`ELEMENT_BYTES`).
 
 Per kernel, from raw node features: the tiled tensor is the last root op
 (column 0) that has a shape (columns 21-26; a tuple root has none), with its
 dims, its layout (`minor_to_major`, columns 134-139) and its element width
-(the one-hot of columns 2-20, in XLA's order: 2 invalid, 3 pred, 4 s8, 5 s16,
-6 s32, 7 s64, 8 u8, 9 u16, 10 u32, 11 u64, 12 f16, 13 f32, 14 f64, 15 bf16,
-16 c64, 17 c128, 18 tuple, 19 opaque, 20 token; the four that hold no array,
-and a node with no type set, count 4 bytes).
-The contraction is the last convolution (opcode 26) or dot (opcode 34), and
-its kernel tensor is the shape of its second operand.
+(the one-hot of columns 2-20). The contraction is the last convolution
+(opcode 26) or dot (opcode 34), and its kernel tensor is the shape of its
+second operand.
 
 Per configuration, from the raw config bounds (kernel 0-5, output 8-13, input 16-21):
 
@@ -37,10 +32,8 @@ Per configuration, from the raw config bounds (kernel 0-5, output 8-13, input 16
   and spatial dims (its dimension numbers, columns 99 and 101-104, or HWIO
   when the file has none), a dot's second-minor dim (K of (..., K, N)); else 1.
 
-`config_estimates` returns them as four model inputs, each on a scale near 1:
-log2(output_tiles) / 8, padded_share, log2(vmem_share) / 4, log2(reduction_steps) / 8.
-
-    columns = config_estimates(split)      # [configs, 4] float32, raw (unnormalized) split in
+`config_estimates` returns them as four model inputs, each on a scale near 1
+(`model_inputs`).
 """
 
 from __future__ import annotations
@@ -52,8 +45,8 @@ NUM_ESTIMATES = len(ESTIMATES)
 
 LANES, SUBLANES = 128, 8
 VMEM_BYTES = 16 * 2**20
-# One-hot column of node_feat -> bytes per element (module docstring); columns
-# 2 (invalid), 18 (tuple), 19 (opaque) and 20 (token) hold no array.
+# One-hot column of node_feat -> bytes per element; columns 2 (invalid),
+# 18 (tuple), 19 (opaque) and 20 (token) hold no array, so count the default.
 ELEMENT_BYTES = {
     3: 1,  # pred
     4: 1,  # s8

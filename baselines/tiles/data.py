@@ -3,16 +3,9 @@
 One npz file holds one kernel (a fused XLA subgraph) and every tile
 configuration measured for it. A split is stored here as a `TileSplit`: flat
 arrays for all kernels of the split concatenated, plus offsets, so that a split
-of 13 million configurations is a handful of numpy arrays rather than millions
-of Python objects, and so that the cache is a folder of `.npy` files that loads
-by memory-mapping instead of decompressing.
-
-    split = load_split("~/data/tpugraphs/npz/tile/xla/train", cache_dir="~/cache")
-    kernel = split.kernel(0)   # views into the flat arrays
-    kernel.tile_id, kernel.node_feat.shape, kernel.config_feat.shape
-
-Every file is validated (keys, dtypes, widths, edge ids, finiteness); a bad file
-raises `PipelineError` naming the file and the problem.
+of millions of configurations is a handful of numpy arrays rather than millions
+of Python objects, and its cache is a folder of `.npy` files that memory-maps.
+A bad file raises `PipelineError` naming the file and the problem.
 """
 
 from __future__ import annotations
@@ -39,8 +32,7 @@ from baselines.core.npz import read_npz
 
 CONFIG_FEAT_DIM = 24
 SPLITS = ("train", "valid", "test")
-# Bump when the cache layout or the validation rules change. 2: per-array
-# BLAKE2b checksums and shapes in meta.json.
+# Bump when the cache layout or the validation rules change.
 CACHE_FORMAT_VERSION = 2
 
 REQUIRED_KEYS = (
@@ -296,9 +288,8 @@ def read_files(
     """Reads and validates files in parallel.
 
     Parsing an npz file is mostly Python (zipfile, numpy headers) and holds the
-    GIL, so large splits are read by a pool of `spawn`ed processes, one per core,
-    in chunks; small ones by threads, which start instantly. Kernel order is the
-    file order either way.
+    GIL, so large splits are read by a pool of `spawn`ed processes, in chunks;
+    small ones by threads, which start instantly. Kernel order is file order.
     """
     workers = num_workers or os.cpu_count() or 1
     bar = tqdm.tqdm(total=len(files), desc=f"read {name}", unit="file", disable=not progress)
@@ -332,7 +323,7 @@ _ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "nam
 
 
 # Width and dtype of every cached array (None: the row count, checked against
-# the offsets). A cache whose arrays disagree is rebuilt, never used.
+# the offsets).
 _CACHE_LAYOUT = {
     "node_feat": ((None, NODE_FEAT_DIM), "float32"),
     "node_opcode": ((None,), "int32"),
@@ -357,14 +348,10 @@ _array_digest = array_cache.array_digest
 
 
 def save_split_cache(split: TileSplit, cache_path: Path) -> None:
-    """Writes a split as a folder of .npy files, atomically (temp folder, then rename).
+    """Writes a split as a cache folder, atomically (`array_cache.save_array_folder`).
 
-    `meta.json` records every array's shape, dtype and BLAKE2b checksum, which
-    every load checks (see `check_split_cache`). The folder's name is a
-    fingerprint of the source files, so processes that build the same cache at
-    once (sweep workers sharing --cache_dir) write the same content: the first
-    rename wins and the others drop their copy. A damaged folder already there
-    is moved aside first, or the first-writer-wins rename would keep it.
+    A damaged folder already there is moved aside first, or the
+    first-writer-wins rename would keep it.
     """
     cache_path.parent.mkdir(parents=True, exist_ok=True)
     if cache_path.exists() and check_split_cache(cache_path)[1] is not None:
@@ -399,11 +386,8 @@ def _structure_problem(arrays: dict[str, np.ndarray]) -> str | None:
 def check_split_cache(cache_path: Path, verify: bool = True) -> tuple[TileSplit | None, str | None]:
     """A cached split and None, or None and what is wrong with it (None, None: absent).
 
-    Always checked: meta.json, every array's header against its file size,
-    shapes and dtypes against meta.json and the fixed widths, and the offsets.
-    With `verify`, every array's BLAKE2b checksum too, unless a stamp written
-    by an earlier verification shows that no file changed since (see
-    `VERIFIED_STAMP`). Never raises on a damaged folder.
+    The checks are `array_cache.check_array_folder`'s, with the fixed widths
+    and the offsets. Never raises on a damaged folder.
     """
     loaded, problem = array_cache.check_array_folder(
         cache_path,
@@ -440,10 +424,6 @@ def load_split(
 
     A damaged cache (see `check_split_cache`) is rebuilt from the npz files,
     said in one line through `log` (default: print).
-
-    The cache key covers every file's resolved path, size, mtime and zip
-    directory (member CRC-32s), so editing, adding or removing a file never
-    reuses a stale cache.
     """
     split_dir = Path(split_dir).expanduser()
     name = name or split_dir.name
@@ -473,8 +453,7 @@ def data_identity(
 ) -> dict:
     """What a run's data was: the root, each split's files fingerprint, and their hash.
 
-    The fingerprints are the cache keys (paths, sizes, mtimes, zip
-    directories), so any change to a file gives a new identity.
+    The fingerprints are the cache keys, so any change to a file gives a new identity.
     """
     max_files = TOY_MAX_FILES if toy_data else None
     fingerprints = {s: files_fingerprint(list_split_files(root / s, max_files)) for s in splits}

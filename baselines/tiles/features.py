@@ -8,19 +8,10 @@ always 140 and 24 whatever data was loaded: a model trained on a subset is
 interchangeable with one trained on everything.
 
 Normalized node features carry six more columns after the 140
-(`NORMALIZED_NODE_DIM`): `layout_positions`, where each tensor dimension sits
-in the op's layout. The files hold the layout as `minor_to_major` (column
-134 + i names the dimension at position i); a per-dimension model needs the
-inverse, dimension d's position, beside d's shape and tile bound. Normalized
-config features carry four more after the 24 (`NORMALIZED_CONFIG_DIM`): the
-analytic estimates of `analytic.config_estimates` (output tiles, padding,
-VMEM share, reduction steps), already on a scale near 1. Models read the
-derived columns only when a kwarg asks for them.
-
-    stats = FeatureStats.fit(train.node_feat, train.config_feat)
-    json.dumps(stats.to_dict())                  # travels inside the run file
-    stats = FeatureStats.from_dict(d)
-    node_x = stats.normalize_nodes(kernel.node_feat)
+(`layout_positions`: a per-dimension model needs the inverse of the files'
+`minor_to_major`), config features four more after the 24 (the analytic
+estimates of `analytic.config_estimates`). Models read the derived columns
+only when a kwarg asks for them.
 """
 
 from __future__ import annotations
@@ -34,9 +25,8 @@ from baselines.tiles.analytic import NUM_ESTIMATES, config_estimates
 from baselines.tiles.data import CONFIG_FEAT_DIM, NODE_FEAT_DIM, TileSplit
 
 _MIN_STD = 1e-6
-# Rows per chunk when fitting and normalizing: a release-size train split has
-# 10M config rows, and whole-array temporaries (float64 logs, squared
-# deviations) of it took gigabytes at once.
+# Rows per chunk when fitting and normalizing: whole-array float64 temporaries
+# of a release-size train split (10M config rows) take gigabytes.
 CHUNK_ROWS = 1 << 18
 
 NUM_DIMS = 6
@@ -56,10 +46,8 @@ def layout_positions(node_feat: np.ndarray) -> np.ndarray:
 
     -1 for dimensions past the op's rank (the last non-zero shape dim), for
     tuples and scalars (no shape dims), and for a dimension the layout does not
-    name. Raw (unnormalized) node features in.
-
-        layout_positions(ops)   # shape [32, 1024, 6, 100], minor_to_major [1, 0, 3, 2]
-                                # -> [1, 0, 3, 2, -1, -1]: dim 1 is the most minor
+    name. Raw (unnormalized) node features in. E.g. minor_to_major [1, 0, 3, 2]
+    of a rank-4 op gives [1, 0, 3, 2, -1, -1]: dim 1 is the most minor.
     """
     shape = node_feat[:, SHAPE_COLUMN : SHAPE_COLUMN + NUM_DIMS] > 0
     rank = np.where(shape.any(axis=1), NUM_DIMS - np.argmax(shape[:, ::-1], axis=1), 0)
@@ -171,10 +159,8 @@ class FeatureStats:
     def normalize_split(self, split: TileSplit, estimates: bool = True) -> TileSplit:
         """A copy of the split with normalized float32 features and the derived columns.
 
-        Node features gain the layout positions, config features the analytic
-        estimates (which need each kernel's raw node and config features). With
-        `estimates` False those four columns are zeros: for models that do not
-        read them (`uses_estimates`), which saves computing them.
+        With `estimates` False the analytic columns are zeros, which saves
+        computing them for models that do not read them (`uses_estimates`).
         """
         _check_raw_width(split.node_feat)
         configs = np.zeros((split.config_feat.shape[0], NORMALIZED_CONFIG_DIM), np.float32)

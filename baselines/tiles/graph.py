@@ -12,18 +12,14 @@ into one GraphTensor with one component per kernel (what
 - edge sets `feed` (op -> op: source is the consumer u, target the producer v of
   each `edge_index` row [u, v], as in the baseline), `g_op` and `g_config`.
 
-Kernels with fewer than K configurations are padded, not dropped: the padding
-slots have `mask` 0 and every loss and metric ignores them (their label is -1,
-which TF-Ranking treats as "no item"). Sampling with replacement instead would
+Kernels with fewer than K configurations are padded, not dropped: every loss
+and metric ignores the padding slots. Sampling with replacement instead would
 repeat configurations and give them extra weight in the listwise loss.
 
 Batches are plain dicts of numpy arrays (`assemble_batch`) until they enter a
 `tf.function` whose input signature is `BATCH_SIGNATURE`; there
 `graph_from_batch` builds the GraphTensor. All dimensions are dynamic in the
 signature, so batches of any size share one trace.
-
-    batch = assemble_batch(split, [0, 1], [np.arange(5), np.array([0, 2])], num_configs=5)
-    graph = graph_from_batch({k: tf.constant(v) for k, v in batch.items()})
 """
 
 from __future__ import annotations
@@ -64,8 +60,7 @@ def assemble_batch(
 ) -> dict[str, np.ndarray]:
     """Merges kernels into one batch dict; config_slots[i] holds K indices (-1 = padding).
 
-    Slots are given per kernel (length <= num_configs; shorter ones are padded).
-    Work is per kernel, never per configuration.
+    Shorter slot lists are padded. Work is per kernel, never per configuration.
     """
     op_sizes, feed_sizes, node_parts, edge_parts = [], [], [], []
     config_rows, config_pad = [], []
@@ -113,9 +108,8 @@ def assemble_batch(
 def _component_ids(sizes: tf.Tensor) -> tf.Tensor:
     """[0, 0, 1, 2, 2, ...]: the component of each item, from per-component sizes."""
     ends = tf.cumsum(sizes)
-    # Item j belongs to the first component whose end exceeds j (empty components
-    # are skipped). Three ops: tf.repeat and row_splits_to_segment_ids (which
-    # calls it) add dozens, and dominated tracing time.
+    # Three ops: tf.repeat and row_splits_to_segment_ids (which calls it) add
+    # dozens, which dominate tracing time.
     return tf.searchsorted(ends, tf.range(tf.reduce_sum(sizes)), side="right", out_type=tf.int32)
 
 

@@ -2,15 +2,8 @@
 
 A tile model maps a batch of kernels (a GraphTensor, graph.py) to one score per
 configuration, [batch, num_configs], lower = predicted faster. A model is a
-join type times a backbone, as upstream's are:
-
-- `LateJoinModel`: message passing on ops only, pooled per kernel, then joined
-  with each config in the scoring head;
-- `EarlyJoinModel`: config features joined onto every op node first (states
-  [ops, configs, hidden]), then message passing, pooled per kernel;
-- `ConvStack`: the backbone of `num_layers` convolutions of `conv_class`.
-
-Each constructor takes the kwargs of the parts it builds and passes the rest
+join type (`LateJoinModel`, `EarlyJoinModel`) times a backbone (`ConvStack`),
+as upstream's are. Each constructor takes the kwargs of the parts it builds and passes the rest
 on (`**kwargs`); a model's kwargs are all of those (`core.model_lookup`).
 """
 
@@ -35,7 +28,7 @@ class TileModel(CostModel):
     """
 
     # Saved models keep only the class name and its config (no traced functions,
-    # see run_files.py); Keras finds the class by "tpugraphs_tiles>MLP", ...
+    # see model_builder.restore_model); Keras finds the class by "tpugraphs_tiles>MLP", ...
     keras_package = "tpugraphs_tiles"
     # Whether the model reads the analytic estimates (prediction computes them then).
     analytic_inputs = False
@@ -57,7 +50,6 @@ class TileModel(CostModel):
         self.activation = activation
         self.dropout_rate = dropout
         self.final_mlp_layers = final_mlp_layers
-        # Pooling of op states per kernel: TF-GNN reductions joined by "+", concatenated.
         self.pool = KernelPooling(reductions(reduction))
         self.reductions = self.pool.reductions
         self.op_encoder = OpEncoder(num_ops, op_embedding_dim, hidden_dim, activation)
@@ -138,9 +130,8 @@ class LateJoinModel(TileModel):
     """Op-only message passing, pooled per kernel, then joined with each config.
 
     `config_dim`: width of the layers applied once per configuration (default
-    `hidden_dim`). `analytic_inputs`: the analytic estimates join each config's
-    features. A subclass overrides `message_passing` and lists its layers in
-    `message_passing_layers()`, so `build` creates them; it may set
+    `hidden_dim`). A subclass overrides `message_passing` and lists its layers
+    in `message_passing_layers()`, so `build` creates them; it may set
     `config_encoder` (re-encodes the configs beside the op states) or
     `kernel_gate` and `config_projection` (a kernel x config product term).
     """
@@ -187,9 +178,8 @@ class LateJoinModel(TileModel):
         configs = config_features(graph, num_configs)  # [b, k, 24]
         if self.config_encoder is not None:
             configs = self.config_encoder(graph, states, configs)
-        if self.analytic_inputs:  # the analytic estimates beside the learned encoding
+        if self.analytic_inputs:
             configs = tf.concat([configs, analytic_features(graph, num_configs)], axis=-1)
-        # The head's input is [kernel_states ; configs (; interaction)] per config.
         if self.kernel_gate is not None:
             gate = self.kernel_gate(kernel_states)  # [b, d]
             return self.head.score_gated(

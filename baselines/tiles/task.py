@@ -1,26 +1,11 @@
 """The tile:xla task: its training flags, how a sweep summarizes its runs, its evaluation table.
 
-    args = TrainArgs(model="LateJoinGAT", toy_data=True)
-    args.run_hash()        # md5 of the sorted JSON of every field
-    args.validate()        # PipelineError on a bad model, loss spec, kwargs, test mode
-    sweep = core_sweeps.load_sweep(TILE_SWEEPS, "paper")   # or "seeds", or "FILE.json"
-    rows = error_table(raw_valid, {"model_a": scores_a, "ensemble": ensemble_scores(members)})
-
-`TrainArgs`: every tiles_train.py flag. Defaults are the public baseline's;
-`seed`, `optimizer`, `weight_decay`, `lr_schedule`, `warmup_epochs`,
-`sampling` and `max_train_steps` are new, and at their defaults they train
-exactly as the baseline does; `eval_every` is upstream's (validate every N
-epochs and after the last one). Each field's help is the flag's one
-description (tiles_train.py --help and docs/usage.md are made from it).
-
-`TILE_SWEEPS`: the tile parts of `baselines/core/sweeps.py` (the paper's grid,
-what a run's summary shows, its order); `tiles_beam_experiments.py` runs each
-`TrainArgs` as one element of an Apache Beam pipeline.
-
-`error_table`: top-K errors of saved models and of their ensemble, overall and
-per program. A row is one (model, program) pair; program "ALL" is every
-kernel. Programs are the file-name prefixes before the trailing hash
-("benchmarks" upstream). Nothing here imports TensorFlow or Beam.
+`TrainArgs`: every tiles_train.py flag. Defaults are the public baseline's, and
+the flags the baseline lacks train exactly as it does at their defaults.
+`TILE_SWEEPS`: the tile parts of `baselines/core/sweeps.py`. `error_table`:
+top-K errors of saved models and of their ensemble, overall and per program
+(the file-name prefixes before the trailing hash, "benchmarks" upstream).
+Nothing here imports TensorFlow or Beam.
 """
 
 from __future__ import annotations
@@ -139,8 +124,8 @@ class TrainArgs(ArgsRecord):
     def validate(self) -> None:
         """Checks everything that can be checked before loading data.
 
-        `check_flags` (no TensorFlow), then builds the model once, so that the
-        kwargs' values are checked by its constructor.
+        `check_flags`, then builds the model once, so that the kwargs' values
+        are checked by its constructor.
         """
         self.check_flags()
         # Imported here so that importing TrainArgs stays free of TensorFlow.
@@ -402,11 +387,8 @@ def train(args: TrainArgs, *, progress: bool = True, log=print, strategy=None) -
 
 
 # The paper's hyperparameter grid (TpuGraphs paper, Table 5), as the
-# upstream sweep `tiles_beam_experiments.py` spells it: every (model, kwargs)
-# row below is crossed with every combination of PAPER_TRAINING_AXES, in
-# upstream's loop order (model, loss, run id, clip norm, learning rate).
-# Model kwargs keep upstream's names (num_gnns, op_embed_dim, mlp_layers; see
-# model_builder.UPSTREAM): the rows are upstream's, all 20 of them.
+# upstream sweep `tiles_beam_experiments.py` spells it, in upstream's loop
+# order. Model kwargs keep upstream's names (see model_builder.UPSTREAM).
 PAPER_BASE_FLAGS: dict[str, Any] = {
     "out_dir": "~/out/tpugraphs_tiles/beam",
     "test_mode": "metrics",
@@ -459,10 +441,7 @@ def paper_sweep() -> Sweep:
 
 
 def summarize(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A tile run record's summary fields: validation top-K errors, best validated OPA, epochs.
-
-    summarize(record)["val_error"] == {"1": 0.31, "5": 0.12, "10": 0.05}
-    """
+    """A tile run record's summary fields: validation top-K errors, best validated OPA, epochs."""
     # None marks epochs without validation (--eval_every > 1).
     val_opa = [v for v in record.get("train_curve", {}).get("val_opa", []) if v is not None]
     val_opa = val_opa or [math.nan]

@@ -3,15 +3,6 @@
 Layers read a GraphTensor with node set `op` (`op`: opcode, `feats`: node
 features) and edge set `feed` (op -> op: the consumer to the op it reads),
 which the tile and the layout graphs share.
-
-- `op_encoder`: opcode embedding + node features -> op node states.
-- `sage`: GraphSAGE-style convolution over both directions of `feed`, tied or per-direction.
-- `res_gcn`: residual GCN convolution over both directions of `feed`, tied or per-direction.
-- `cheb`: Chebyshev spectral convolution (ChebNet) on the symmetrized op graph.
-- `gat`: GATv2 attention over both directions of `feed`, residual + LayerNorm.
-- `pointwise`: a Dense layer for inputs of any rank through one MatMul.
-- `readout`: pooling op states per graph and the per-config scoring head.
-- `graph_ops`: sparse adjacency matrices of `feed` and propagation over them.
 """
 
 from baselines.core.layers.cheb import ChebConv

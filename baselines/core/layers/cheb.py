@@ -13,12 +13,10 @@ def scaled_laplacian(graph: tfgnn.GraphTensor) -> tf.SparseTensor:
     """Sparse L~ = 2 L / lambda_max - I = -D^-1/2 A D^-1/2 with lambda_max = 2.
 
     L = I - D^-1/2 A D^-1/2 is the normalized Laplacian of the undirected op
-    graph: A = P + P^T for P the `feed` edges (a repeated edge counts as often
-    as it appears, as in SAGEConv and ResGCNConv), self loops dropped, as
-    PyG's `get_laplacian` drops them. An isolated op has degree 0 and an
-    all-zero row in D^-1/2 A D^-1/2, so its row of L is the identity's and its
-    row of L~ is zero. Edges never cross kernels, so in a packed batch every
-    kernel's block is its own Laplacian.
+    graph: A = P + P^T for P the `feed` edges, self loops dropped, as PyG's
+    `get_laplacian` drops them. An isolated op's row of L~ is zero. Edges
+    never cross kernels, so in a packed batch every kernel's block is its own
+    Laplacian.
     """
     adj = graph.edge_sets["feed"].adjacency
     not_loop = tf.cast(tf.not_equal(adj.source, adj.target), tf.float32)
@@ -40,9 +38,6 @@ class ChebConv(tf.keras.layers.Layer):
     up to K - 1 hops. The activation is None (linear, as in PyG) unless given.
     Works on [n, d] and on early-join states [n, k, d] (the config axis rides
     along: one sparse matmul per order for all configurations).
-
-        conv = ChebConv(units=64, order=3, activation="leaky_relu")
-        states = conv(graph, states)   # [n, d] -> [n, 64], [n, k, d] -> [n, k, 64]
     """
 
     def __init__(self, units: int, order: int = 3, activation=None, **kw):

@@ -14,12 +14,9 @@ class HeadLogits(tf.keras.layers.EinsumDense):
 
     TF-GNN's `GATv2Conv` computes this with `EinsumDense("...ik,ki->...i")`;
     this is that layer (same `kernel` variable, name and shape, so saved
-    models load unchanged) computing it as one multiply and one sum. On CPU,
-    TensorFlow's einsum kernel took about 0.3 ms a call on the few hundred
-    edges of a tile batch, 18 calls a train step (forward and backward of 3
-    blocks x 2 directions): about a tenth of the step (docs/performance.md).
-
-        logits = HeadLogits("...ik,ki->...i", output_shape=(heads,))(features)  # [e, heads]
+    models load unchanged) computing it as one multiply and one sum, because
+    TensorFlow's CPU einsum kernel is slow on a tile batch's few hundred edges
+    (docs/performance.md).
     """
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
@@ -44,9 +41,6 @@ class GATv2Block(tf.keras.layers.Layer):
     a `feed` edge runs from consumer to producer), each with `num_heads` heads
     of `units // num_heads` channels, concatenated. Each direction has its own
     weights: upstream's `directed=True`.
-
-        block = GATv2Block(units=64, num_heads=4, dropout=0.1)
-        states = block(graph, states)  # [num_ops, 64]
     """
 
     def __init__(self, units: int, num_heads: int, dropout: float = 0.0, **kw):

@@ -13,9 +13,6 @@ class OpEncoder(tf.keras.layers.Layer):
 
     The embedding table has `vocab_size` rows fixed up front (every uint8 opcode),
     so its shape never depends on the opcodes present in the data.
-
-        encoder = OpEncoder(vocab_size=256, embedding_dim=64, hidden_dim=64)
-        states = encoder(graph)        # [num_ops, 64]
     """
 
     def __init__(

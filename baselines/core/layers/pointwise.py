@@ -9,15 +9,11 @@ class PointwiseDense(tf.keras.layers.Dense):
     """Computes `act(x W + b)` on the last axis of `x`, for x of rank 2 or more.
 
     Same variables and results as `tf.keras.layers.Dense`. For rank > 2 Keras
-    goes through `tf.tensordot`, whose shape bookkeeping added a few dozen ops
-    per layer and made up a third of the time to trace a model with early-join
-    states [ops, configs, hidden]; here the input is viewed as a matrix, so one
-    MatMul and two reshapes do the work. The bias is added after the reshape
-    back, which keeps the MatMul a plain one (a fused MatMul + BiasAdd is
-    compiled anew for every call shape on oneDNN CPU builds).
-
-        dense = PointwiseDense(64, activation="relu")
-        out = dense(states)            # [n, k, 24] -> [n, k, 64]
+    goes through `tf.tensordot`, whose shape bookkeeping adds dozens of ops per
+    layer and slows tracing; here one MatMul and two reshapes do the work. The
+    bias is added after the reshape back, which keeps the MatMul a plain one
+    (a fused MatMul + BiasAdd is compiled anew for every call shape on oneDNN
+    CPU builds).
     """
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:

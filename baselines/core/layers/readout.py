@@ -29,9 +29,6 @@ class KernelPooling(tf.keras.layers.Layer):
 
     Works on [n, d] (gives [b, d * len(reductions)]) and on [n, k, d]
     (gives [b, k, d * len(reductions)]).
-
-        pool = KernelPooling(("sum", "max"))
-        kernel_states = pool(graph, op_states)
     """
 
     def __init__(self, reductions: Sequence[str] = ("sum",), **kw):
@@ -53,11 +50,7 @@ class KernelPooling(tf.keras.layers.Layer):
 
 
 class ConfigScoringHead(tf.keras.layers.Layer):
-    """Maps [b, k, d] joint kernel/config states to [b, k] scores with an MLP.
-
-    head = ConfigScoringHead(hidden_dims=(64, 64))
-    scores = head(joint_states)    # lower = predicted faster
-    """
+    """Maps [b, k, d] joint kernel/config states to [b, k] scores (lower = faster) with an MLP."""
 
     def __init__(self, hidden_dims: Sequence[int], activation="leaky_relu", dropout=0.0, **kw):
         super().__init__(**kw)
@@ -111,14 +104,8 @@ class ConfigScoringHead(tf.keras.layers.Layer):
         kernel_states [b, dk], config_states [b, k, dc], gate [b, u] (one per
         kernel), `projection` a linear PointwiseDense(u). The gated term is
         linear in the config, so the first layer's config side folds into one
-        matrix per kernel, M_b = W_config + P diag(gate_b) W_gated ([dc, h],
-        dc * u * h multiply-adds per kernel); each config then pays dc * h
-        instead of dc * u + (dc + u) * h. That is cheaper once a kernel has
-        more than dc * h / (dc + h) configs (88 at the recommended widths 280
-        and 128): ranking's calls of up to 4096 configs. Smaller calls, such as
-        training's 64 configs per kernel, take the unfolded path.
-
-            scores = head.score_gated(kernel_states, configs, gate, projection)
+        matrix per kernel, M_b = W_config + P diag(gate_b) W_gated, when that
+        pays (`folding_pays`: ranking's large calls, not training's).
         """
         if projection.activation is not tf.keras.activations.linear:
             raise ValueError("score_gated needs a linear projection (activation None)")

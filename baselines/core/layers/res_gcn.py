@@ -19,10 +19,7 @@ class ResGCNConv(tf.keras.layers.Layer):
     `h + act(W_prod N P h + W_cons N P^T h + W_self N h)` with `N x = D^-1/2 x
     D^-1/2` and P the producer adjacency (A = P + P^T), as upstream's directed
     ResGCN applies separate forward, reverse and self transforms; tied weights
-    give back the undirected layer.
-
-        conv = ResGCNConv(units=64)    # units must equal the state width
-        states = conv(graph, states)
+    give back the undirected layer. `units` must equal the state width.
     """
 
     def __init__(self, units: int, activation="leaky_relu", directed: bool = False, **kw):

@@ -21,12 +21,8 @@ class SAGEConv(tf.keras.layers.Layer):
     With `directed=True` the neighbour term is split by direction, each part
     with its own weights: `W_self h_v + W_prod sum_{producers} h_u / deg(v) +
     W_cons sum_{consumers} h_u / deg(v)` (deg = producers + consumers), so the
-    layer can tell an op's inputs from its users. Tied weights (W_prod = W_cons)
-    give back the undirected layer; this is upstream's `directed` (its ResGCN
-    uses separate forward, reverse and self MLPs).
-
-        conv = SAGEConv(units=64)                 # or SAGEConv(64, directed=True)
-        states = conv(graph, states)
+    layer can tell an op's inputs from its users (upstream's `directed`).
+    Tied weights (W_prod = W_cons) give back the undirected layer.
     """
 
     def __init__(

@@ -1,8 +1,6 @@
 """The layers tile models use: the shared ones (`baselines.core.layers`) and their own.
 
-- `config_encoder`: per-dimension config tokens beside the kernel's matching dims.
-
-The shared layers are importable from here too, as models.py always imported them.
+The shared layers are importable from here too, as models.py imports them.
 """
 
 from baselines.core.layers import (

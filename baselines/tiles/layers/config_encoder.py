@@ -17,8 +17,8 @@ from baselines.tiles.features import (
 # Config columns of dim d: kernel (d), output (8 + d) and input (16 + d) bounds.
 BOUND_GROUPS = (0, 8, 16)
 # What a token learns of the layout: "minor_to_major" (file column 134 + d, the
-# dimension at position d: models before `dim_layout` existed) or "position"
-# (dimension d's own position, 0 = most minor; features.layout_positions).
+# dimension at position d) or "position" (dimension d's own position, 0 = most
+# minor; features.layout_positions).
 DIM_LAYOUTS = ("minor_to_major", "position")
 
 
@@ -28,9 +28,7 @@ def distinct_rows(group: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Te
     group [n] int32, values [n, m] float32, compared by their bits. One
     1-D unique per column on (number so far << 32 | the column's bits), each
     number < n: cheaper than one UniqueV2 over [n, 1 + m] rows (docs/performance.md).
-
-        first, index = distinct_rows(group, values)
-        # values[first][index] == values; group[first][index] == group
+    values[first][index] == values.
     """
     index = tf.cast(group, tf.int64)
     bits = tf.bitwise.bitwise_and(tf.cast(tf.bitcast(values, tf.int32), tf.int64), 0xFFFFFFFF)
@@ -55,12 +53,9 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
     message-passing states: the model learns which op's output is
     the tiled tensor (usually a non-tuple root, but not in every real kernel).
     With `num_heads` > 1, each head attends on its own, so a token can also see
-    an operand's dims beside the output's.
-    A shared MLP maps every token; the output is
-    `[sum_d MLP(token_d) ; max_d MLP(token_d) ; config features]`.
-
-        encoder = PerDimConfigEncoder(units=64)
-        encoded = encoder(graph, op_states, configs)  # [b, k, 24] -> [b, k, 2 * 64 + 24]
+    an operand's dims beside the output's. A shared MLP maps every token; the
+    output is `[sum_d MLP(token_d) ; max_d MLP(token_d) ; config features]`,
+    [b, k, 2 * units + 24].
     """
 
     def __init__(
@@ -106,14 +101,10 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
 
         bounds [b, k, 6, 3], kernel_dims [b, 6, 2 * heads] -> [6, b, k, units]:
         dimension-major, so that pooling over the dims reduces the outer axis
-        (contiguous rows, vectorized; a reduction over the middle axis of
-        [b, k, 6, units] took twice as long and was most of the ranking's time).
-        A token's input is [its 3 bounds ; its kernel's dims and layout for d ;
-        one-hot d]: only the bounds vary between a kernel's configs, and they
-        reuse few values per dimension (distinct tokens: 1.2% of all in the 8
-        real sample kernels, 3.9% in a synthetic test split), so the MLP runs
-        on the distinct (kernel, d, bounds) rows and the results are gathered
-        back. The same function of the same inputs, up to float rounding.
+        (contiguous rows; a reduction over the middle axis is much slower).
+        Only the bounds vary between a kernel's configs, and they reuse few
+        values per dimension, so the MLP runs on the distinct (kernel, d,
+        bounds) rows and the results are gathered back.
         """
         shape = tf.shape(bounds)
         # Row key: kernel * 6 + d, then the bounds (exact equality of their bits).
