@@ -36,14 +36,15 @@ demo: install
 		--allow_missing --inputcsv=$(DEMO_OUT)/predictions_output_model.csv,$(DEMO_LAYOUT_CSV) \
 		--output=$(DEMO_OUT)/predictions_kaggle.csv
 
-# Everything (what CI runs).
+# Everything (what CI runs), in two worker processes (pytest-xdist): many tests
+# wait on a subprocess or on Python, so two workers keep both cores busy.
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 # The edit loop: every test but those marked slow (subprocess runs, several
 # processes, Beam, the walkthroughs); about 3.5 minutes on 2 cores.
 test-fast: install
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n 2 -m "not slow"
 
 # A model of your own in baselines/tiles/models.py: one toy epoch, then predictions.
 #   make check-model MODEL=StudentSAGE KWARGS='{"mix_dim": 16}'
