@@ -559,7 +559,7 @@ def bench_one(collection: str, size: str, args: argparse.Namespace, work: Path) 
 
 def growth_plot(results: dict[str, dict[str, dict]]):
     """The figure of layout_scale_growth.png: the first collection with two sizes or more."""
-    from baselines.core import plots
+    import bench_figures
 
     for collection, by_size in results.items():
         k = growth(by_size)
@@ -570,7 +570,9 @@ def growth_plot(results: dict[str, dict[str, dict]]):
         series = {label: [table[s][label] for s in sizes] for label in k}
         units = {label: "MB" if "MB" in label else "s" for label in series}
         x = [by_size[s]["load"]["node_configs"] for s in sizes]
-        return plots.growth_figure(x, series, units, f"{collection}: kept nodes x configurations")
+        return bench_figures.growth_figure(
+            x, series, units, f"{collection}: kept nodes x configurations"
+        )
     return None
 
 

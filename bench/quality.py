@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # this process scores the saved models
 
+import bench_figures
 import selection
 from quality_report import markdown_table, pm
 from quality_report import names as _names
@@ -287,7 +288,7 @@ def lowo_markdown(bench: Benchmark, rows: list[dict], overall: str, valid: dict)
 
 
 def figure_result(bench: Benchmark, per_world: dict, split: str) -> dict:
-    """The shape `plots.quality_figures` reads: results["world|recipe"][split]."""
+    """The shape `bench_figures.quality_figures` reads: results["world|recipe"][split]."""
     results = {}
     for world, by_recipe in per_world.items():
         for name, summary in by_recipe.items():
@@ -367,7 +368,9 @@ def main() -> int:
     atomic_write_text(bench.out / "quality.json", json.dumps(result, indent=1) + "\n")
     text = summary_markdown(bench, valid, "val")
     atomic_write_text(bench.out / "quality.md", text)
-    per_program, ablation = plots.quality_figures(figure_result(bench, valid, "valid"), "valid")
+    per_program, ablation = bench_figures.quality_figures(
+        figure_result(bench, valid, "valid"), "valid"
+    )
     plots.save_png(per_program, bench.out / "quality_per_program.png")
     plots.save_png(ablation, bench.out / "quality_ablation.png")
     print(text)
@@ -385,7 +388,7 @@ def main() -> int:
     atomic_write_text(bench.out / "lowo.json", json.dumps(lowo, indent=1) + "\n")
     text = lowo_markdown(bench, rows, overall, valid)
     atomic_write_text(bench.out / "lowo.md", text)
-    plots.save_png(plots.lowo_figure(rows), bench.out / "lowo.png")
+    plots.save_png(bench_figures.lowo_figure(rows), bench.out / "lowo.png")
     print(text)
     return 0
 

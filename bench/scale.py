@@ -61,6 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import bench_figures
 import run_bench  # the measuring helpers: a fresh process per step, its wall time and peak RSS
 import tile_profile  # the train step part by part, and a run's epoch figures
 from bench_common import SIZE_ORDER, SIZES, growth_exponents
@@ -531,7 +532,7 @@ def growth_plot(results: dict):
         label: "MB" if "MB" in label else "GFLOP" if "GFLOP" in label else "s" for label in series
     }
     configs = [results[s]["load"]["configs"] for s in sizes]
-    return plots.growth_figure(configs, series, units, "configurations (3 splits)")
+    return bench_figures.growth_figure(configs, series, units, "configurations (3 splits)")
 
 
 def targets(results: dict, k: dict) -> list[tuple[str, str, str]]:
