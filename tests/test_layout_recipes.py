@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from pathlib import Path
 
@@ -35,22 +36,30 @@ def test_baseline_recipe_is_upstreams_defaults_on_whole_graphs():
 
 
 def test_train_kwargs_name_every_training_parameter_but_where_and_how_it_runs():
-    """layout_train.py and bench/layout_toy.py pass train_kwargs() whole: a
-    parameter of train_layout missing there would silently keep its default.
-    Left out: the graphs and model, what only says where files go and on
-    which devices (progress, out_dir, strategy, backup_dir, tb_dir, hparams, log), and
-    final_validation, which only a benchmark that scores the splits itself
-    turns off."""
+    """bench/layout_toy.py passes train_kwargs() to train_layout, which makes its
+    LayoutTrainArgs from them: a training flag missing there would silently keep
+    its default. Every field not listed below (what the data, the model and the
+    files are, all read before training) must come through."""
     from baselines.layout.run_data import load_run_split
-    from baselines.layout.task import train_layout
 
-    args = LayoutTrainArgs(keep_nodes=7, epochs=3, seed=4)
-    wanted = set(inspect.signature(train_layout).parameters) - {
-        "train_graphs", "valid_graphs", "model", "progress", "out_dir",
-        "strategy", "backup_dir", "tb_dir", "hparams", "log", "final_validation",
+    not_training = {
+        "source", "search", "model", "model_kwargs_json", "data_root", "toy_data",
+        "out_dir", "cache_dir", "max_configs", "prune_hops", "drop_duplicates",
     }  # fmt: skip
-    assert set(args.train_kwargs()) == wanted
-    assert args.train_kwargs()["keep_nodes"] == 7
+    defaults = LayoutTrainArgs()
+    changed = {}
+    for field in dataclasses.fields(LayoutTrainArgs):
+        value = getattr(defaults, field.name)
+        if field.name in not_training:
+            continue
+        if isinstance(value, bool):
+            changed[field.name] = not value
+        elif isinstance(value, (int, float)) or value is None:
+            changed[field.name] = (value or 0) + 3
+        else:
+            changed[field.name] = value + ",MSE:1"
+    args = LayoutTrainArgs(**changed)
+    assert LayoutTrainArgs(**args.train_kwargs()) == args
     split = set(inspect.signature(load_run_split).parameters) - {"folder", "training", "log"}
     assert set(args.split_kwargs()) == split
 
