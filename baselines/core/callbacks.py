@@ -1,9 +1,4 @@
-"""The callbacks every run's fit has: progress, per-epoch timings, the learning rate.
-
-- `StepProgress`: a tqdm bar per epoch that counts steps as they run;
-- `EpochTimer`: each epoch split into training, validation and callback seconds;
-- `LearningRateLogger`: the learning rate as a TensorBoard scalar per epoch.
-"""
+"""The callbacks every run's fit has: progress, per-epoch timings, the learning rate."""
 
 from __future__ import annotations
 
@@ -19,8 +14,6 @@ class StepProgress(tf.keras.callbacks.Callback):
     tqdm's own Keras callback counts one step per batch callback; with several
     steps per call (`compile_trainer`) Keras reports the last step's index
     instead, so this bar advances by the steps actually run.
-
-        trainer.fit(..., callbacks=[StepProgress("train LateJoinGAT")])
     """
 
     def __init__(self, desc: str):
@@ -59,16 +52,10 @@ class StepProgress(tf.keras.callbacks.Callback):
 class EpochTimer(tf.keras.callbacks.Callback):
     """Wall seconds of each epoch's parts: training steps, validation, and the callbacks after.
 
-    `train_s[i]` runs from epoch i's start to its validation (or its end), so
-    the first epoch's holds the tracing of the train step; `val_s[i]` is 0.0
-    for an epoch that does not validate; `callbacks_s[i]` runs from the
-    epoch's end to the next epoch's start (the other callbacks' end-of-epoch
-    work: backup, logs). Listed first, it sees the others' work as its own
-    `callbacks_s`.
-
-        timer = EpochTimer()
-        trainer.fit(..., callbacks=[timer, ...])
-        steady = statistics.median(timer.train_s[1:])
+    The first epoch's `train_s` holds the tracing of the train step; `val_s`
+    is 0.0 for an epoch that does not validate; `callbacks_s[i]` runs from
+    epoch i's end to the next one's start. Listed first, it sees the other
+    callbacks' end-of-epoch work (backup, logs) as its own `callbacks_s`.
     """
 
     def __init__(self):

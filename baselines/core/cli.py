@@ -1,13 +1,8 @@
 """Argument parsers of the entry scripts: no abbreviations, defaults in --help, one-line errors.
 
-    parser = entry_parser(__doc__)
-    parser.add_argument("--epochs", type=int, default=100, help="maximum epochs")
-    add_field_flags(parser, TrainArgs, default=lambda f: f.default)
-
 argparse accepts any unique prefix of a flag by default (`--epoch=5` for
 `--epochs`); absl, which upstream's scripts use, does not, and a typo that
-silently lands on another flag is worse than an error. A misspelt flag is
-refused in one line that names the closest known flag. TensorFlow-free, so
+silently lands on another flag is worse than an error. TensorFlow-free, so
 scripts can refuse bad flags before the slow import.
 """
 

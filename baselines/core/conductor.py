@@ -1,20 +1,9 @@
 """The conductor: one training run of any collection, from its flags to its saved files.
 
-`train_run` is handed a collection's task (`Task`) and builds nothing of the
-collection's own: the task reads the data, batches it, builds the model and
-evaluates it. The conductor does what every run does alike, in this order:
-
-1. checks the flags before any data is read, and sets the seeds;
-2. removes what a killed run left half-written (chief only);
-3. has the task load the data, names the run (`choose_run_hash`) and caps
-   `--configs` at the most that any train graph has;
-4. fits the model (`fit_model`, through `core.runner.fit_run`, which owns early
-   stopping, resume, weight averaging, TensorBoard and tf.distribute);
-5. has the task evaluate it, saves the model and its record as one unit
-   (`core.saved_model.save_finished_run`), and has the task write what follows
-   from them (a results CSV).
-
-    record = train_run(TileTask(), TrainArgs(model="MLP", toy_data=True))
+`train_run` is handed a collection's task (`Task`), which reads the data,
+batches it, builds the model and evaluates it; the conductor does what every
+run does alike: checks the flags before any data is read, names the run,
+fits the model (through `core.runner.fit_run`) and saves it with its record.
 """
 
 from __future__ import annotations
@@ -122,13 +111,11 @@ def _claimed_identities(out_dir: Path, run_hash: str) -> list[str | None]:
 def choose_run_hash(args: Any, out_dir: Path, loaded: Loaded) -> tuple[str, str]:
     """The hash that names this run's files, and why when it is not `args.run_hash()`.
 
-    The baseline's hash (md5 of the sorted JSON of the args) while the files under
-    it are of the same data (or there are none yet): a rerun on the same data
-    replaces or resumes its run. When they hold another data set's run (or
-    one whose data is unknown: older files), or when the toy set stands in for
-    a missing data root, the data identity joins the args in the hash, so
+    The args' hash while the files under it are of the same data (or there
+    are none yet): a rerun on the same data replaces or resumes its run. When
+    they hold another or unknown data set's run, or when the toy set stands in
+    for a missing data root, the data identity joins the args in the hash, so
     runs on different data never share a model, run file or TensorBoard folder.
-    A task that gives no identity names runs by their args alone.
     """
     base = args.run_hash()
     if loaded.identity is None:
@@ -194,8 +181,7 @@ def fit_model(
     """Fits `model` (default: the task builds it under the strategy's scope) on `loaded`.
 
     The model's variables are created under the strategy's scope, after the
-    seeds are set: pass an unbuilt model. Resume (`backup_dir`), TensorBoard
-    (`tb_dir`, `hparams`), early stopping and weight averaging are `fit_run`'s.
+    seeds are set: pass an unbuilt model.
     """
     replicas = strategy.num_replicas_in_sync
     configs = capped_configs(args.configs, task.most_configs(loaded), task.unit, log)
@@ -288,7 +274,7 @@ def train_run(
         **loaded.facts,
         **fitted.record_fields(strategy.num_replicas_in_sync),
     }
-    if not chief:  # the chief evaluates and saves
+    if not chief:
         log(f"trained {args.model} as a worker; the chief evaluates and saves the run")
         return {**record, "chief": False}
     evaluation, outputs = task.evaluate(args, fitted.model, loaded, record, progress, log)

@@ -1,11 +1,7 @@
 """The base of every cost model: scores [graphs, configurations], lower = predicted faster.
 
-Both collections' model bases derive from `CostModel`. It registers each
-subclass with Keras under its class name (in the collection's
-`keras_package`), keeps `num_configs` and `num_ops`, and gives the config
-that rebuilds a model: every constructor kwarg with its value, defaults
-resolved (`model_lookup.constructor_kwargs`), so `Class.from_config(config)`
-is the model as it was built.
+Both collections' model bases derive from `CostModel`, so a saved model of
+either is rebuilt by `Class.from_config(config)` as it was built.
 """
 
 from __future__ import annotations

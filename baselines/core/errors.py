@@ -1,9 +1,8 @@
 """One error type for every bad input the pipeline can meet, and the CLI wrapper.
 
 Library code raises `PipelineError` with a message that says which file (or
-flag) is wrong, what is wrong with it, and what to do. Entry scripts wrap their
-`main` in `run_cli`, which turns the error into one line on stderr and exit
-status 2, with no traceback.
+flag) is wrong, what is wrong with it, and what to do; the user sees that
+line and no traceback.
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ class PipelineError(Exception):
 
 def run_cli(main: Callable[[], int | None], fast_exit: bool = False) -> NoReturn:
     """Runs `main`, mapping `PipelineError` to one stderr line and exit code 2.
-
-    A closed stdout pipe (`script | head`) ends quietly with status 0.
 
     With `fast_exit`, a successful run ends with `os._exit` once stdout and
     stderr are flushed: TensorFlow's interpreter teardown takes about a second

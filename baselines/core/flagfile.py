@@ -3,12 +3,8 @@
 A flagfile holds one `--flag=value` per line; blank lines and lines starting
 with `#` or `//` are ignored, and `--flagfile=OTHER` inside one includes
 another (a relative OTHER is read from the including file's folder). On a
-command line, `--flagfile=FILE` is replaced by the file's flags
-where it stands, so flags after it override it and flags before it are
-overridden by it (the last occurrence of a flag wins).
-
-    argv = expand_flagfiles(["--flagfile=configs/recommended.flags", "--epochs=5"],
-                            known_flags={"epochs", "model", ...})
+command line, `--flagfile=FILE` is replaced by the file's flags where it
+stands, so the last occurrence of a flag wins.
 """
 
 from __future__ import annotations

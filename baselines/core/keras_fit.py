@@ -2,26 +2,8 @@
 
 Keras carries the loop (epochs, validation, callbacks, tf.distribute); this module
 adds only what is particular to ranking configurations of graphs (tile kernels
-or whole layout programs):
-
-- `RankingTrainer`: a Keras model around a cost model whose `train_step` and
-  `test_step` apply a ranking loss to [graphs, configs] score lists and report
-  the loss, the pooled OPA (`PooledOPA`) and top-K errors.
-- `BatchSource`: what the batches are drawn from: each item's configuration
-  count and how a batch of items and configuration slots is assembled.
-- `EpochBatches`: a source's batches, epoch after epoch, each epoch drawn from
-  its own seed (so a resumed run draws what an uninterrupted one would) and
-  split into per-replica batches for `Strategy.distribute_datasets_from_function`.
-- `compile_trainer`: Keras `compile` running `STEPS_PER_EXECUTION` steps per
-  call of the compiled train (and eval) function.
-
-The conductor that fits a trainer (early stopping, resume, weight averaging,
-TensorBoard, progress) is `baselines.core.runner`.
-
-    trainer = RankingTrainer(tile_model, loss_fn, num_configs=10, to_graph=graph_from_batch)
-    trainer.compile(optimizer=tf.keras.optimizers.Adam())
-    trainer.fit(train_batches.dataset(), epochs=5, steps_per_epoch=train_batches.steps,
-                validation_data=val_batches.dataset(), validation_steps=val_batches.steps)
+or whole layout programs). Early stopping, resume and the rest of a run are
+`baselines.core.runner`.
 """
 
 from __future__ import annotations
@@ -61,9 +43,6 @@ class PooledOPA(tf.keras.metrics.Metric):
 
     Both counts are summed over batches (and over replicas under tf.distribute),
     as TF-Ranking's OPAMetric pools them.
-
-        opa = PooledOPA()
-        opa.update_state(*metrics.pair_counts(runtimes, scores))
     """
 
     def __init__(self, name: str = "opa", **kwargs):
@@ -190,13 +169,10 @@ class RankingTrainer(tf.keras.Model):
         return tf.function(run, reduce_retracing=True)
 
 
-# Train (and eval) steps that Keras runs inside one call of its compiled
-# function (a loop in the graph). Called once per step, Keras' `fit` spent as
-# long between steps (Python, iterator hand-off) as in a recommended tile step
-# itself on 2 cores (docs/performance.md); 32 steps per call leave that cost
-# to one step in 32 and still return to Python (callbacks, progress, early
-# stopping's check) every few seconds. The steps, their order and their
-# arithmetic are unchanged.
+# Train (and eval) steps per call of Keras' compiled function. Called once per
+# step, `fit` spent as long between steps (Python, iterator hand-off) as in a
+# tile step itself; 32 steps per call still return to Python (callbacks,
+# early stopping's check) every few seconds.
 STEPS_PER_EXECUTION = 32
 
 
@@ -218,12 +194,9 @@ def capped_configs(configs: int, most: int, unit: str, log: Callable[[str], None
 def compile_trainer(trainer: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer) -> None:
     """`trainer.compile` with `STEPS_PER_EXECUTION` steps per call of the compiled loop.
 
-    Same updates as one step per call: only the Python round trips between
-    steps go. Under a strategy with several replicas it stays one step per
-    call: in TF 2.15 the replicas' all-reduce of sparse (embedding) gradients
-    inside Keras' step loop pairs up gathers of different shapes and fails.
-
-        compile_trainer(trainer, tf.keras.optimizers.Adam())
+    Under a strategy with several replicas it stays one step per call: in TF
+    2.15 the replicas' all-reduce of sparse (embedding) gradients inside
+    Keras' step loop pairs up gathers of different shapes and fails.
     """
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
     steps = STEPS_PER_EXECUTION if replicas == 1 else 1
@@ -254,9 +227,6 @@ class EpochBatches:
     first batch is drawn, i.e. after `BackupAndRestore` restored the optimizer,
     so a resumed run draws exactly the batches an uninterrupted run draws
     there. With `fixed_epoch`, every epoch draws the same batches (validation).
-
-        train_batches = EpochBatches(source, batch=10, num_configs=10, seed=0)
-        trainer.fit(train_batches.dataset(), steps_per_epoch=train_batches.steps, ...)
     """
 
     def __init__(
@@ -300,7 +270,6 @@ class EpochBatches:
         """One epoch of this input pipeline's per-replica batches, step by step."""
         if self.fixed_epoch is None:
             return self._assemble(epoch, pipeline, num_pipelines)
-        # The same batches every epoch (validation): drawn and assembled once.
         key = (pipeline, num_pipelines)
         if key not in self._fixed_batches:
             self._fixed_batches[key] = list(
@@ -326,11 +295,9 @@ class EpochBatches:
         """For `distribute_datasets_from_function`; assembles batches on a background thread."""
         pipeline = context.input_pipeline_id if context else 0
         num_pipelines = context.num_input_pipelines if context else 1
-        # No tf.data autotuning: the pipeline is one generator and a fixed prefetch,
-        # so there is nothing to tune, and its tuning thread sleeps up to a minute
-        # between rounds while deleting the iterator waits for it to wake: fit
-        # returned 25-58 s after its last epoch in 2- to 45-epoch runs
-        # (docs/performance.md).
+        # No tf.data autotuning: one generator and a fixed prefetch leave nothing
+        # to tune, and its thread sleeps up to a minute between rounds while
+        # deleting the iterator waits for it: fit returned up to a minute late.
         options = tf.data.Options()
         options.autotune.enabled = False
         return (

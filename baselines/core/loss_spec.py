@@ -1,7 +1,5 @@
 """The `--losses` flag: weighted ranking losses as "Name:weight,...". No TensorFlow.
 
-    parse_losses("ListMLELoss:1,MSE:0.02")   # (("ListMLELoss", 1.0), ("MSE", 0.02))
-
 `metrics.make_loss_fn` builds the losses these names stand for.
 """
 

@@ -1,16 +1,9 @@
-"""What a ranking means, for every writer of rankings (tile and layout predictions,
-ensembles, the training results CSV and the Kaggle join), and how an ensemble
+"""What a ranking means, for every writer of rankings, and how an ensemble
 combines its members' scores.
 
 A ranking lists configuration indices (a file's own row numbers), predicted
 fastest first: ascending score, since a lower score means predicted faster.
-Equal scores keep file order, the lower index first, so a ranking is a function
-of the scores alone.
-
-    ranking_order(np.array([0.5, 0.1, 0.5]))      # array([1, 0, 2])
-    ranking_cell(np.array([0.5, 0.1, 0.5]), 2)    # '1;0', a TopConfigs cell
-    ensemble_scores([member_a, member_b])         # per kernel or graph: mean z-score
-
+Equal scores keep file order, so a ranking is a function of the scores alone.
 numpy only: the submission tools import it without TensorFlow.
 """
 
@@ -36,10 +29,7 @@ def ranking_cell(scores: np.ndarray, top: int | None = None) -> str:
 
 def standardized(scores: np.ndarray) -> np.ndarray:
     """One kernel's or graph's scores as z-scores, in float64 (so distinct scores stay
-    distinct); all zeros when every score is equal.
-
-        standardized(np.array([1.0, 3.0]))   # array([-1., 1.])
-    """
+    distinct); all zeros when every score is equal."""
     scores = np.asarray(scores, dtype=np.float64)
     std = float(scores.std())
     return (scores - scores.mean()) / std if std > 0 else np.zeros_like(scores)

@@ -5,9 +5,6 @@ record written with it) and `<out>/run_<hash>.jsonz` beside it. Readers take
 the copy inside the folder when there is one (it always belongs to the
 model), else the file beside it (models saved before the copy existed).
 No TensorFlow and no numpy: entry scripts read records before importing them.
-
-    dirs = model_dirs("out/model_a,out/model_b", "--dir")
-    path = run_file_of(dirs[0], "tiles_train.py")
 """
 
 from __future__ import annotations
@@ -114,8 +111,8 @@ def read_record(path: Path, collection: str, required: Sequence[str]) -> dict[st
 
 
 def read_run(model_dir: Path, collection: str, required: Sequence[str]) -> dict[str, Any]:
-    """The run record of `model_dir` (`run_file_of`), checked by `read_record` and against
-    the folder's fingerprint: a model is never paired with another run's record."""
+    """The run record of `model_dir` (`run_file_of`), checked by `read_record` and
+    `check_fingerprint`."""
     model_dir = Path(model_dir).expanduser()
     path = run_file_of(model_dir, TRAIN_SCRIPTS[collection])
     record = read_record(path, collection, required)

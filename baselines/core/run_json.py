@@ -1,8 +1,5 @@
 """Run records on disk: gzip'd JSON whose bytes are a function of the record alone.
 
-    write_gzip_json(tmp / "run.jsonz", record, dest=final_path)
-    record = read_gzip_json(path)   # PipelineError (one line) on a damaged file
-
 Tile and layout runs both write their `run_<hash>.jsonz` and the copy inside
 `model_<hash>/` this way; each collection checks its own keys after reading.
 """

@@ -1,25 +1,9 @@
-"""The conductor: fits a ranking trainer it is handed, for any collection.
+"""Fits a ranking trainer a collection hands over, the same way for every collection.
 
-`fit_run` is handed what a collection builds (a function that makes the
-trainer with its model and optimizer, the train and validation batches, the
-callbacks of its own metrics) and builds none of it. It owns what every run
-does the same way:
-
-- determinism (`set_determinism`, which a collection calls before it draws
-  its first batch) and tf.distribute (the trainer is built under the
-  strategy's scope; its first epoch is read back after a resume);
-- early stopping on validation OPA that always ends on the best weights, or on
-  the mean of the weights from `average_from` on (`ResumableEarlyStopping`),
-  with its state kept beside the backup so that a killed run resumes at its
-  last finished epoch and ends as an uninterrupted one (`resumable_fit`);
-- live TensorBoard scalars, the learning rate included, per-epoch timings and
-  a step-accurate progress bar (`core/callbacks.py`);
-- the lines a run logs about how it ended.
-
-    result = fit_run(lambda: make_trainer(model), train_batches, val_batches,
-                     strategy=strategy, epochs=40, early_stop=10, chief=True,
-                     backup_dir=out / "backup_abc", tb_dir=out / "tb_abc")
-    result.stopping.curve, result.stopping.best_epoch, result.seconds
+`fit_run` builds none of the trainer, batches or metric callbacks; it owns
+what every run does alike: determinism, tf.distribute, resumable early
+stopping on validation OPA, TensorBoard scalars, timings, the progress bar
+and the lines a run logs about how it ended.
 """
 
 from __future__ import annotations
@@ -45,8 +29,7 @@ CURVE_KEYS = ("epoch", "train_loss", "train_opa", "val_loss", "val_opa")
 
 
 def set_determinism(seed: int) -> None:
-    """Same seed and data give the same run on CPU (Python, numpy and TF seeds; TF ops
-    that always give the same result)."""
+    """Same seed and data give the same run on CPU."""
     tf.keras.utils.set_random_seed(seed)
     tf.config.experimental.enable_op_determinism()
 
@@ -55,19 +38,14 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
     """Keras' early stopping on val OPA that ends on the best epoch's weights.
 
     Keras 2 restores the best weights only when it stops early; here a run that
-    uses all its epochs ends on them too. With validation every few epochs
-    (Keras `validation_freq`), patience still counts epochs. The state (best OPA, wait, best
-    weights, learning curve) is written after every epoch to `state_dir`, before
-    `BackupAndRestore` backs up the model, and read back when Keras resumes at a
-    later epoch, so a resumed run ends exactly as an uninterrupted one. Only the
-    chief writes; every worker reads (the backup folder is shared, as Keras'
-    own backup is).
+    uses all its epochs ends on them too. The state is written to `state_dir`
+    after every epoch, before `BackupAndRestore` backs up the model, so a
+    resumed run ends exactly as an uninterrupted one. Only the chief writes;
+    every worker reads (the backup folder is shared, as Keras' own is).
 
-    With `average_from` (an epoch counted from 1, as `epochs` counts them), the
-    run ends instead on the mean of the weights at the end of every epoch from
-    that one to the last it trained (stochastic weight averaging over epochs);
-    `averaged_epochs` counts them. A run that stops before that epoch ends on
-    the best weights, as without it.
+    With `average_from` (an epoch counted from 1), the run ends instead on the
+    mean of the weights of every epoch from that one on (stochastic weight
+    averaging); a run that stops before that epoch ends on the best weights.
     """
 
     def __init__(
@@ -84,8 +62,7 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
         )
         self.state_dir = Path(state_dir)
         self.writes_state = writes_state
-        # Further log keys the curve records under their own names (None when absent),
-        # e.g. "val_kendall_tau" that a callback listed before this one adds.
+        # Log keys a callback listed before this one adds, e.g. "val_kendall_tau".
         self.extra_curve = tuple(extra_curve)
         self.average_from = average_from
         self.curve: dict[str, list] = self._empty_curve()
@@ -230,20 +207,13 @@ def resumable_fit(
 ) -> float:
     """Runs Keras `fit` with live TensorBoard and a per-epoch backup; returns the seconds it took.
 
-        seconds = resumable_fit(trainer, train_batches, val_batches, strategy=strategy,
-                                epochs=5, early_stopping=stopping,
-                                tb_dir=out / "tb_abc", backup_dir=out / "backup_abc")
-
-    Callbacks, in this order: `first` (which may add to the logs: early stopping
-    and TensorBoard see what they add), `early_stopping` (its state reaches the
-    disk before the backup), `LearningRateLogger`, Keras' `TensorBoard` into
-    `tb_dir` (scalars after every epoch: train/ and validation/ runs), Keras'
+    Callbacks, in this order: `first` (early stopping and TensorBoard see what
+    they add to the logs), `early_stopping` (its state reaches the disk before
+    the backup), `LearningRateLogger`, TensorBoard into `tb_dir`, Keras'
     `BackupAndRestore` into `backup_dir/keras`, then `last`. A `backup_dir`
-    that exists is resumed from (said in a line): Keras restores weights,
-    optimizer and epoch, `early_stopping` its own state, and `train_batches`
-    must start at the restored epoch (its `first_epoch`). None leaves out
-    TensorBoard or the backup. Keras writes both from the chief only. A write
-    that fails (full disk) is one line, a PipelineError.
+    that exists is resumed from, and `train_batches` must start at the
+    restored epoch (its `first_epoch`). None leaves out TensorBoard or the
+    backup. A write that fails (full disk) is a PipelineError.
     """
     callbacks: list[tf.keras.callbacks.Callback] = [
         *first,
@@ -287,8 +257,7 @@ def resumable_fit(
 
 @dataclasses.dataclass(frozen=True)
 class FitResult:
-    """What `fit_run` returns: the fitted trainer, its early stopping (curve, best
-    epoch, averaged epochs), its per-epoch timer and the seconds `fit` took."""
+    """What `fit_run` returns; `seconds` is the time `fit` took."""
 
     trainer: tf.keras.Model
     stopping: ResumableEarlyStopping
@@ -329,16 +298,12 @@ def fit_run(
 ) -> FitResult:
     """Builds the trainer under `strategy`, fits it and says how the run ended.
 
-    `build_trainer` makes the model, the `RankingTrainer` around it and compiles
-    it with its optimizer (`compile_trainer`); it runs under the strategy's
-    scope, and the optimizer's slots are made before the first step (slots made
-    inside it would trace the step a second time). `early_stop` is the patience
-    in epochs (None: never stops early). Callbacks: the epoch timer, then
-    `first` (which may add to the logs: `extra_curve` names what they add),
-    early stopping, TensorBoard into `tb_dir`, the backup into `backup_dir`,
-    then `hparams`' session (chief only), `last` and, with `progress` (its
-    label), the progress bar. Without a `backup_dir` the early-stopping state
-    lives in a scratch folder.
+    `build_trainer` makes and compiles the `RankingTrainer`; the optimizer's
+    slots are made before the first step (slots made inside it would trace the
+    step a second time). `early_stop` is the patience in epochs (None: never
+    stops early). `extra_curve` names the log keys `first` adds. Callbacks as
+    in `resumable_fit`, the epoch timer first, then `hparams`' session (chief
+    only), `last` and, with `progress` (its label), the progress bar.
     """
     with strategy.scope():
         trainer = build_trainer()

@@ -1,15 +1,8 @@
 """Saving a model as a Keras SavedModel and copying saved weights into a rebuilt one.
 
-    save_run(model, record, out / f"model_{h}", out / f"run_{h}.jsonz")
-    copy_saved_variables(out / f"model_{h}", rebuilt)   # rebuilt: the class, its kwargs
-
 Both collections save this way: `model_<hash>/` holds the model's variables
-and config (no traced functions) and a copy of the run record, and the record
-holds the model's fingerprint (`run_files.model_fingerprint`). A model is
-rebuilt from its class and kwargs, and the saved variables are copied in by
-their paths in the model (`convs/0/self_dense/kernel`, ...), as Keras itself
-restores them; paths and shapes must agree, and the first disagreement is
-named in one line.
+and config and a copy of the run record, and the record holds the model's
+fingerprint (`run_files.model_fingerprint`).
 """
 
 from __future__ import annotations
@@ -31,11 +24,10 @@ from baselines.core.run_json import write_gzip_json
 def _save_keras(model: tf.keras.Model, folder: Path, dest: Path) -> None:
     """`model.save` into `folder`; a refused write is one line naming `dest`.
 
-    Saved without traced functions (`save_traces=False`): tracing every layer's
-    call for the SavedModel costs seconds a run, and nothing here executes
-    those traces. The folder holds the
-    variables and the model's config; `tf.keras.models.load_model` rebuilds it
-    once the collection's models.py is imported (defining a model class registers it).
+    Saved without traced functions: tracing every layer's call costs seconds a
+    run, and nothing here executes those traces. `tf.keras.models.load_model`
+    rebuilds it once the collection's models.py is imported (defining a model
+    class registers it).
     """
     try:
         with warnings.catch_warnings():
@@ -55,13 +47,11 @@ def save_model(model: tf.keras.Model, model_dir: Path) -> None:
 def save_run(
     model: tf.keras.Model, record: dict[str, Any], model_dir: Path, run_path: Path
 ) -> None:
-    """Saves a run's model and run file as one unit; returns once both are in place.
+    """Saves a run's model and run file as one unit; the record gains `model_fingerprint`.
 
-    Everything is written to temporaries first (the model folder with its
-    run copy and the run file), so a full disk or any error leaves the
-    previous pair as it was and no temporaries. Then the folder is swapped in
-    (one rename: it carries its own record) and the run file renamed beside
-    it. The record gains `model_fingerprint`.
+    Both are written to temporaries first, so a full disk or any error leaves
+    the previous pair as it was; then each is renamed into place (the folder
+    carries its own copy of the record).
     """
     with atomic_output(run_path) as run_tmp:
         with atomic_directory(model_dir) as tmp:
@@ -76,9 +66,8 @@ def save_finished_run(
 ) -> tuple[Path, Path]:
     """`model_<hash>/` and `run_<hash>.jsonz` of a finished run into `out_dir`, as one unit.
 
-    The run's backup goes (a rerun starts afresh), and the lines a user and the
-    benchmarks read say where everything is: "saved model: ...", "saved run
-    file: ...", "TensorBoard: ...".
+    The run's backup goes (a rerun starts afresh). The benchmarks read the
+    lines logged about where everything is.
     """
     run_hash = record["run_hash"]
     model_dir, run_path = out_dir / f"model_{run_hash}", out_dir / f"run_{run_hash}.jsonz"

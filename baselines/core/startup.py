@@ -1,9 +1,4 @@
-"""Process set-up that entry scripts run before TensorFlow is imported.
-
-from baselines.core.startup import prepare_tensorflow_import
-prepare_tensorflow_import()  # tile scripts: prepare_tensorflow_import(tile_thread_pools())
-import tensorflow as tf
-"""
+"""Process set-up that entry scripts run before TensorFlow is imported."""
 
 from __future__ import annotations
 
@@ -26,16 +21,11 @@ def tile_thread_pools(cores: int | None = None) -> dict[str, str]:
     """TensorFlow's thread-pool variables for tile training and prediction on `cores` cores.
 
     On 2 cores or fewer: one thread inside each op, two ops at a time. A tile
-    train step is a few thousand small ops (a batch is a few hundred op nodes
-    and 512 configurations); splitting each of them across both cores costs
-    more than it saves, and two independent ops side by side keep both cores
-    busy (docs/performance.md measures it). Layout training is not given it:
-    its ops work on [nodes, configurations, width] states, and the same
-    setting made its epochs slower. Larger machines keep TensorFlow's own
-    choice (empty): the setting was not measured there. `cores` defaults to
-    the cores this process may run on.
-
-        prepare_tensorflow_import(tile_thread_pools())
+    train step is a few thousand small ops; splitting each across both cores
+    costs more than it saves, while two independent ops side by side keep
+    both busy. Layout training is not given it: its ops work on [nodes,
+    configurations, width] states, and it made their epochs slower. Larger
+    machines keep TensorFlow's own choice (empty): it was not measured there.
     """
     if cores is None:
         cores = available_cores()
@@ -47,17 +37,14 @@ def tile_thread_pools(cores: int | None = None) -> dict[str, str]:
 def prepare_tensorflow_import(thread_pools: Mapping[str, str] | None = None) -> None:
     """Quiets TensorFlow's C++ start-up log, sizes its thread pools, skips setuptools' shim.
 
-    `thread_pools` (e.g. `tile_thread_pools()`) are environment variables
-    that TensorFlow reads when it starts its pools; each is set unless the
-    environment already sets it, so a user's own choice stands.
+    A `thread_pools` variable the environment already sets is left as it is.
 
-    TF 2.15 runs `import distutils` when it is imported. In a virtual environment
-    with setuptools, the shim that setuptools installs at interpreter start
-    (`distutils-precedence.pth`) turns that into importing most of setuptools
-    and pkg_resources, a noticeable part of every short command. Python 3.11
-    still ships its own distutils, which TF only
-    needs for the import to succeed, so the shim is removed there. On Python
-    3.12+ (no standard distutils) or once distutils is imported, nothing changes.
+    TF 2.15 runs `import distutils` when it is imported. In a virtual
+    environment with setuptools, the shim setuptools installs at interpreter
+    start (`distutils-precedence.pth`) turns that into importing most of
+    setuptools and pkg_resources, a noticeable part of every short command.
+    Python 3.11 still ships its own distutils, which is all TF needs, so the
+    shim is removed there.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA-plugin noise on CPU machines
     for name, value in (thread_pools or {}).items():

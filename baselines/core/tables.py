@@ -1,8 +1,5 @@
 """Text tables of result rows, as both collections' evaluation scripts and benchmarks write them.
 
-    markdown_table(["model", "tau"], [["a", cell(0.51234)]])  # header, rule, "| a | 0.5123 |"
-    csv_table(["model", "tau"], [["a", cell(0.51234)]])       # "model,tau\\na,0.5123\\n"
-
 Pure Python: no numpy, no TensorFlow.
 """
 
@@ -25,10 +22,7 @@ def _check_widths(header: Sequence[str], rows: Sequence[Sequence[object]]) -> No
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A markdown table: the header, a `|---|` rule, one line per row (cells as str()).
-
-    markdown_table(["a", "b"], [[1, 2]]) -> "| a | b |\\n|---|---|\\n| 1 | 2 |\\n"
-    """
+    """A markdown table: the header, a `|---|` rule, one line per row (cells as str())."""
     _check_widths(header, rows)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]

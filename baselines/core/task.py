@@ -21,10 +21,9 @@ if TYPE_CHECKING:
 class Loaded:
     """A run's data as its task read it, and what the run record says of it.
 
-    `identity` names the data (None: the flags alone name the run); with
-    `toy_fallback`, the bundled toy set stood in for a missing data root, and
-    the run is named with the identity too. `notice` is said again when the
-    run ends (the toy-data banner).
+    `identity` names the data (None: the flags alone name the run);
+    `toy_fallback`: the bundled toy set stood in for a missing data root.
+    `notice` is said again when the run ends (the toy-data banner).
     """
 
     train: Any

@@ -1,8 +1,5 @@
 """A run's flags on TensorBoard's HParams dashboard, beside the scalars that measure it.
 
-    hparams = HParams.of_flags(args.to_dict(), ("out_dir",), METRICS, "MLP-3f4e501b")
-    fit_run(..., tb_dir=tb, hparams=hparams)   # the chief writes the config and the session
-
 TensorBoard's run folders are named by run hash only; the trial id labels a
 run readably, and the dashboard lists its flags (an unset optional flag, which
 HParams cannot hold, is left out) beside the metrics named here, each a

@@ -1,9 +1,5 @@
 """The layout collections (layout:{xla,nlp}:{default,random}): reading, reducing, scoring.
 
-    from baselines.layout import load_layout_split, prune_to_configurable, kendall_tau
-    graphs = load_layout_split("~/data/tpugraphs/npz/layout/xla/default/valid")
-    small, kept = prune_to_configurable(graphs[0], hops=1)
-
 Layout code imports only `baselines.core`, never `baselines.tiles`.
 """
 

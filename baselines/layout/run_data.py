@@ -1,21 +1,10 @@
 """A layout run's graphs, reduced as its args say, and its saved model and record.
 
-    train = load_run_split(root / "xla" / "default" / "train", args, training=True)
-    test = load_run_split(root / "xla" / "default" / "test", args, training=False)
-
 Training splits drop duplicate configurations (`drop_duplicates`) and sample
 `max_configs`; splits to rank keep every configuration (a submission row lists
 them all). Both are pruned to the configurable nodes' `prune_hops`-hop
 neighbourhood (None: the whole graph), so a model ranks graphs shaped like
 those it was trained on.
-
-A saved run is `model_<hash>/` (the Keras SavedModel with a copy of the run
-record) and `run_<hash>.jsonz`, as for tiles. Rebuilding: the class is looked
-up by name in `baselines/layout/models.py`, built with the kwargs, its
-variables created, and the saved ones copied in (paths and shapes must agree).
-
-    record = read_layout_run(out / f"model_{h}")          # no TensorFlow
-    model = restore_layout_model(out / f"model_{h}", record)
 """
 
 from __future__ import annotations
@@ -87,13 +76,8 @@ def max_configs_note(
 ) -> str | None:
     """One line when `max_configs` exceeds every graph's configurations (nothing was sampled).
 
-        max_configs_note(5000, train + valid)
-        # '--max_configs 5000 exceeds the most configurations of any train/valid graph
-        #  (1,965): every configuration is kept'
-
     `graphs` are the loaded train and validation graphs (`distinct`: their
-    duplicates were dropped first). None when the flag is unset or some graph
-    has at least `max_configs` configurations (the flag then does cap).
+    duplicates were dropped first).
     """
     if max_configs is None or not graphs:
         return None
@@ -141,8 +125,6 @@ def restore_layout_model(model_dir: Path, record: dict[str, Any]):
 
 def read_layout_models(text: str, flag: str) -> list[tuple[Path, dict[str, Any]]]:
     """(folder, run record) of each comma-separated model folder, all of one collection.
-
-        models = read_layout_models("out/model_a,out/model_b", "--dirs")
 
     An empty item, a folder listed twice, a tile model and models of different
     sources or searches are refused in one line naming `flag`.

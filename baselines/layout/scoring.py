@@ -1,16 +1,4 @@
-"""Scoring every configuration of layout graphs: chunked calls, evaluation, saved runs.
-
-    scorer = GraphScorer(model)
-    scores = scorer.score(prepared_graph)        # [configs], file order, lower = faster
-    evaluate_graphs(model, prepared)["kendall_tau"]
-    graphs, members = score_runs(run_data.read_layout_models("out/a,out/b", "--dir"), folder)
-
-`score_runs` reads the folder as each run was trained (pruned to its
-`prune_hops`; every configuration kept, none dropped as a duplicate) once per
-distinct pruning, and scores every configuration with each model; the
-ensemble of several (`core.ranking.ensemble_scores`) is, per graph, the mean
-of each model's standardized scores.
-"""
+"""Scoring every configuration of layout graphs: chunked calls, evaluation, saved runs."""
 
 from __future__ import annotations
 
@@ -39,18 +27,10 @@ from baselines.layout.models import LayoutModel
 SLOWDOWN_KS = (1, 10, 100)
 SCORE_CHUNK = 256  # configurations per scoring call, at most
 # Node-configuration slots per scoring call: a graph of n nodes (as the model
-# counts them, `LayoutModel.nodes_per_config`) is scored SCORE_SLOT_BUDGET // n
-# configurations per call (1 to SCORE_CHUNK). With a fixed count the largest
-# graph set the peak: an early-join model (ResModel) holds [nodes, configs,
-# hidden] float32 states, a few at once. Measured on a 19.5k-node graph with 256
-# configurations per call: one call peaked at ~3.3 such states per slot (2.0 GB
-# at hidden 32, 8.0 GB at hidden 128), and whole prediction runs at ~6 (most
-# likely the allocator keeping freed blocks between calls of other shapes; 4.15
-# GB at hidden 32). Taking 6 states x 128 hidden x 4 B = 3 KiB per slot, 2**18
-# slots are at most ~0.8 GB per call at hidden 128 whatever the graph's size (a
-# 20k-node graph: 13 configurations per call; measured 0.37 GB), well under 4 GB
-# beside the ~0.6 GB the rest of a prediction process holds; ~0.2 GB at the
-# baseline's hidden 32.
+# counts them) is scored SCORE_SLOT_BUDGET // n configurations per call (1 to
+# SCORE_CHUNK), so memory does not grow with the graph. An early-join model
+# holds [nodes, configs, hidden] float32 states, about 6 per slot at a
+# prediction run's peak: 2**18 slots stay under ~0.8 GB per call at hidden 128.
 SCORE_SLOT_BUDGET = 2**18
 
 
@@ -60,14 +40,9 @@ class GraphScorer:
     A chunk holds at most `chunk` configurations and at most `slot_budget`
     node-configuration slots (`chunk_for`), so one call's memory is bounded
     whatever the graph's size. A configuration's score does not depend on its
-    chunk beyond float32 rounding (a kernel may sum in another order for another
-    row count, e.g. a chunk of one configuration). A graph's fields are
-    assembled once and only its configurations' fields change between its
-    chunks; a model split in two (`LayoutModel.splits_graph_part`) has its graph
-    part computed once per graph and each chunk scored by `config_part`. Each
-    traced function serves every graph and chunk size (all dimensions but the
-    state widths are dynamic in its signature). A model that attends across
-    configurations (`attends_across_configs`) scores all of a graph's
+    chunk beyond float32 rounding (a kernel may sum in another order for
+    another row count). Each traced function serves every graph and chunk
+    size. A model that attends across configurations scores all of a graph's
     configurations in one call instead, so its scores do not depend on the
     chunking (and its memory is not bounded by the budget).
     """
@@ -80,11 +55,9 @@ class GraphScorer:
             lambda batch: model.forward(to_model_inputs(batch), None, training=False),
             input_signature=[BATCH_SIGNATURE],
         )
-        # A model split in two (`LayoutModel.graph_part`) has its graph part
-        # computed once per graph, and only the configurations' fields change
-        # between a graph's calls: on a 19.5k-node graph scored 13
-        # configurations per call, the op encoder, batch assembly and tensor
-        # conversion were ~15% of every call, repeated ~800 times.
+        # A model split in two has its graph part computed once per graph: the
+        # op encoder, batch assembly and tensor conversion were ~15% of every
+        # call on a large graph.
         self.splits = model.splits_graph_part and not model.attends_across_configs
         self._graph_part = tf.function(
             lambda batch: model.graph_part(to_model_inputs(batch), training=False),
@@ -169,13 +142,10 @@ def evaluate_graphs(model: LayoutModel, graphs: Sequence[PreparedGraph]) -> dict
 class ValidationKendallTau(tf.keras.callbacks.Callback):
     """Adds `val_kendall_tau` to an epoch's logs: mean Kendall tau-b over the validation sample.
 
-        tau = ValidationKendallTau(val_batches)
-        trainer.fit(..., callbacks=[tau, early_stopping, tensorboard])  # before what reads logs
-
-    The sample is `val_batches`' fixed one (the configurations validation OPA
-    is measured on), scored per graph on its unpadded slots. The mean is over
-    graphs whose tau is defined; a graph met twice (replica top-up) counts
-    once. Runs only on epochs that validated (`val_opa` in the logs).
+    List it before the callbacks that read the logs. The sample is
+    `val_batches`' fixed one (the configurations validation OPA is measured
+    on), scored per graph on its unpadded slots. The mean is over graphs whose
+    tau is defined; a graph met twice (replica top-up) counts once.
     """
 
     def __init__(self, val_batches: EpochBatches):
@@ -209,11 +179,11 @@ def score_runs(
 ) -> tuple[list[LayoutGraph], list[list[np.ndarray]]]:
     """(the folder's graphs, each model's scores of every configuration of every graph).
 
-        graphs, members = score_runs(run_data.read_layout_models(text, "--dir"), folder)
-
-    Graphs come in file-name order, pruned as the first model's run says (every
-    configuration kept), so their config indices are the files' own. With
-    `cache_dir`, the folder is read through the memory-mapped split cache.
+    The folder is read once per distinct pruning, as each run was trained
+    (every configuration kept). The graphs returned come in file-name order,
+    pruned as the first model's run says, so their config indices are the
+    files' own. With `cache_dir`, the folder is read through the memory-mapped
+    split cache.
     """
     from baselines.layout.run_data import load_run_split, restore_layout_model
     from baselines.layout.task import LayoutTrainArgs

@@ -5,9 +5,6 @@ evaluation may also take the root a run was trained on (`choose_data_root`).
 Only the bundled toy set stands in for a missing root, and then always with
 `toy_data_banner` first and last. No TensorFlow and no numpy here: the
 prediction script picks the root and starts reading before TensorFlow loads.
-
-    root, origin = choose_data_root(None, record.get("data_root"))
-    notice = toy_notice(root, origin)   # None unless the toy set stands in
 """
 
 from __future__ import annotations
@@ -34,11 +31,9 @@ def resolve_data_root(
 ) -> tuple[Path, bool]:
     """The data root to train on and whether it is the bundled toy set standing in for it.
 
-    An existing folder is used as given. The toy set stands in only when the
-    flag kept its default (`data_root == default`) and nothing is there yet,
-    said by `toy_data_banner`; any other missing folder is a mistyped flag,
-    refused in one line: training on toy data by accident is worse than
-    stopping.
+    The toy set stands in only when the flag kept its default and nothing is
+    there yet; any other missing folder is a mistyped flag, refused: training
+    on toy data by accident is worse than stopping.
     """
     root = Path(data_root).expanduser()
     if root.is_dir():
@@ -56,10 +51,8 @@ def resolve_data_root(
 def choose_data_root(flag: str | None, run_root: str | None) -> tuple[Path, str]:
     """The data root to predict on and where that choice came from.
 
-    An explicit `--data_root` must exist (a mistyped one is refused in one
-    line, as training refuses it); without it, the root the run was trained
-    on, then the default download location, then the bundled toy set (see
-    `toy_notice`).
+    An explicit `--data_root` must exist; without it, the root the run was
+    trained on, then the default download location, then the bundled toy set.
     """
     if flag is not None:
         root = Path(flag).expanduser()

@@ -1,9 +1,5 @@
 """Builds a tile model of models.py by name, creates its variables, rebuilds saved runs.
 
-    model = build_model("LateJoinGAT", 64, {"hidden_dim": 128})
-    create_variables(model)                    # one forward pass: before training
-    model, record, stats = load_trained_model(out_dir / f"model_{h}")
-
 The lookup and the kwarg checks are `core.model_lookup`'s; this module adds
 the tiles' part: models.py and `TileModel`, and upstream's kwarg names.
 """
@@ -116,14 +112,11 @@ def create_variables(model: TileModel, compiled: bool = True) -> None:
     """Creates the model's variables, for training (`compiled`) or inference.
 
     With `compiled`, one forward pass on a tiny kernel runs under the fully
-    dynamic batch signature, so Keras records a shape-agnostic input spec and a
-    saved model accepts batches of any size: needed before `save_model`. The
-    pass also creates the variables of layers that only a call builds (a
-    student's extra layer), and its scores must have the shape [batch,
-    num_configs]. Without it, `model.build()` creates the standard parts'
-    variables from the known widths, with no forward pass at all (what
-    prediction needs for the shipped models; `restore_model` adds
-    the forward pass when the saved model holds more).
+    dynamic batch signature, so a saved model accepts batches of any size
+    (needed before `save_model`); the pass also creates the variables of
+    layers that only a call builds (a student's extra layer). Without it,
+    `model.build()` creates the standard parts' variables from the known
+    widths, with no forward pass.
     """
     if not compiled:
         model.build()
@@ -153,10 +146,9 @@ def restore_model(model_dir: Path, record: dict[str, Any]) -> TileModel:
     """Rebuilds the run's model class and copies the saved Keras model's weights in.
 
     The variables are created as training created them: from the known widths
-    (`build`) and, when the saved model holds variables that this leaves
-    out (a layer only a call builds, e.g. one a student added), by one forward
-    pass on a tiny kernel. A class or kwargs that still do not fit fail with
-    the first differing variable named.
+    and, when the saved model holds variables that this leaves out (a layer
+    only a call builds), by one forward pass. A class or kwargs that still do
+    not fit fail with the first differing variable named.
     """
     model_dir = Path(model_dir).expanduser()
     model = build_from_record(with_saved_layout(record, model_dir))

@@ -1,27 +1,12 @@
 """Compiled, chunked and packed scoring of every configuration of every kernel.
 
 One `tf.function` with a fully dynamic input signature scores a batch, so a
-whole split runs through a single trace. Calls are planned so that memory stays
-bounded and per-call overhead is amortized:
-
-- a kernel with more configurations than fit in one call is cut into chunks
-  (early-join states are [ops, configs, hidden], so the chunk shrinks as the
-  kernel grows);
-- smaller kernels are packed several to a call, sorted by configuration count
-  so that the shared slot count wastes little padding.
-
-Padding slots are masked and their scores dropped; a configuration's score does
-not depend on the other configurations in its call.
-
-    scorer = ConfigScorer(model)
-    scores = scorer.score_split(split)     # list of [num_configs] arrays, file order
-    metrics.top_configs(scores[0], 5)
-
-A saved run scores raw (unnormalized) splits through `SavedRanker`, which
-normalizes with the statistics saved in the run, never with refitted ones:
-
-    ranker = SavedRanker.load(out_dir / f"model_{h}")
-    scores = ranker.score(load_split(root / "test"))
+whole split runs through a single trace. Large kernels are cut into chunks and
+small ones packed several to a call (`plan_calls`), so memory stays bounded
+and per-call overhead is amortized. Padding slots are masked and their scores
+dropped; a configuration's score does not depend on the other configurations
+in its call. `SavedRanker` normalizes raw splits with the statistics saved in
+the run, never with refitted ones.
 """
 
 from __future__ import annotations
@@ -78,6 +63,8 @@ def plan_calls(
     hold states per op and per config, never per pair, so for them ops (not
     ops x slots) <= max_elements, and a kernel is cut only by max_configs:
     cutting it by ops x slots would rerun its message passing once per chunk.
+    Small kernels are packed in order of configuration count, so the slot
+    count they share wastes little padding.
     """
     calls: list[Call] = []
     small: list[int] = []
@@ -119,15 +106,11 @@ class ConfigScorer:
 
     `max_elements` bounds ops x configuration slots per call for early-join
     models (their state size) and ops per call for the others; `max_configs`
-    bounds configuration slots per call (default 8192 for early-join models,
-    16384 for late-join ones). The early-join default keeps states at 8 MiB
-    (32k x 64 floats), which stay in cache: much larger calls fall out of it,
-    much smaller ones pay the per-call overhead. A late-join call's ops work on
-    [configs, ...] rows, each op's fixed cost is paid once per call, so fewer,
-    larger calls are faster until their states outgrow the cache. Late-join
-    models cut a large kernel by configurations only: cutting it by ops x
-    configurations would rerun its message passing once per chunk
-    (docs/performance.md measures both defaults).
+    bounds configuration slots per call. The early-join default keeps states
+    at 8 MiB, which stay in cache: much larger calls fall out of it, much
+    smaller ones pay the per-call overhead. A late-join op's fixed cost is
+    paid once per call, so fewer, larger calls are faster until their states
+    outgrow the cache.
     """
 
     def __init__(
@@ -160,8 +143,7 @@ class ConfigScorer:
             return self._score(to_tensors(assemble_batch(split, ids, slots, call.slots))).numpy()
 
         # Two calls in flight: the ops of one call form mostly a chain, so a
-        # second call keeps the other core busy. A
-        # call's scores do not depend on what runs beside it.
+        # second call keeps the other core busy.
         with ThreadPoolExecutor(max_workers=2) as pool:
             for call, out in zip(calls, pool.map(run, calls)):
                 for row, (i, start, stop) in enumerate(call.ranges):

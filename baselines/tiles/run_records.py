@@ -2,10 +2,7 @@
 
 `tiles_gen_predictions_csv.py` reads the record (and its feature statistics)
 before TensorFlow is imported, so the data can be read and normalized in
-another process meanwhile. Finding the record and checking it against the
-model's fingerprint are `core.run_files`'.
-
-    record, stats = read_run_for_model(out_dir / f"model_{h}")
+another process meanwhile.
 """
 
 from __future__ import annotations
