@@ -34,7 +34,8 @@ from baselines.layout.batching import (
     prepare_graphs,
     segment_source,
 )
-from baselines.layout.graph import LayoutGraph, read_config_rows
+from baselines.layout.codebook import Codebook, read_rows
+from baselines.layout.graph import LayoutGraph
 from baselines.layout.models import LayoutSAGE
 from baselines.layout.prune import prune_to_configurable
 from baselines.layout.run_data import load_run_split
@@ -45,11 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 TOY = REPO / "data" / "layout_toy"
 # Compared as stored; the configurations are compared as selected (config_block), since
 # a cached graph selects rows of its memory map where one read into memory holds them.
-ARRAYS = [
-    f.name
-    for f in dataclasses.fields(LayoutGraph)
-    if f.name not in ("graph_id", "node_config_feat", "config_rows")
-]
+ARRAYS = [f.name for f in dataclasses.fields(LayoutGraph) if f.name not in ("graph_id", "configs")]
 
 
 def make_split(tmp_path: Path) -> Path:
@@ -84,22 +81,29 @@ def only_folder(cache: Path) -> Path:
     return folder
 
 
-def test_cached_split_equals_a_fresh_read_with_int8_memory_mapped(tmp_path):
+def test_cached_split_equals_a_fresh_read_with_its_codes_memory_mapped(tmp_path):
     folder, cache = make_split(tmp_path), tmp_path / "cache"
     fresh = data.load_layout_split(folder, log=None)
-    assert fresh[0].node_config_feat.dtype == np.int8
     cold = data.load_layout_split(folder, log=None, cache_dir=cache)
     warm = data.load_layout_split(folder, log=None, cache_dir=cache)
     assert_same_graphs(cold, fresh)
     assert_same_graphs(warm, fresh)
     for graph in warm:
-        assert graph.node_config_feat.dtype == np.int8
-        if graph.node_config_feat.size:  # numpy gives an empty slice as a plain array
-            assert isinstance(graph.node_config_feat, np.memmap), graph.graph_id
-    # On disk: one byte per value (float32 would be four), plus a small header.
-    values = sum(g.node_config_feat.size for g in fresh)
-    size = (only_folder(cache) / "node_config_feat.npy").stat().st_size
-    assert values <= size < values + 4096
+        assert graph.configs.codes.dtype == np.uint8  # the toy graphs' nodes have few rows
+        if graph.configs.codes.size:  # numpy gives an empty slice as a plain array
+            assert _reads_the_cache_file(graph.configs.codes), graph.graph_id
+    # On disk: one byte per configuration and configurable node (18 values were 18
+    # bytes), plus a small header; each node's distinct rows once.
+    codes = sum(g.num_configs * g.num_configurable for g in fresh)
+    size = (only_folder(cache) / "config_codes.npy").stat().st_size
+    assert codes <= size < codes + 4096
+    distinct = sum(
+        len(np.unique(g.node_config_feat[:, j], axis=0))
+        for g in fresh
+        for j in range(g.num_configurable)
+    )
+    size = (only_folder(cache) / "codebook_rows.npy").stat().st_size
+    assert 18 * distinct <= size < 18 * distinct + 4096
 
 
 def test_second_load_does_not_read_the_files(tmp_path, monkeypatch):
@@ -131,10 +135,11 @@ def _truncate(path: Path) -> None:
 @pytest.mark.parametrize(
     "field, damage, says",
     [
-        ("node_config_feat", _flip_last_byte, "node_config_feat.npy does not match its checksum"),
+        ("config_codes", _flip_last_byte, "config_codes.npy does not match its checksum"),
+        ("codebook_rows", _flip_last_byte, "codebook_rows.npy does not match its checksum"),
         ("config_runtime", _flip_last_byte, "config_runtime.npy does not match its checksum"),
         ("edge_index", _flip_last_byte, "edge_index.npy does not match its checksum"),
-        ("node_config_feat", _truncate, "node_config_feat.npy unreadable"),
+        ("config_codes", _truncate, "config_codes.npy unreadable"),
     ],
 )
 def test_damaged_cache_is_detected_and_rebuilt(tmp_path, field, damage, says):
@@ -151,7 +156,7 @@ def test_damaged_cache_is_detected_and_rebuilt(tmp_path, field, damage, says):
     # Whole again: the next load is silent, from the cache, and equal to the files.
     again = data.load_layout_split(folder, log=lines.append, cache_dir=cache)
     assert len(lines) == 1
-    assert isinstance(again[0].node_config_feat, np.memmap)
+    assert _reads_the_cache_file(again[0].configs.codes)
     assert_same_graphs(again, fresh)
     assert not [p for p in cache.iterdir() if ".tmp-" in p.name]
 
@@ -225,8 +230,8 @@ def test_prepared_graphs_read_the_configurations_in_place(tmp_path):
     data.load_layout_split(folder, log=None, cache_dir=cache)
     graph = data.load_layout_split(folder, log=None, cache_dir=cache)[0]
     prepared = prepare_graph(graph)
-    assert prepared.config_values.dtype == np.int8
-    assert np.shares_memory(prepared.config_values, graph.node_config_feat)
+    assert prepared.configs is graph.configs
+    assert _reads_the_cache_file(prepared.configs.codes)
 
 
 def _reads_the_cache_file(array: np.ndarray) -> bool:
@@ -248,19 +253,17 @@ def test_streaming_configurations_from_the_cache_gives_the_batches_of_memory(tmp
     in_memory = load_run_split(folder, log=None, **reduce)
     data.load_layout_split(folder, log=None, cache_dir=cache)  # cold: builds the cache
     streamed = load_run_split(folder, log=None, cache_dir=cache, **reduce)
-    assert not any(isinstance(g.node_config_feat, np.memmap) for g in in_memory)
+    assert not any(_reads_the_cache_file(g.configs.codes) for g in in_memory)
     # Ranking reduces no configuration, training drops duplicates and samples, which
     # select rows lazily: either way every graph reads the cache file.
-    kept = [g for g in streamed if g.node_config_feat.size and _reads_the_cache_file(
-        g.node_config_feat)]  # fmt: skip
-    assert len(kept) == sum(1 for g in streamed if g.node_config_feat.size) > 0
+    kept = [g for g in streamed if g.configs.codes.size and _reads_the_cache_file(
+        g.configs.codes)]  # fmt: skip
+    assert len(kept) == sum(1 for g in streamed if g.configs.codes.size) > 0
 
     prepared = {"memory": prepare_graphs(in_memory), "cache": prepare_graphs(streamed)}
     for graph, ready in zip(streamed, prepared["cache"], strict=True):
-        if graph in kept:  # preparing maps, never copies, the int8 values
-            assert _reads_the_cache_file(graph.node_config_feat)
-            assert _reads_the_cache_file(ready.config_values)
-            assert np.shares_memory(ready.config_values, graph.node_config_feat)
+        if graph in kept:  # preparing maps, never copies, the codes
+            assert ready.configs is graph.configs
     for make in (batch_source, lambda graphs: segment_source(graphs, keep_nodes=50, seed=4)):
         drawn = {
             name: EpochBatches(make(graphs), batch=3, num_configs=16, seed=9)
@@ -277,8 +280,7 @@ def test_streaming_configurations_from_the_cache_gives_the_batches_of_memory(tmp
                     np.testing.assert_array_equal(a[key], b[key], f"epoch {epoch}: {key}")
     for graph, ready in zip(streamed, prepared["cache"], strict=True):
         if graph in kept:  # drawing batches copied slices, not the split
-            assert isinstance(graph.node_config_feat, np.memmap)
-            assert _reads_the_cache_file(ready.config_values)
+            assert _reads_the_cache_file(ready.configs.codes)
 
 
 def test_unwritable_cache_is_one_line(tmp_path, monkeypatch):
@@ -420,7 +422,7 @@ def eager_graph(graph: LayoutGraph, rows: np.ndarray) -> LayoutGraph:
     """`graph` with configurations `rows` copied by fancy indexing (the eager selection)."""
     return dataclasses.replace(
         graph,
-        node_config_feat=np.array(graph.node_config_feat[rows]),
+        configs=Codebook.from_values(np.array(graph.node_config_feat[rows])),
         config_runtime=np.array(graph.config_runtime[rows]),
     )
 
@@ -436,22 +438,21 @@ def test_dedup_and_sampling_on_a_cached_split_select_rows_of_the_memory_map(tmp_
     for graph, stored in zip(reduced, raw, strict=True):
         rows = eager_rows(stored, REDUCE["max_configs"], REDUCE["seed"])
         if graph.num_configs == stored.num_configs:
-            assert graph.config_rows is None or np.array_equal(graph.config_rows, rows)
+            selected = graph.configs.selected
+            assert selected is None or np.array_equal(selected, rows)
         else:
-            assert isinstance(graph.config_rows, np.ndarray) and graph.config_rows.dtype == np.int64
-            assert not isinstance(graph.config_rows, np.memmap)
-            np.testing.assert_array_equal(graph.config_rows, rows)
+            selected = graph.configs.selected
+            assert isinstance(selected, np.ndarray) and selected.dtype == np.int64
+            assert not isinstance(selected, np.memmap)
+            np.testing.assert_array_equal(selected, rows)
         np.testing.assert_array_equal(graph.config_runtime, np.asarray(stored.config_runtime)[rows])
-        assert graph.node_config_feat.shape == stored.node_config_feat.shape  # every stored row
-        if graph.node_config_feat.size:
-            assert isinstance(graph.node_config_feat, np.memmap), graph.graph_id
-            assert _reads_the_cache_file(graph.node_config_feat)
-            assert np.shares_memory(graph.node_config_feat, stored.node_config_feat) or (
-                graph.node_config_feat.filename == stored.node_config_feat.filename
-            )
+        codes = graph.configs.codes
+        assert codes.shape == stored.configs.codes.shape  # every stored configuration
+        if codes.size:
+            assert _reads_the_cache_file(codes), graph.graph_id
+            assert codes.filename == stored.configs.codes.filename
         pruned = prune_to_configurable(graph, 1)[0]
-        assert pruned.node_config_feat is graph.node_config_feat
-        assert pruned.config_rows is graph.config_rows
+        assert pruned.configs is graph.configs
 
 
 def test_lazy_batches_and_scores_equal_the_eager_selection(tmp_path):
@@ -467,8 +468,8 @@ def test_lazy_batches_and_scores_equal_the_eager_selection(tmp_path):
         "eager": prepare_graphs([prune_to_configurable(g, 1)[0] for g in eager]),
     }
     for graph, ready in zip(lazy, prepared["lazy"], strict=True):
-        if graph.node_config_feat.size:
-            assert _reads_the_cache_file(ready.config_values)
+        if graph.configs.codes.size:
+            assert _reads_the_cache_file(ready.configs.codes)
     drawn = {
         name: EpochBatches(batch_source(graphs), batch=3, num_configs=4, seed=5)
         for name, graphs in prepared.items()
@@ -486,56 +487,49 @@ def test_lazy_batches_and_scores_equal_the_eager_selection(tmp_path):
     for a, b in zip(prepared["lazy"], prepared["eager"], strict=True):
         np.testing.assert_array_equal(scorer.score(a), scorer.score(b), a.graph_id)
     # Any slots, repeated and out of order, read the rows fancy indexing gives.
-    graph = next(g for g, r in zip(lazy, raw, strict=True) if g.num_configs < r.num_configs)
+    graph, stored = next(
+        (g, r) for g, r in zip(lazy, raw, strict=True) if g.num_configs < r.num_configs
+    )
     slots = np.array([3, 0, 3, 5, 1, 1, 2])
-    want = np.asarray(graph.node_config_feat)[graph.config_rows][slots]
+    rows = eager_rows(stored, REDUCE["max_configs"], REDUCE["seed"])
+    want = np.load(folder / f"{graph.graph_id}.npz")["node_config_feat"][rows][slots]
     np.testing.assert_array_equal(graph.config_block(slots), want)
     np.testing.assert_array_equal(graph.config_block(np.arange(0)), want[:0])
 
 
-def test_dedup_in_blocks_keeps_what_numpy_unique_keeps(tmp_path, monkeypatch):
-    """With blocks of fewer configurations than a graph has, dedup reads each block once
-    and keeps np.unique(axis=0, return_index=True)'s first occurrences, sorted."""
+def test_dedup_on_codes_keeps_what_numpy_unique_keeps(tmp_path):
+    """Dedup compares codes; it must keep np.unique(axis=0, return_index=True)'s first
+    occurrences of the 18-value rows, sorted, with their runtimes."""
     folder, cache = make_split(tmp_path), tmp_path / "cache"
     graphs = data.load_layout_split(folder, log=None, cache_dir=cache)
-    read: list[int] = []
-    real = LayoutGraph.config_block
-
-    def spy(self: LayoutGraph, slots: np.ndarray) -> np.ndarray:
-        read.append(len(slots))
-        return real(self, slots)
-
-    monkeypatch.setattr(LayoutGraph, "config_block", spy)
     checked = 0
     for graph in graphs:
         if not graph.num_configurable:
             continue
-        per_block = 3
-        monkeypatch.setattr(prune, "DEDUP_BLOCK_BYTES", per_block * graph.num_configurable * 18)
-        assert graph.num_configs > per_block
-        read.clear()
         deduped, dropped = prune.dedup_configs(graph)
-        flat = np.asarray(graph.node_config_feat).reshape(graph.num_configs, -1)
+        flat = np.load(folder / f"{graph.graph_id}.npz")["node_config_feat"]
+        flat = flat.reshape(graph.num_configs, -1)
         distinct, first = np.unique(flat, axis=0, return_index=True)
-        kept = np.arange(graph.num_configs) if deduped is graph else deduped.config_rows
-        np.testing.assert_array_equal(kept, np.sort(first), graph.graph_id)
+        keep = np.sort(first)
         assert dropped == graph.num_configs - len(distinct)
-        assert max(read) == per_block and sum(read) == graph.num_configs  # each row read once
+        np.testing.assert_array_equal(deduped.config_block(np.arange(len(keep))).reshape(
+            len(keep), -1), flat[keep])  # fmt: skip
+        np.testing.assert_array_equal(deduped.config_runtime, graph.config_runtime[keep])
         checked += dropped > 0
     assert checked  # the hand-made graph with repeats is among them
 
 
-def test_a_reduced_graph_is_written_as_its_selected_configurations(tmp_path, monkeypatch):
-    """The cache writer, given a lazily reduced graph, stores the selected rows (a block at
-    a time), so reading it back gives the same configurations, selected by nothing."""
+def test_a_reduced_graph_is_written_as_its_selected_configurations(tmp_path):
+    """The cache writer, given a lazily reduced graph, stores the selected codes, so
+    reading it back gives the same configurations, selected by nothing."""
     folder, cache = make_split(tmp_path), tmp_path / "cache"
     graphs = data.load_layout_split(folder, log=None, cache_dir=cache, **REDUCE)
-    graph = next(g for g in graphs if g.config_rows is not None and g.num_configurable)
-    monkeypatch.setattr(layout_cache, "_WRITE_BLOCK_BYTES", 2 * graph.num_configurable * 18)
+    graph = next(g for g in graphs if g.configs.selected is not None and g.num_configurable)
     target = tmp_path / "written"
     layout_cache.save_layout_cache([graph], target, "train")
     (back,), problem = layout_cache.check_layout_cache(target)
-    assert problem is None and back.config_rows is None
+    assert problem is None and back.configs.selected is None
+    assert back.configs.codes.shape == (graph.num_configs, graph.num_configurable)
     assert_same_graphs([back], [graph])
 
 
@@ -555,15 +549,15 @@ def _resident_kb(path: Path) -> int | None:
 
 
 def test_reading_a_memory_mapped_split_leaves_none_of_it_resident(tmp_path):
-    """Dedup, a training step's configurations and a checksum all read a cached split
-    through its memory map, and a map keeps every page it read resident (counted in
-    RSS) until released: one dedup pass over a real nlp split would report its ~40 GB.
-    After each read, none of the file may stay resident (a few pages of the kernel's
-    fault-around aside), while the same read without the release leaves it all."""
-    c, nc = 1400, 1000  # 25.2 MB of int8 configurations: two dedup and checksum blocks
-    path = tmp_path / "node_config_feat.npy"
+    """Dedup, a training step's configurations and a checksum all read a cached split's
+    codes through its memory map, and a map keeps every page it read resident (counted
+    in RSS) until released: over an epoch, every code of the split. After each read,
+    none of the file may stay resident (a few pages of the kernel's fault-around
+    aside), while the same read without the release leaves it all."""
+    c, nc = 1400, 18000  # 25.2 MB of uint8 codes
+    path = tmp_path / "config_codes.npy"
     rng = np.random.default_rng(0)
-    stored = rng.integers(-1, 6, size=(c, nc, 18), dtype=np.int8)
+    stored = rng.integers(0, 4, size=(c, nc), dtype=np.uint8)
     stored[700] = stored[3]  # one repeat for dedup to find
     np.save(path, stored)
     values = np.load(path, mmap_mode="r")
@@ -576,27 +570,28 @@ def test_reading_a_memory_mapped_split_leaves_none_of_it_resident(tmp_path):
     array_cache.release_mapped_pages(values)
     assert _resident_kb(path) < slack_kb
 
-    np.testing.assert_array_equal(read_config_rows(values, None, np.arange(c)), stored)
+    np.testing.assert_array_equal(read_rows(values, None, np.arange(c)), stored)
     assert _resident_kb(path) < slack_kb, "a contiguous read stayed resident"
     slots = rng.permutation(c)[: c // 2]
-    np.testing.assert_array_equal(read_config_rows(values, None, slots), stored[slots])
+    np.testing.assert_array_equal(read_rows(values, None, slots), stored[slots])
     assert _resident_kb(path) < slack_kb, "a read of scattered rows stayed resident"
-    # Batching holds np.asarray(memmap) (prepare_graph): a plain ndarray that reaches
-    # the map only through .base, and its reads must be released all the same.
-    plain = np.asarray(values, dtype=np.int8)
+    # A plain ndarray that reaches the map only through .base: its reads must be
+    # released all the same.
+    plain = np.asarray(values)
     assert not isinstance(plain, np.memmap)
-    np.testing.assert_array_equal(read_config_rows(plain, None, slots), stored[slots])
+    np.testing.assert_array_equal(read_rows(plain, None, slots), stored[slots])
     assert _resident_kb(path) < slack_kb, "a read through a plain view of the map stayed resident"
-    np.testing.assert_array_equal(read_config_rows(plain, None, np.arange(c)), stored)
+    np.testing.assert_array_equal(read_rows(plain, None, np.arange(c)), stored)
     assert _resident_kb(path) < slack_kb, "a contiguous read of a plain view stayed resident"
 
+    rows = np.tile(np.arange(4, dtype=np.int8)[:, None], (nc, 18))  # 4 rows per node
     graph = LayoutGraph(
         graph_id="g",
         node_feat=np.zeros((nc, 140), np.float32),
         node_opcode=np.zeros(nc, np.int32),
         edge_index=np.zeros((0, 2), np.int32),
         node_config_ids=np.arange(nc, dtype=np.int32),
-        node_config_feat=values,
+        configs=Codebook(values, rows, np.arange(0, 4 * nc + 1, 4, dtype=np.int64)),
         config_runtime=np.arange(1, c + 1, dtype=np.int64),
         node_splits=np.array([nc], np.int64),
     )

@@ -16,6 +16,7 @@ from conftest import read_run_file as read_run
 from conftest import run_repo_script as run
 
 from baselines.core.errors import PipelineError
+from baselines.layout.codebook import Codebook
 from baselines.layout.task import LayoutTrainArgs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -256,7 +257,7 @@ def test_max_configs_note_says_when_the_flag_keeps_everything():
             node_opcode=np.zeros(1, np.int32),
             edge_index=np.zeros((0, 2), np.int32),
             node_config_ids=np.zeros(0, np.int32),
-            node_config_feat=np.zeros((c, 0, 18), np.int8),
+            configs=Codebook.from_values(np.zeros((c, 0, 18), np.int8)),
             config_runtime=np.arange(1, c + 1, dtype=np.int64),
             node_splits=np.array([0, 1], np.int64),
         )

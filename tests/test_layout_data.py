@@ -17,6 +17,7 @@ from conftest import REAL_SAMPLES
 
 from baselines.core.errors import PipelineError
 from baselines.layout import data, metrics
+from baselines.layout.codebook import Codebook
 from baselines.layout.data import (
     LayoutGraph,
     dedup_configs,
@@ -89,7 +90,7 @@ def make_graph(arrays: dict[str, np.ndarray] | None = None, graph_id: str = "g")
         node_opcode=a["node_opcode"].astype(np.int32),
         edge_index=a["edge_index"].astype(np.int32),
         node_config_ids=a["node_config_ids"].astype(np.int32),
-        node_config_feat=a["node_config_feat"].astype(np.int8),
+        configs=Codebook.from_values(a["node_config_feat"].astype(np.int8)),
         config_runtime=a["config_runtime"],
         node_splits=a["node_splits"].reshape(-1),
     )
@@ -118,7 +119,7 @@ def test_prune_keeps_the_drawn_nodes_and_edges(hops):
     assert np.array_equal(pruned.node_feat[pruned.node_config_ids], graph.node_feat[CONFIG_IDS])
     assert pruned.node_splits.tolist() == SPLITS_BY_HOPS[hops]
     # Configurations are untouched.
-    assert pruned.node_config_feat is graph.node_config_feat
+    assert pruned.configs is graph.configs
     assert pruned.config_runtime is graph.config_runtime
 
 
@@ -138,13 +139,16 @@ def test_dedup_keeps_first_occurrences_in_file_order():
     b[1, 5] = 4  # rows differing in one value are different configurations
     arrays["node_config_feat"] = np.stack([a, b, a, c, b, a])
     arrays["config_runtime"] = np.array([10, 20, 11, 30, 21, 12], np.int64)
-    graph, dropped = dedup_configs(make_graph(arrays))
+    original = make_graph(arrays)
+    graph, dropped = dedup_configs(original)
     assert dropped == 3
     assert graph.config_runtime.tolist() == [10, 20, 30]
     kept = graph.config_block(np.arange(graph.num_configs))
     assert np.array_equal(kept, np.stack([a, b, c]).astype(np.int8))
     assert kept.dtype == np.int8
-    assert graph.config_rows.tolist() == [0, 1, 3]  # a selection: the rows stay where they are
+    # A selection keeps the codebook and the indices of the chosen configurations.
+    assert graph.configs.codes is original.configs.codes
+    assert graph.configs.selected.tolist() == [0, 1, 3]
 
 
 def test_dedup_without_duplicates_changes_nothing():

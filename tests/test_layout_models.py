@@ -21,6 +21,7 @@ from baselines.layout.batching import (
     to_model_inputs,
     to_tensors,
 )
+from baselines.layout.codebook import Codebook
 from baselines.layout.data import load_layout_split
 from baselines.layout.graph import LayoutGraph
 from baselines.layout.models import ConfigAttention, LayoutSAGE, ResModel
@@ -47,9 +48,11 @@ def hand_graphs() -> list[LayoutGraph]:
         node_opcode=np.array([7, 26, 9], np.int32),
         edge_index=np.array([[1, 0], [2, 1]], np.int32),
         node_config_ids=np.array([1], np.int32),
-        node_config_feat=np.stack(
-            [np.full((1, 18), -1, np.int8), np.arange(-1, 17).reshape(1, 18) % 7 - 1]
-        ).astype(np.int8),
+        configs=Codebook.from_values(
+            np.stack(
+                [np.full((1, 18), -1, np.int8), np.arange(-1, 17).reshape(1, 18) % 7 - 1]
+            ).astype(np.int8)
+        ),
         config_runtime=np.array([300, 200], np.int64),
         node_splits=np.array([0, 3], np.int64),
     )
@@ -61,7 +64,7 @@ def hand_graphs() -> list[LayoutGraph]:
         node_opcode=np.array([1, 34, 3, 75], np.int32),
         edge_index=np.array([[1, 0], [3, 2], [2, 0], [3, 1], [3, 0]], np.int32),
         node_config_ids=np.array([3, 1], np.int32),
-        node_config_feat=values1.astype(np.int8),
+        configs=Codebook.from_values(values1.astype(np.int8)),
         config_runtime=np.array([50, 40, 80], np.int64),
         node_splits=np.array([0, 4], np.int64),
     )
@@ -137,7 +140,7 @@ def many_config_graph(c: int, graph_id: str) -> LayoutGraph:
         node_opcode=np.array([1, 26], np.int32),
         edge_index=np.array([[1, 0]], np.int32),
         node_config_ids=np.array([1], np.int32),
-        node_config_feat=rng.integers(-1, 6, size=(c, 1, 18)).astype(np.int8),
+        configs=Codebook.from_values(rng.integers(-1, 6, size=(c, 1, 18)).astype(np.int8)),
         config_runtime=rng.integers(100, 200, size=c).astype(np.int64),
         node_splits=np.array([0, 2], np.int64),
     )
@@ -264,7 +267,7 @@ def test_graph_without_configurable_nodes_scores_finite(toy_graphs):
         node_opcode=graph.node_opcode,
         edge_index=graph.edge_index,
         node_config_ids=np.zeros(0, np.int32),
-        node_config_feat=np.zeros((3, 0, 18), np.int8),
+        configs=Codebook.from_values(np.zeros((3, 0, 18), np.int8)),
         config_runtime=graph.config_runtime,
         node_splits=graph.node_splits,
     )
@@ -486,7 +489,9 @@ def wide_graph(nodes: int, configurable: int, configs: int) -> LayoutGraph:
         node_opcode=rng.integers(0, 100, size=nodes).astype(np.int32),
         edge_index=np.stack([np.arange(1, nodes), np.arange(nodes - 1)], 1).astype(np.int32),
         node_config_ids=np.linspace(0, nodes - 1, configurable).astype(np.int32),
-        node_config_feat=rng.integers(-1, 6, size=(configs, configurable, 18)).astype(np.int8),
+        configs=Codebook.from_values(
+            rng.integers(-1, 6, size=(configs, configurable, 18)).astype(np.int8)
+        ),
         config_runtime=rng.integers(100, 200, size=configs).astype(np.int64),
         node_splits=np.array([0, nodes], np.int64),
     )

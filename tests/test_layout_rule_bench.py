@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from baselines.layout.codebook import Codebook
 from baselines.layout.graph import LayoutGraph
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +84,7 @@ def one_node_graph(runtimes: list[int]) -> LayoutGraph:
         node_opcode=np.array([1, 26], np.int32),
         edge_index=np.zeros((0, 2), np.int32),
         node_config_ids=np.array([1], np.int32),
-        node_config_feat=configs,
+        configs=Codebook.from_values(configs),
         config_runtime=np.array(runtimes, np.int64),
         node_splits=np.array([0, 2], np.int64),
     )

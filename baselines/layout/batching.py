@@ -52,8 +52,9 @@ import tensorflow_gnn as tfgnn
 
 from baselines.core.format import NODE_FEAT_DIM
 from baselines.core.keras_fit import BatchSource
+from baselines.layout.codebook import Codebook
 from baselines.layout.data import MINOR_TO_MAJOR, SHAPE_DIMS, layout_minor_to_major
-from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph, read_config_rows
+from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
 
 # Padding slots' layout values, "the compiler's default" in every group: any
 # valid value would do, the slots are masked.
@@ -109,10 +110,9 @@ class PreparedGraph:
     cfg_ref: np.ndarray  # int8 [nc, 18], reference layouts (own, operand 0, operand 1)
     cfg_dims: np.ndarray  # float32 [nc, 18], log1p shape dims of the same tensors
     cfg_operand: np.ndarray  # int32 [nc, 2], configurable ids of operands 0 and 1, or -1
-    config_values: np.ndarray  # int8 [s, nc, 18], the stored configurations (never copied)
+    configs: Codebook  # the c configurations, as per-node codes
     runtimes: np.ndarray  # float32 [c], runtime / smallest runtime (0 when hidden)
     raw_runtimes: np.ndarray  # int64 [c], as in the file
-    config_rows: np.ndarray | None = None  # int64 [c], rows of config_values; None: all
 
     @property
     def num_configs(self) -> int:
@@ -120,7 +120,7 @@ class PreparedGraph:
 
     def config_block(self, slots: np.ndarray) -> np.ndarray:
         """int8 [len(slots), nc, 18]: configurations `slots` (0..c-1), read now."""
-        return read_config_rows(self.config_values, self.config_rows, slots)
+        return self.configs.values(slots)
 
 
 def operand_nodes(graph: LayoutGraph) -> np.ndarray:
@@ -189,10 +189,9 @@ def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
         cfg_ref=cfg_ref,
         cfg_dims=cfg_dims,
         cfg_operand=configurable_operands(operands, cfg_of_node),
-        config_values=np.asarray(graph.node_config_feat, dtype=np.int8),
+        configs=graph.configs,
         runtimes=(raw / scale).astype(np.float32),
         raw_runtimes=raw,
-        config_rows=graph.config_rows,
     )
 
 
@@ -375,7 +374,7 @@ def dummy_batch(num_configs: int = 2) -> dict[str, np.ndarray]:
         node_opcode=np.zeros(3, np.int32),
         edge_index=np.array([[1, 0], [2, 1]], np.int32),
         node_config_ids=np.array([1], np.int32),
-        node_config_feat=np.full((num_configs, 1, NODE_CONFIG_FEAT_DIM), -1, np.int8),
+        configs=Codebook.from_values(np.full((num_configs, 1, NODE_CONFIG_FEAT_DIM), -1, np.int8)),
         config_runtime=np.ones(num_configs, np.int64),
         node_splits=np.array([0, 3], np.int64),
     )

@@ -3,14 +3,15 @@
 The cache holds a split exactly as the reader returns it (dropping duplicates,
 sampling and pruning run on top of it, the same way every time), as one folder
 of `.npy` arrays: each array of every graph concatenated in file order, plus
-offsets per graph. It comes back memory-mapped, so a warm load never holds a
-split's configurations in memory. The folder is checked on every load
+offsets per graph. Configurations are stored as their codebooks (a byte per
+configuration and configurable node, not 18). It comes back memory-mapped, so
+a warm load never holds a split's configurations in memory. The folder is checked on every load
 (`baselines.core.array_cache.check_array_folder`) and written one graph at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -29,22 +30,24 @@ from baselines.core.io_utils import (
     describe_write_error,
     remove_stale_temporaries,
 )
+from baselines.layout.codebook import Codebook
 from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
 
 # Bump when the folder's layout or the reader's validation rules change.
-LAYOUT_CACHE_VERSION = 1
-
-# Selected configurations copied per append when a reduced graph is written.
-_WRITE_BLOCK_BYTES = 1 << 26
+LAYOUT_CACHE_VERSION = 2
 
 # Every cached array: the shape of one row and its dtype (None: text, the graph ids).
-# node_config_feat holds each graph's (c, nc, 18) configurations as c * nc rows.
+# A graph's configurations are its codebook (`codebook.py`): `row_counts` (one per
+# configurable node) cut `codebook_rows`, and `config_codes` holds its (c, nc)
+# codes as the bytes of `code_bytes`-wide unsigned integers.
 _ROWS = {
     "node_feat": ((NODE_FEAT_DIM,), "float32"),
     "node_opcode": ((), "int32"),
     "edge_index": ((2,), "int32"),
     "node_config_ids": ((), "int32"),
-    "node_config_feat": ((NODE_CONFIG_FEAT_DIM,), "int8"),
+    "row_counts": ((), "int64"),
+    "codebook_rows": ((NODE_CONFIG_FEAT_DIM,), "int8"),
+    "config_codes": ((), "uint8"),
     "config_runtime": ((), "int64"),
     "node_splits": ((), "int64"),
 }
@@ -52,13 +55,16 @@ _ROWS = {
 _OFFSETS_OF = {
     "node_offsets": ("node_feat", "node_opcode"),
     "edge_offsets": ("edge_index",),
-    "configurable_offsets": ("node_config_ids",),
+    "configurable_offsets": ("node_config_ids", "row_counts"),
+    "codebook_offsets": ("codebook_rows",),
+    "code_offsets": ("config_codes",),
     "config_offsets": ("config_runtime",),
     "split_offsets": ("node_splits",),
 }
 _LAYOUT = {
     **_ROWS,
     **{name: ((), "int64") for name in _OFFSETS_OF},
+    "code_bytes": ((), "int64"),
     "graph_ids": ((), None),
 }
 FIELDS = tuple(_LAYOUT)
@@ -92,21 +98,6 @@ def layout_cache_path(cache_dir: Path | str, folder: Path | str, files: Sequence
     return Path(cache_dir).expanduser() / f"layout-{Path(folder).name}-{key}"
 
 
-def _config_blocks(graph: LayoutGraph) -> Iterator[np.ndarray]:
-    """A graph's configurations (int8 (c, nc, 18)) as the cache stores them, in blocks.
-
-    A graph with selected configurations (`select_configs`) is read
-    `_WRITE_BLOCK_BYTES` at a time, so writing never copies them all.
-    """
-    if graph.config_rows is None:
-        yield graph.node_config_feat
-        return
-    row_bytes = max(graph.num_configurable * NODE_CONFIG_FEAT_DIM, 1)
-    block = max(1, _WRITE_BLOCK_BYTES // row_bytes)
-    for start in range(0, graph.num_configs, block):
-        yield graph.config_block(np.arange(start, min(start + block, graph.num_configs)))
-
-
 def save_layout_cache(graphs: Iterable[LayoutGraph], cache_path: Path, name: str) -> None:
     """Writes graphs (read one at a time from the iterable) as a cache folder, atomically.
 
@@ -116,18 +107,25 @@ def save_layout_cache(graphs: Iterable[LayoutGraph], cache_path: Path, name: str
     with write_array_folder(cache_path, _LAYOUT, name=name, version=LAYOUT_CACHE_VERSION) as writer:
         ids: list[str] = []
         sizes: dict[str, list[int]] = {offsets: [0] for offsets in _OFFSETS_OF}
+        code_bytes: list[int] = []
         for graph in graphs:
             ids.append(graph.graph_id)
+            book = graph.configs
+            parts = {
+                "row_counts": book.row_counts,
+                "codebook_rows": book.rows,
+                "config_codes": np.ascontiguousarray(book.codes_of()).reshape(-1).view(np.uint8),
+            }
+            code_bytes.append(book.codes.dtype.itemsize)
             for field in _ROWS:
-                if field == "node_config_feat":
-                    for block in _config_blocks(graph):
-                        writer.append(field, block.reshape(-1, NODE_CONFIG_FEAT_DIM))
-                else:
-                    writer.append(field, getattr(graph, field))
+                part = parts[field] if field in parts else getattr(graph, field)
+                writer.append(field, part)
+                parts[field] = part
             for offsets, (owner, *_) in _OFFSETS_OF.items():
-                sizes[offsets].append(sizes[offsets][-1] + getattr(graph, owner).shape[0])
+                sizes[offsets].append(sizes[offsets][-1] + parts[owner].shape[0])
         for offsets, values in sizes.items():
             writer.append(offsets, np.asarray(values, dtype=np.int64))
+        writer.append("code_bytes", np.asarray(code_bytes, dtype=np.int64))
         writer.append("graph_ids", np.array(ids, dtype=str).reshape(-1))
 
 
@@ -148,19 +146,24 @@ def _structure_problem(arrays: dict[str, np.ndarray]) -> str | None:
             return problem
     configs = np.diff(arrays["config_offsets"])
     configurable = np.diff(arrays["configurable_offsets"])
-    rows = int(np.sum(configs * configurable))
-    if arrays["node_config_feat"].shape[0] != rows:
-        return (
-            f"node_config_feat.npy has {arrays['node_config_feat'].shape[0]} rows, "
-            f"the offsets give {rows} (configurations x configurable nodes)"
-        )
+    widths = np.asarray(arrays["code_bytes"])
+    if widths.shape != ids.shape or not np.all(np.isin(widths, (1, 2, 4))):
+        return "code_bytes.npy does not give 1, 2 or 4 bytes per graph"
+    if np.any(np.diff(arrays["code_offsets"]) != configs * configurable * widths):
+        return "config_codes.npy does not hold configurations x configurable nodes codes"
+    counts = np.asarray(arrays["row_counts"])
+    cut = np.asarray(arrays["configurable_offsets"])
+    rows = np.array([counts[a:b].sum() for a, b in zip(cut[:-1], cut[1:])], dtype=np.int64)
+    if np.any(np.diff(arrays["codebook_offsets"]) != rows) or np.any(counts < 1):
+        return "row_counts.npy does not cut codebook_rows.npy into every node's rows"
     return None
 
 
 def _graphs(arrays: dict[str, np.ndarray]) -> list[LayoutGraph]:
     """The graphs of checked cache arrays, as views into them (no array is copied)."""
     cut = {name: np.asarray(arrays[name]) for name in _OFFSETS_OF}
-    graphs, feat_row = [], 0
+    widths = np.asarray(arrays["code_bytes"])
+    graphs = []
     for i, graph_id in enumerate(np.asarray(arrays["graph_ids"])):
 
         def part(field: str, offsets: str, i: int = i) -> np.ndarray:
@@ -168,8 +171,13 @@ def _graphs(arrays: dict[str, np.ndarray]) -> list[LayoutGraph]:
 
         c = int(cut["config_offsets"][i + 1] - cut["config_offsets"][i])
         nc = int(cut["configurable_offsets"][i + 1] - cut["configurable_offsets"][i])
-        feat = arrays["node_config_feat"][feat_row : feat_row + c * nc]
-        feat_row += c * nc
+        codes = part("config_codes", "code_offsets").view(f"<u{int(widths[i])}")
+        counts = np.asarray(part("row_counts", "configurable_offsets"))
+        book = Codebook(
+            codes=codes.reshape(c, nc),
+            rows=part("codebook_rows", "codebook_offsets"),
+            offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+        )
         graphs.append(
             LayoutGraph(
                 graph_id=str(graph_id),
@@ -177,7 +185,7 @@ def _graphs(arrays: dict[str, np.ndarray]) -> list[LayoutGraph]:
                 node_opcode=part("node_opcode", "node_offsets"),
                 edge_index=part("edge_index", "edge_offsets"),
                 node_config_ids=part("node_config_ids", "configurable_offsets"),
-                node_config_feat=feat.reshape(c, nc, NODE_CONFIG_FEAT_DIM),
+                configs=book,
                 config_runtime=part("config_runtime", "config_offsets"),
                 node_splits=part("node_splits", "split_offsets"),
             )

@@ -2,8 +2,9 @@
 
 One npz file is one program graph with its layout configurations. Every defect
 raises `PipelineError` with one line: the file, what is wrong, what to do.
-`node_config_feat` is converted to int8 while it is read, a block of
-configurations at a time: loaded whole as float32 an nlp file takes several GB.
+`node_config_feat` becomes a per-node codebook (`codebook.py`) while it is
+read, a block of configurations at a time: loaded whole as float32 an nlp file
+takes several GB, its codes a few MB.
 The config and pruning helpers of `baselines.layout.prune` are re-exported here.
 """
 
@@ -20,6 +21,7 @@ from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE
 from baselines.core.io_utils import list_npz_files
 from baselines.core.npz import read_npz, read_whole
 from baselines.layout.cache import load_cached_graphs
+from baselines.layout.codebook import Codebook, CodebookBuilder
 from baselines.layout.graph import (
     CONFIG_VALUE_MAX,
     CONFIG_VALUE_MIN,
@@ -88,8 +90,8 @@ def _config_value_problem(block: np.ndarray, first_config: int) -> str | None:
 
 def _read_config_feat(
     path: Path, stream: IO[bytes], shape: tuple, fortran: bool, dtype: np.dtype
-) -> np.ndarray:
-    """node_config_feat as int8, converted and checked one block of configurations at a time.
+) -> Codebook:
+    """node_config_feat as a `Codebook`, checked and coded one block of configurations at a time.
 
     A Fortran-order member stores configurations innermost, so blocks of them are
     not contiguous: it is read whole first (none of the real files is stored so).
@@ -103,7 +105,7 @@ def _read_config_feat(
         )
     c, nc, _ = shape
     whole = read_whole(stream, shape, fortran, dtype) if fortran else None
-    out = np.empty(shape, dtype=np.int8)
+    builder = CodebookBuilder(nc)
     per_config = nc * NODE_CONFIG_FEAT_DIM
     block = max(1, _BLOCK_VALUES // max(per_config, 1))
     for start in range(0, c, block):
@@ -115,8 +117,8 @@ def _read_config_feat(
         problem = _config_value_problem(values, start)
         if problem:
             raise _bad(path, problem)
-        out[start : start + rows] = values
-    return out
+        builder.add(values)
+    return builder.finish()
 
 
 # ---------------------------------------------------------------------------
@@ -164,7 +166,8 @@ def _integers(path: Path, key: str, value: np.ndarray) -> np.ndarray:
 def validate_layout_arrays(path: Path, graph_id: str, raw: dict[str, np.ndarray]) -> LayoutGraph:
     """Checks shapes, dtypes, ids, value ranges and finiteness; returns a LayoutGraph.
 
-    `raw["node_config_feat"]` must already hold only integers in -1..5 (any dtype).
+    `raw["node_config_feat"]`: a `Codebook` (checked while it was read), or values of any
+    dtype, which must be integers in -1..5.
     """
     node_feat = raw["node_feat"]
     if node_feat.dtype.kind not in "fiu":
@@ -215,10 +218,11 @@ def validate_layout_arrays(path: Path, graph_id: str, raw: dict[str, np.ndarray]
             f"node_config_feat has shape {config_feat.shape}, expected {expected} "
             "(configurations of config_runtime x node_config_ids x 18)",
         )
-    if config_feat.dtype != np.int8:
+    if not isinstance(config_feat, Codebook):
         problem = _config_value_problem(config_feat, 0)
         if problem:
             raise _bad(path, problem)
+        config_feat = Codebook.from_values(config_feat)
 
     splits = _integers(path, "node_splits", raw["node_splits"]).reshape(-1)
     if splits.size and (splits.min() < 0 or splits.max() > n or np.any(np.diff(splits) < 0)):
@@ -230,7 +234,7 @@ def validate_layout_arrays(path: Path, graph_id: str, raw: dict[str, np.ndarray]
         node_opcode=opcode.astype(np.int32),
         edge_index=edges.astype(np.int32),
         node_config_ids=config_ids.astype(np.int32),
-        node_config_feat=config_feat.astype(np.int8, copy=False),
+        configs=config_feat,
         config_runtime=runtime,
         node_splits=splits,
     )
@@ -312,9 +316,6 @@ def load_layout_split(
         if max_configs is not None:
             sampled += graph.num_configs > max_configs
             graph = sample_configs(graph, max_configs, seed)
-        if cache_dir is None:
-            # Read into memory: keep the kept rows, not the whole file's array.
-            graph = graph.compact_configs()
         graphs.append(graph)
     if log is not None and (drop_duplicates or max_configs is not None):
         notes = []

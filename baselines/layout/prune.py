@@ -12,31 +12,7 @@ import hashlib
 import numpy as np
 
 from baselines.core.errors import PipelineError
-from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
-
-# Configuration bytes `dedup_configs` reads (and holds) at a time.
-DEDUP_BLOCK_BYTES = 1 << 24
-_DIGEST_BYTES = 32
-
-
-def _config_digests(graph: LayoutGraph, block_bytes: int) -> np.ndarray:
-    """One 32-byte BLAKE2b digest per configuration of `graph`, as opaque keys (c,).
-
-    Read a block of about `block_bytes` at a time: the whole array is never held.
-    """
-    c = graph.num_configs
-    row_bytes = graph.num_configurable * NODE_CONFIG_FEAT_DIM
-    block = max(1, int(block_bytes) // max(row_bytes, 1))
-    digests = np.empty((c, _DIGEST_BYTES), dtype=np.uint8)
-    for start in range(0, c, block):
-        stop = min(start + block, c)
-        rows = np.ascontiguousarray(graph.config_block(np.arange(start, stop)))
-        flat = rows.reshape(stop - start, row_bytes)
-        for i, row in enumerate(flat):
-            digest = hashlib.blake2b(row.data, digest_size=_DIGEST_BYTES).digest()
-            digests[start + i] = np.frombuffer(digest, dtype=np.uint8)
-        del rows, flat  # before the next block is read: one block held at a time
-    return digests.view(np.dtype((np.void, _DIGEST_BYTES)))[:, 0]
+from baselines.layout.graph import LayoutGraph
 
 
 def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
@@ -47,15 +23,17 @@ def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
     differ only by measurement noise, and a measured value (not a mean) leaves
     every kept runtime one the file holds.
 
-    The selection is lazy (`LayoutGraph.select_configs`); rows are compared by
-    digest (`_config_digests`).
+    Configurations are compared by their codes: within one codebook, equal
+    codes are equal rows.
     """
     c = graph.num_configs
     if graph.num_configurable == 0:
         # No configurable node: every configuration is the same (empty) one.
         first = np.zeros(1, dtype=np.int64)
     else:
-        _, first = np.unique(_config_digests(graph, DEDUP_BLOCK_BYTES), return_index=True)
+        codes = np.ascontiguousarray(graph.configs.codes_of())
+        keys = codes.view(np.dtype((np.void, codes.shape[1] * codes.itemsize)))[:, 0]
+        _, first = np.unique(keys, return_index=True)
         first = np.sort(first)
     if first.size == c:
         return graph, 0

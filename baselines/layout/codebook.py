@@ -1,0 +1,172 @@
+"""A graph's layout configurations as per-node codebooks: distinct rows once, codes per config.
+
+A configuration sets an 18-value layout row (-1..5) on every configurable node.
+Across all of a file's configurations a node takes few distinct rows (at most 9
+in every real file), so a `Codebook` keeps each node's distinct rows once
+(`rows`, node after node, cut by `offsets`) and, per (configuration, node), the
+index of its row among the node's (`codes`): one byte instead of 18. A node
+with more than 256 distinct rows makes the codes wider (uint16, then uint32),
+never truncated.
+
+    book = Codebook.from_values(values)            # int8 (c, nc, 18)
+    book.values(np.array([3, 0]))                  # int8 (2, nc, 18), the same rows
+    book.select(np.array([0, 2])).num_configs      # 2: a lazy selection
+    builder = CodebookBuilder(nc); builder.add(block); ...; builder.finish()
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from baselines.core.array_cache import release_mapped_pages
+
+WIDTH = 18  # layout values per configurable node
+# A value in -1..5 is stored + 1 in 3 bits, so a row is one 54-bit key: sum of (v + 1) * 8**k.
+_SHIFTS = np.arange(WIDTH, dtype=np.uint64) * np.uint64(3)
+_POWERS = np.int64(8) ** np.arange(WIDTH, dtype=np.int64)
+
+
+def row_keys(values: np.ndarray) -> np.ndarray:
+    """uint64 [...]: one key per 18-value row of `values` (-1..5); equal keys, equal rows."""
+    values = np.asarray(values)
+    shifted = values.reshape(-1, WIDTH).astype(np.int64) + 1
+    return (shifted @ _POWERS).astype(np.uint64).reshape(values.shape[:-1])
+
+
+def key_rows(keys: np.ndarray) -> np.ndarray:
+    """int8 [..., 18]: the rows of `row_keys`."""
+    fields = (np.asarray(keys, dtype=np.uint64)[..., None] >> _SHIFTS) & np.uint64(7)
+    return (fields.astype(np.int16) - 1).astype(np.int8)
+
+
+def code_dtype(most_rows: int) -> np.dtype:
+    """The narrowest unsigned dtype that holds codes 0..most_rows-1."""
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if most_rows <= np.iinfo(dtype).max + 1:
+            return np.dtype(dtype)
+    raise ValueError(f"{most_rows} distinct layout rows on one node")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Codebook:
+    """Configurations of `nc` configurable nodes as codes into per-node rows.
+
+    codes     unsigned (s, nc)  stored configuration i at node j is rows[offsets[j] + codes[i, j]]
+    rows      int8     (R, 18)  every node's distinct rows, node after node, in code order
+    offsets   int64    (nc + 1,)
+    selected  int64    (c,)     configuration i is stored configuration selected[i];
+                                None: every stored one in order (c == s)
+
+    Selecting is lazy (only the indices are kept), so a memory-mapped cache's
+    codes are never copied whole; `codes_of` reads the codes of a few
+    configurations at a time.
+    """
+
+    codes: np.ndarray
+    rows: np.ndarray
+    offsets: np.ndarray
+    selected: np.ndarray | None = None
+
+    @property
+    def num_configs(self) -> int:
+        return int((self.codes if self.selected is None else self.selected).shape[0])
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """The shape of the configurations it stands for: (c, nc, 18)."""
+        return (self.num_configs, int(self.codes.shape[1]), WIDTH)
+
+    @property
+    def row_counts(self) -> np.ndarray:
+        """int64 (nc,): how many distinct rows each node has."""
+        return np.diff(self.offsets)
+
+    def codes_of(self, configs: np.ndarray | None = None) -> np.ndarray:
+        """(len(configs), nc): the codes of configurations `configs` (None: all), read now."""
+        if configs is None:
+            configs = np.arange(self.num_configs)
+        return read_rows(self.codes, self.selected, configs)
+
+    def values(self, configs: np.ndarray | None = None) -> np.ndarray:
+        """int8 (len(configs), nc, 18): the rows of configurations `configs` (None: all)."""
+        return self.rows[self.offsets[:-1] + self.codes_of(configs).astype(np.int64)]
+
+    def select(self, configs: np.ndarray) -> Codebook:
+        """The codebook of configurations `configs` only, in that order (lazy)."""
+        configs = np.array(configs, dtype=np.int64).reshape(-1)  # a copy: the caller's may change
+        selected = configs if self.selected is None else self.selected[configs]
+        return dataclasses.replace(self, selected=selected)
+
+    @classmethod
+    def from_values(cls, values: np.ndarray) -> Codebook:
+        """The codebook of int8 (c, nc, 18) configurations."""
+        values = np.asarray(values)
+        builder = CodebookBuilder(values.shape[1])
+        builder.add(values)
+        return builder.finish()
+
+
+def read_rows(array: np.ndarray, selected: np.ndarray | None, slots: np.ndarray) -> np.ndarray:
+    """`array[selected[slots]]` (`selected` None: `array[slots]`), reading only those rows.
+
+    A contiguous run of rows is read as one slice; other rows are read in
+    ascending order, each once (a memory map reads sorted rows faster), then put
+    in `slots`' order. A memory map's pages, once read, stay resident (counted
+    in RSS): over an epoch that would be every configuration a split holds, so
+    the pages read are released.
+    """
+    slots = np.asarray(slots, dtype=np.int64).reshape(-1)
+    rows = slots if selected is None else np.asarray(selected)[slots]
+    if rows.size and 0 <= rows[0] and rows[-1] < array.shape[0] and np.all(np.diff(rows) == 1):
+        span = array[rows[0] : rows[-1] + 1]
+        block = np.array(span)
+        release_mapped_pages(span)
+        return block
+    unique, inverse = np.unique(rows, return_inverse=True)
+    block = np.asarray(array[unique])
+    if unique.size:
+        release_mapped_pages(array[unique[0] : unique[-1] + 1])
+    return block if unique.size == rows.size and np.array_equal(unique, rows) else block[inverse]
+
+
+class CodebookBuilder:
+    """Builds a `Codebook` from blocks of configurations, as a file is read.
+
+    A node's rows get codes block by block, in key order within a block, so the
+    codes already given never change when later blocks bring new rows.
+    """
+
+    def __init__(self, num_nodes: int):
+        self.keys: list[dict[int, int]] = [{} for _ in range(num_nodes)]
+        self.blocks: list[np.ndarray] = []
+
+    def add(self, values: np.ndarray) -> None:
+        """Adds configurations int8 (b, nc, 18), values -1..5."""
+        keys = row_keys(values)
+        b, nc = keys.shape
+        # Every (node, key) pair of the block sorted once: the distinct pairs, a few
+        # per node, are all that meets Python.
+        nodes = np.broadcast_to(np.arange(nc), (b, nc)).ravel()
+        flat = keys.ravel()
+        order = np.lexsort((flat, nodes))
+        sorted_nodes, sorted_keys = nodes[order], flat[order]
+        first = np.ones(flat.size, dtype=bool)
+        first[1:] = (sorted_nodes[1:] != sorted_nodes[:-1]) | (sorted_keys[1:] != sorted_keys[:-1])
+        pairs = zip(sorted_nodes[first].tolist(), sorted_keys[first].tolist())
+        known = self.keys
+        lookup = np.array([known[n].setdefault(k, len(known[n])) for n, k in pairs], np.uint32)
+        codes = np.empty(flat.size, dtype=np.uint32)
+        codes[order] = lookup[np.cumsum(first) - 1]
+        self.blocks.append(codes.reshape(b, nc))
+
+    def finish(self) -> Codebook:
+        nc = len(self.keys)
+        counts = np.array([len(known) for known in self.keys], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        ordered = [np.fromiter(known, np.uint64, len(known)) for known in self.keys]
+        keys = np.concatenate(ordered) if ordered else np.zeros(0, np.uint64)
+        codes = np.concatenate(self.blocks) if self.blocks else np.zeros((0, nc), np.uint32)
+        dtype = code_dtype(int(counts.max(initial=1)))
+        return Codebook(codes.astype(dtype), key_rows(keys).reshape(-1, WIDTH), offsets)
