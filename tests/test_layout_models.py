@@ -101,8 +101,10 @@ def test_hand_made_batch_equals_hand_computed_arrays():
     np.testing.assert_array_equal(feats[2, 134:140], [2, 0, 1, -1, -1, -1])
     np.testing.assert_array_equal(feats[0, 134:140], [-1] * 6)  # rank 0
 
-    values = batch["config_values"]
-    assert values.shape == (3, 2, 18) and values.dtype == np.int8
+    rows, codes = batch["config_rows"], batch["config_codes"]
+    assert rows.dtype == np.int8 and codes.shape == (3, 2) and rows.shape[:1] == (3,)
+    values = np.take_along_axis(rows, codes[:, :, None], axis=1)
+    assert values.shape == (3, 2, 18)
     expected = np.empty((3, 2, 18), np.int8)
     expected[0] = g1.node_config_feat[[2, 0], 0]  # node 3 under configs 2 and 0
     expected[1] = g1.node_config_feat[[2, 0], 1]  # node 1
@@ -459,7 +461,7 @@ def test_graph_scorer_never_assembles_more_than_score_chunk_slots(cls, monkeypat
     def spy(self, tensors, part):
         index = tensors["config_index"].numpy().tolist()
         k = tensors["config_mask"].shape[0]
-        assembled.append((k, tensors["config_values"].shape[1], index))
+        assembled.append((k, tensors["config_codes"].shape[1], index))
         return real(self, tensors, part)
 
     monkeypatch.setattr(GraphScorer, "_call", spy)
@@ -535,7 +537,7 @@ def test_graph_scorer_sizes_chunks_to_the_graph_within_the_slot_budget(
     scores = GraphScorer(model, slot_budget=budget).score(graph)
     assert scores.shape == (WIDE_CONFIGS,) and np.all(np.isfinite(scores))
     held = "node_sizes" if cls is ResModel else "cfg_sizes"
-    configs = [b["config_values"].shape[1] for b in assembled]
+    configs = [b["config_codes"].shape[1] for b in assembled]
     slots = [int(b[held].sum()) * k for b, k in zip(assembled, configs, strict=True)]
     assert configs == [per_call] * (WIDE_CONFIGS // per_call) + (
         [WIDE_CONFIGS % per_call] if WIDE_CONFIGS % per_call else []
@@ -655,7 +657,10 @@ def test_relative_to_reference_scores_the_reference_layouts_as_an_empty_change(t
     plain = LayoutSAGE(8, **kwargs).create_variables()
     plain.set_weights(relative.get_weights())  # same variables: the flag adds none
     batch = assemble_batch(toy_graphs, [0], [np.arange(6)], 6)
-    batch["config_values"][:, 2, :] = batch["cfg_ref"]  # slot 2 keeps the reference layouts
+    # Slot 2 keeps the reference layouts: one more row per node, which slot 2 uses.
+    width = batch["config_rows"].shape[1]
+    batch["config_rows"] = np.concatenate([batch["config_rows"], batch["cfg_ref"][:, None]], 1)
+    batch["config_codes"][:, 2] = width
     tensors = to_tensors(batch)
     scores = relative(tensors).numpy()[0]
     inputs = to_model_inputs(tensors)
@@ -685,3 +690,27 @@ def test_a_layout_model_is_found_by_class_name_and_rebuilt_from_its_config():
     again = build_model("LayoutSAGE", model.get_config())
     assert type(again) is LayoutSAGE and again.get_config() == model.get_config()
     assert again.get_config()["config_layers"] == 2
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"tile_padding": True}, {"relative_to_reference": True}, {"relayout_copies": True}],
+    ids=["plain", "tile_padding", "relative", "relayout_copies"],
+)
+def test_states_computed_once_per_distinct_row_score_as_once_per_slot(toy_graphs, kwargs):
+    """LayoutSAGE computes a node's state per distinct layout row and gathers it per slot.
+    The same batch with every slot given its own row (R = K, codes 0..K-1) must score the
+    same, to float32 rounding of differently shaped matmuls (1e-5), and the batch must
+    hold fewer rows than slots: the toy nodes repeat their rows."""
+    tf.keras.utils.set_random_seed(3)
+    model = LayoutSAGE(8, hidden_dim=16, **kwargs).create_variables()
+    k = 24
+    batch = assemble_batch(toy_graphs, [0, 1], [np.arange(k), np.arange(k)], k)
+    rows, codes = batch["config_rows"], batch["config_codes"]
+    assert rows.shape[1] < k
+    expanded = dict(batch)
+    expanded["config_rows"] = np.take_along_axis(rows, codes[:, :, None], axis=1)
+    expanded["config_codes"] = np.tile(np.arange(k, dtype=np.int32), (codes.shape[0], 1))
+    shared = model(to_tensors(batch)).numpy()
+    one_each = model(to_tensors(expanded)).numpy()
+    np.testing.assert_allclose(shared, one_each, rtol=1e-5, atol=1e-5)

@@ -24,10 +24,12 @@ configurable nodes, all summed over the G graphs; ids are global in the batch):
   order; for the real files it is a guess, and only a feature); `cfg_operand`
   [NC, 2] int32: the configurable id of operands 0 and 1 where that operand is
   itself configurable, else -1;
-- `config_values` [NC, K, 18] int8: slot k's layout values (-1..5) of each
-  configurable node. Configurable nodes first and slots second, so the
-  config-independent part of a node's state is one [NC, d] row broadcast over K.
-  Padding slots hold `PAD_VALUE`;
+- `config_rows` [NC, R, 18] int8: each configurable node's distinct layout rows
+  (-1..5) among the batch's slots, `PAD_VALUE` past its own count (R: the most any
+  node has); `config_codes` [NC, K] int32: slot k's row among its node's. Padding
+  slots use a row of `PAD_VALUE`. Configurable nodes first and slots second, so
+  the config-independent part of a node's state is one [NC, d] row broadcast over
+  K; `to_model_inputs` adds `config_values` [NC, K, 18], the gathered rows;
 - `config_runtimes` [G * K] float32: runtime / the graph's smallest runtime
   (over the configurations the prepared graph holds), -1 in padding slots (the
   core losses' padding convention); `config_mask` [G * K] 1/0; `config_index`
@@ -75,7 +77,8 @@ BATCH_SIGNATURE = {
     "cfg_ref": tf.TensorSpec([None, NODE_CONFIG_FEAT_DIM], tf.int8),
     "cfg_dims": tf.TensorSpec([None, NODE_CONFIG_FEAT_DIM], tf.float32),
     "cfg_operand": tf.TensorSpec([None, 2], tf.int32),
-    "config_values": tf.TensorSpec([None, None, NODE_CONFIG_FEAT_DIM], tf.int8),
+    "config_rows": tf.TensorSpec([None, None, NODE_CONFIG_FEAT_DIM], tf.int8),
+    "config_codes": tf.TensorSpec([None, None], tf.int32),
     "config_runtimes": tf.TensorSpec([None], tf.float32),
     "config_mask": tf.TensorSpec([None], tf.float32),
     "config_index": tf.TensorSpec([None], tf.int32),
@@ -211,19 +214,42 @@ def config_fields(graph: PreparedGraph, slots: np.ndarray, num_configs: int) -> 
     slots = np.concatenate([slots, np.full(k - slots.shape[0], -1, np.int64)])
     pad = slots < 0
     real = np.where(pad, 0, slots)
+    nc = graph.cfg_node.shape[0]
     if graph.num_configs:
-        values = graph.config_block(real)
+        book = graph.configs
+        ids = book.offsets[:-1][None, :] + book.codes_of(real).astype(np.int64)  # [K, nc]
         runtimes = graph.runtimes[real]
     else:  # no configuration at all: every slot is padding
-        values = np.zeros((k, graph.cfg_node.shape[0], NODE_CONFIG_FEAT_DIM), np.int8)
+        book, ids = None, np.zeros((k, nc), np.int64)
         runtimes = np.zeros(k, np.float32)
-    values = np.where(pad[:, None, None], np.int8(PAD_VALUE), values)
+    rows, codes = _rows_used(np.where(pad[:, None], -1, ids))
+    values = np.full(rows.shape + (NODE_CONFIG_FEAT_DIM,), PAD_VALUE, np.int8)
+    if book is not None:
+        used = rows >= 0
+        values[used] = book.rows[rows[used]]
     return {
-        "config_values": values.transpose(1, 0, 2),  # [nc, K, 18]
+        "config_rows": values.transpose(1, 0, 2),  # [nc, R, 18]
+        "config_codes": codes.T.astype(np.int32),  # [nc, K]
         "config_runtimes": np.where(pad, -1.0, runtimes).astype(np.float32),
         "config_mask": (~pad).astype(np.float32),
         "config_index": slots.astype(np.int32),
     }
+
+
+def _rows_used(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows [R, nc], codes [K, nc]) of codebook row ids [K, nc] (-1: padding): per node
+    the distinct ids its slots use, -1 past them, and each slot's index among them."""
+    order = np.argsort(ids, axis=0, kind="stable")
+    ordered = np.take_along_axis(ids, order, axis=0)
+    new = np.ones(ordered.shape, dtype=bool)
+    new[1:] = ordered[1:] != ordered[:-1]
+    rank = np.cumsum(new, axis=0) - 1
+    codes = np.empty_like(rank)
+    np.put_along_axis(codes, order, rank, axis=0)
+    width = int(rank.max(initial=-1)) + 1
+    rows = np.full((width, ids.shape[1]), -1, dtype=np.int64)
+    rows[rank[new], np.nonzero(new)[1]] = ordered[new]
+    return rows, codes
 
 
 def assemble_batch(
@@ -265,6 +291,13 @@ def assemble_batch(
             out[key] = np.asarray(parts[key], dtype=np.int32)
         elif key == "graph_id":
             out[key] = np.concatenate(parts[key]) if parts[key] else np.zeros(0, object)
+        elif key == "config_rows":
+            width = max((p.shape[1] for p in parts[key]), default=0)
+            padded = [
+                np.pad(p, ((0, 0), (0, width - p.shape[1]), (0, 0)), constant_values=PAD_VALUE)
+                for p in parts[key]
+            ]
+            out[key] = np.concatenate(padded).astype(np.int8) if padded else np.zeros((0, 0, 18))
         else:
             out[key] = np.concatenate(parts[key]).astype(spec.dtype.as_numpy_dtype)
     return out
@@ -356,7 +389,11 @@ def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
     )
     return {
         "graph": graph,
-        "config_values": batch["config_values"],
+        # Each node's distinct layout rows in the batch, and each slot's row among them:
+        # a model may compute per row and gather; `config_values` is the gathered rows.
+        "config_rows": batch["config_rows"],
+        "config_codes": batch["config_codes"],
+        "config_values": tf.gather(batch["config_rows"], batch["config_codes"], batch_dims=1),
         "cfg_node": batch["cfg_node"],
         "cfg_ref": batch["cfg_ref"],
         "cfg_dims": batch["cfg_dims"],

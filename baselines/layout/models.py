@@ -359,7 +359,11 @@ class LayoutSAGE(LayoutModel):
     def config_part(self, inputs: dict, graph_part: dict, training=None) -> tf.Tensor:
         graph = inputs["graph"]
         graph_state, node_part = graph_part["graph_state"], graph_part["node_part"]
-        values = inputs["config_values"]
+        # Up to the join, a state depends only on the node and its layout row: computed
+        # once per distinct row (`config_rows`), then gathered per slot. Relayout copies
+        # read the operands' rows of the same configuration, so they take every slot.
+        per_row = not self.relayout_copies
+        values = inputs["config_rows"] if per_row else inputs["config_values"]
         if self.relative_to_reference:
             # One more column, the reference layouts, whose states are subtracted below.
             reference = tf.cast(inputs["cfg_ref"], values.dtype)[:, None, :]
@@ -377,7 +381,13 @@ class LayoutSAGE(LayoutModel):
             )
             embedded = tf.concat([embedded, copies], axis=-1)
         x = self.activation(node_part[:, None, :] + self.join_config(embedded))
-        x = self.config_mlp(x)  # [NC, K, h]
+        x = self.config_mlp(x)  # [NC, R or K, h]
+        if per_row:
+            if self.relative_to_reference:
+                x, reference_state = x[:, :-1, :], x[:, -1:, :]
+            x = tf.gather(x, inputs["config_codes"], batch_dims=1)  # [NC, K, h]
+            if self.relative_to_reference:
+                x = tf.concat([x, reference_state], axis=1)
         if self.config_rounds:
             inverse_degree = 1.0 / tf.maximum(
                 graph_ops.bidirectional_degree(graph, "cfg_feed"), 1.0
