@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A layout recipe's training step, timed in one process: batch assembly and the compiled step.
 
-    .venv/bin/python bench/layout_step.py --data_root /work/layprobe/data/nlp_eighth \\
-        --source nlp --search default --flagfile configs/layout/recommended.flags
+    D=/work/layprobe/data/release_eighth_s0_nlp_default   # a set bench/layout_scale.py wrote
+    .venv/bin/python bench/layout_step.py --data_root $D --cache_dir /tmp/stepcache
 
 Reads the train split as the recipe's run does (through `--cache_dir` when given),
 draws the recipe's training batches (epoch 0, segment training as the recipe says),

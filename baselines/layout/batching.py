@@ -297,7 +297,11 @@ def assemble_batch(
                 np.pad(p, ((0, 0), (0, width - p.shape[1]), (0, 0)), constant_values=PAD_VALUE)
                 for p in parts[key]
             ]
-            out[key] = np.concatenate(padded).astype(np.int8) if padded else np.zeros((0, 0, 18))
+            out[key] = (
+                np.concatenate(padded).astype(np.int8)
+                if padded
+                else np.zeros((0, 0, NODE_CONFIG_FEAT_DIM), np.int8)
+            )
         else:
             out[key] = np.concatenate(parts[key]).astype(spec.dtype.as_numpy_dtype)
     return out

@@ -80,7 +80,7 @@ class LayoutGraph:
 
         Lazy: the codebook keeps the indices (`Codebook.select`); only the runtimes are copied.
         """
-        indices = np.array(indices, dtype=np.int64).reshape(-1)
+        indices = np.asarray(indices, dtype=np.int64).reshape(-1)  # `select` keeps a copy
         return dataclasses.replace(
             self, config_runtime=self.config_runtime[indices], configs=self.configs.select(indices)
         )

@@ -368,7 +368,8 @@ class TileTask(Task):
         from baselines.tiles.predict import ranking_rows
 
         csv_path = Path(
-            args.results_csv or Path(args.out_dir) / f"results_{int(time.time() * 1000)}.csv"
+            args.results_csv
+            or Path(args.out_dir).expanduser() / f"results_{int(time.time() * 1000)}.csv"
         )
         write_csv_atomic(csv_path.expanduser(), HEADER, ranking_rows(loaded.test.tile_ids, outputs))
         record["results_csv"] = str(csv_path)
