@@ -92,9 +92,20 @@ def test_cached_split_equals_a_fresh_read_with_its_codes_memory_mapped(tmp_path)
         assert graph.configs.codes.dtype == np.uint8  # the toy graphs' nodes have few rows
         if graph.configs.codes.size:  # numpy gives an empty slice as a plain array
             assert _reads_the_cache_file(graph.configs.codes), graph.graph_id
-    # On disk: one byte per configuration and configurable node (18 values were 18
-    # bytes), plus a small header; each node's distinct rows once.
-    codes = sum(g.num_configs * g.num_configurable for g in fresh)
+    # On disk, plus a small header: each node's distinct rows once, and per
+    # configuration and configurable node half a byte where no node of the graph has
+    # more than 16 distinct rows, else a byte (18 values were 18).
+    most = [
+        max((len(np.unique(g.node_config_feat[:, j], axis=0)) for j in range(g.num_configurable)),
+            default=1)
+        for g in fresh
+    ]  # fmt: skip
+    assert min(most) <= 16 < max(most)  # both kinds
+    codes = sum(
+        g.num_configs * ((g.num_configurable + 1) // 2 if m <= 16 else g.num_configurable)
+        for g, m in zip(fresh, most, strict=True)
+    )
+    assert [g.configs.packed for g in warm] == [m <= 16 for m in most]
     size = (only_folder(cache) / "config_codes.npy").stat().st_size
     assert codes <= size < codes + 4096
     distinct = sum(
@@ -104,6 +115,14 @@ def test_cached_split_equals_a_fresh_read_with_its_codes_memory_mapped(tmp_path)
     )
     size = (only_folder(cache) / "codebook_rows.npy").stat().st_size
     assert 18 * distinct <= size < 18 * distinct + 4096
+    # Node features: each graph's distinct rows once (4 bytes per value), 4 bytes per node.
+    feat_rows = sum(len(np.unique(g.node_feat, axis=0)) for g in fresh)
+    size = (only_folder(cache) / "node_feat_rows.npy").stat().st_size
+    assert 4 * 140 * feat_rows <= size < 4 * 140 * feat_rows + 4096
+    nodes = sum(g.num_nodes for g in fresh)
+    assert sum(g.node_feat.shape[0] for g in fresh) == nodes
+    size = (only_folder(cache) / "node_feat_index.npy").stat().st_size
+    assert 4 * nodes <= size < 4 * nodes + 4096
 
 
 def test_second_load_does_not_read_the_files(tmp_path, monkeypatch):
@@ -171,6 +190,21 @@ def test_offsets_that_do_not_cut_the_rows_are_refused(tmp_path):
     np.save(cached / "config_offsets.npy", offsets)
     graphs, problem = layout_cache.check_layout_cache(cached, verify=False)
     assert graphs is None and "config_offsets.npy does not cut the rows" in problem
+
+
+def test_a_node_feature_index_past_its_graphs_rows_is_refused(tmp_path):
+    """Each graph's indices point into its own feature rows: one past the first graph's
+    rows (still inside the whole array) is refused on every load, not only by checksum."""
+    folder, cache = make_split(tmp_path), tmp_path / "cache"
+    data.load_layout_split(folder, log=None, cache_dir=cache)
+    cached = only_folder(cache)
+    first_rows = int(np.load(cached / "feat_row_offsets.npy")[1])
+    assert np.load(cached / "node_feat_rows.npy").shape[0] > first_rows  # inside the array
+    index = np.array(np.load(cached / "node_feat_index.npy"))
+    index[0] = first_rows
+    np.save(cached / "node_feat_index.npy", index)
+    graphs, problem = layout_cache.check_layout_cache(cached, verify=False)
+    assert graphs is None and "node_feat_index.npy points past" in problem
 
 
 def _edit_runtime_keeping_size_and_mtime(path: Path) -> np.ndarray:
@@ -529,7 +563,8 @@ def test_a_reduced_graph_is_written_as_its_selected_configurations(tmp_path):
     layout_cache.save_layout_cache([graph], target, "train")
     (back,), problem = layout_cache.check_layout_cache(target)
     assert problem is None and back.configs.selected is None
-    assert back.configs.codes.shape == (graph.num_configs, graph.num_configurable)
+    assert back.configs.codes.shape == (graph.num_configs, (graph.num_configurable + 1) // 2)
+    assert back.configs.packed == (graph.configs.row_counts.max() <= 16)
     assert_same_graphs([back], [graph])
 
 

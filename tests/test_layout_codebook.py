@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,14 @@ import pytest
 
 from baselines.layout import cache as layout_cache
 from baselines.layout import data
-from baselines.layout.codebook import Codebook, CodebookBuilder, key_rows, row_keys
+from baselines.layout.codebook import (
+    Codebook,
+    CodebookBuilder,
+    key_rows,
+    pack_codes,
+    row_keys,
+    unpack_codes,
+)
 from baselines.layout.graph import LayoutGraph
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "real_samples" / "layout"
@@ -102,6 +110,57 @@ def test_the_cache_keeps_wide_codes_wide(tmp_path):
     assert [g.configs.codes.dtype for g in back] == [np.uint16, np.uint8]
     for got, want in zip(back, [values, narrow], strict=True):
         np.testing.assert_array_equal(got.config_block(np.arange(got.num_configs)), want)
+
+
+@pytest.mark.parametrize("nc", [0, 1, 2, 5])
+def test_packed_codes_are_two_per_byte_low_node_first(nc):
+    codes = np.random.default_rng(nc).integers(0, 16, size=(7, nc), dtype=np.uint8)
+    packed = pack_codes(codes)
+    assert packed.shape == (7, (nc + 1) // 2) and packed.dtype == np.uint8
+    for j in range(nc):  # node j's code, written out bit by bit
+        want = (packed[:, j // 2].astype(int) >> (4 * (j % 2))) & 15
+        np.testing.assert_array_equal(codes[:, j], want)
+    np.testing.assert_array_equal(unpack_codes(packed, nc), codes)
+
+
+@pytest.mark.parametrize("rows, packed", [(16, True), (17, False)])
+def test_the_cache_packs_codes_only_where_every_node_has_at_most_16_rows(tmp_path, rows, packed):
+    """Two codes per byte fit nodes of up to 16 rows; 17 rows keep a byte per code. Either
+    way the configurations come back equal, whole and selected, for an odd node count."""
+    busy = distinct_rows(rows, seed=rows)
+    c = 40
+    pick = np.random.default_rng(2).integers(0, rows, size=c)
+    pick[:rows] = np.arange(rows)
+    two = distinct_rows(2, seed=99)  # the other two nodes have two rows each
+    other = two[np.random.default_rng(3).integers(0, 2, size=(c, 2))]
+    values = np.concatenate([busy[pick][:, None], other], axis=1)  # (c, 3, 18)
+    target = tmp_path / "cache"
+    layout_cache.save_layout_cache([small_graph(values)], target, "train")
+    (back,), problem = layout_cache.check_layout_cache(target)
+    assert problem is None and back.configs.packed == packed
+    width = 2 if packed else 3  # bytes per configuration
+    assert back.configs.codes.shape == (c, width)
+    np.testing.assert_array_equal(back.config_block(np.arange(c)), values)
+    some = np.array([39, 0, 17, 17])
+    np.testing.assert_array_equal(back.configs.select(some).values(), values[some])
+
+
+def test_the_cache_keeps_each_graphs_distinct_feature_rows_once(tmp_path):
+    graph = small_graph(np.zeros((2, 5, 18), np.int8))
+    feat = np.zeros((6, 140), np.float32)
+    feat[1, 3] = feat[4, 3] = 2.5
+    feat[5, 0] = -0.0  # a different bit pattern from 0.0: kept apart
+    feat[2, 139] = 7.0
+    graph = dataclasses.replace(graph, node_feat=feat)
+    target = tmp_path / "cache"
+    layout_cache.save_layout_cache([graph], target, "train")
+    (back,), problem = layout_cache.check_layout_cache(target)
+    assert problem is None
+    np.testing.assert_array_equal(back.node_feat, feat)
+    assert np.signbit(back.node_feat[5, 0])
+    assert np.load(target / "node_feat_rows.npy").shape == (4, 140)
+    index = np.load(target / "node_feat_index.npy")
+    np.testing.assert_array_equal(index[[1, 4, 0, 3]], [2, 2, 0, 0])
 
 
 @pytest.mark.parametrize(

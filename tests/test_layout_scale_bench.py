@@ -24,7 +24,9 @@ def _load(name: str):
 bench = _load("layout_scale")
 
 
-def _one(size: float, seconds: float, rss: float, *, train_rss: float = 2000.0) -> dict:
+def _one(
+    size: float, seconds: float, rss: float, *, train_rss: float = 2000.0, graphs: int = 10
+) -> dict:
     """A hand-made result of one collection at one size: every figure ∝ size^1 (or fixed)."""
     return {
         "load": {
@@ -33,7 +35,7 @@ def _one(size: float, seconds: float, rss: float, *, train_rss: float = 2000.0) 
             "cache_mb": size / 1e5,
             "cold_load_rss_mb": rss,
             "warm_load_rss_mb": rss,
-            "graphs": 10,
+            "graphs": graphs,
             "configs": 100_000,
             "node_configs": size,
         },
@@ -66,27 +68,41 @@ def _verdicts(results: dict) -> dict[str, tuple[str, str]]:
     return {target: (measured, verdict) for target, measured, verdict in bench.targets(results)}
 
 
-def test_targets_met_on_small_linear_figures():
+def test_targets_are_judged_at_the_release_graph_count_extrapolated_in_graphs():
+    """Below full size, figures go to the release's graph count (xla:default: 61 + 7 + 8
+    = 76): along the line through the two largest sizes, or proportionally from one."""
     results = {
-        "xla:default": {"eighth": _one(1e8, 20.0, 500.0), "quarter": _one(2e8, 40.0, 1000.0)}
+        "xla:default": {
+            "eighth": _one(1e8, 20.0, 500.0, graphs=10),
+            "quarter": _one(2e8, 40.0, 500.0, graphs=20),
+        }
     }
+    one, how = bench.at_release("xla:default", results["xla:default"])
+    assert how == "1x extrapolated: line through eighth and quarter"
+    assert one["cold load s (3 splits)"] == pytest.approx(20 + 20 * (76 - 10) / 10)  # 152
+    assert one["cold load peak RSS MB"] == pytest.approx(500.0)  # flat stays flat
+    single, how = bench.at_release("xla:default", {"eighth": results["xla:default"]["eighth"]})
+    assert how == "1x extrapolated: eighth x 7.60 graphs"
+    assert single["cold load peak RSS MB"] == pytest.approx(500.0 * 7.6)
     rows = _verdicts(results)
-    assert all(v == "met" for _, v in rows.values()), rows
-    # Judged at the largest size measured, and said so.
-    assert "recommended training peak RSS <= 8 GB (xla:default, quarter)" in rows
-    full = rows[
-        "full recommended training <= 2 h (xla:default, quarter; extrapolated from 2 epochs)"
-    ]
-    # The 2-epoch run's 40 s, then 38 more epochs of 20 s.
-    assert full[0] == f"{(40 + 20 * 38) / 3600:.2f} h (40 epochs)"
+    at = "(xla:default, 1x extrapolated: line through eighth and quarter)"
+    assert rows[f"recommended training peak RSS <= 8 GB {at}"] == ("2.00 GB", "met")
+    # The prediction's 10 s and 20 s at 10 and 20 graphs: 76 s at 76 graphs.
+    assert rows[f"recommended prediction of the test split <= 60 s {at}"] == ("76.0 s", "MISSED")
+    label = f"full recommended training <= 1 h {at[:-1]}; 40 epochs from 2)"
+    # Each size's 2-epoch run + 38 epochs of seconds / 2: 400 s and 800 s, 3,040 s at 76.
+    assert rows[label] == (f"{3040 / 3600:.2f} h", "met")
     growth = rows["no figure grows faster than linearly, k <= 1.1 (xla:default)"]
     assert growth[0].startswith("max k 1.00")
+    assert "| cold load s (3 splits) | 20.0 | 40.0 | 152* |" in bench.markdown(
+        {"machine": "2 cores", "code": "abc", "repeats": 1, "seed": 0, "results": results}
+    )
 
 
 def test_targets_missed_over_each_limit():
     r = _one(1e8, 200.0, 5000.0, train_rss=9000.0)
     rows = _verdicts({"nlp:default": {"full": r}})
-    at = "(nlp:default, full)"
+    at = "(nlp:default, full, measured)"
     assert rows[f"recommended training peak RSS <= 8 GB {at}"] == ("9.00 GB", "MISSED")
     assert rows[f"recommended prediction peak RSS <= 4 GB {at}"] == ("5.00 GB", "MISSED")
     assert rows[f"recommended prediction of the test split <= 60 s {at}"] == ("100.0 s", "MISSED")
@@ -95,12 +111,22 @@ def test_targets_missed_over_each_limit():
         "met",
     )
     assert rows["no figure grows faster than linearly, k <= 1.1 (nlp:default)"][1] == "n/a"
-    # 200 + 100 * 38 s = 1.11 h: met; ten times slower epochs miss.
-    r["train"]["recommended"]["full_run_s"] = bench.extrapolated_training_s(200, 1000, 40)
-    rows = _verdicts({"nlp:default": {"full": r}})
-    assert rows[f"full recommended training <= 2 h {at[:-1]}; extrapolated from 2 epochs)"][1] == (
-        "MISSED"
-    )
+    # 200 + 50 * 38 s = 0.58 h: met; twice as slow epochs (1.11 h) miss.
+    label = f"full recommended training <= 1 h {at[:-1]}; 40 epochs from 2)"
+    r["train"]["recommended"]["full_run_s"] = bench.extrapolated_training_s(200, 50, 40)
+    assert _verdicts({"nlp:default": {"full": r}})[label] == ("0.58 h", "met")
+    r["train"]["recommended"]["full_run_s"] = bench.extrapolated_training_s(200, 100, 40)
+    assert _verdicts({"nlp:default": {"full": r}})[label] == ("1.11 h", "MISSED")
+
+
+def test_the_four_caches_together_are_judged_only_when_all_four_were_measured():
+    label = "the four collections' caches together <= 4 GB at 1x"
+    four = {c: {"full": _one(1e8, 20.0, 500.0)} for c in bench.COLLECTIONS}  # 1,000 MB each
+    assert _verdicts(four)[label] == ("4.00 GB", "met")
+    four["nlp:random"]["full"]["load"]["cache_mb"] = 1100.0
+    assert _verdicts(four)[label] == ("4.10 GB", "MISSED")
+    del four["xla:random"]
+    assert _verdicts(four)[label] == ("3 of 4 collections measured", "n/a")
 
 
 def test_growth_faster_than_linear_is_missed_and_exact_power_laws_fit():
@@ -119,7 +145,9 @@ def test_failed_steps_are_reported_not_judged():
     r = _one(1e8, 20.0, 500.0)
     r["train"]["baseline"] = {"failed": "benchmark step failed: out of memory"}
     rows = _verdicts({"xla:default": {"eighth": r}})
-    assert rows["baseline training peak RSS <= 8 GB (xla:default, eighth)"][1] == "n/a"
+    at = "(xla:default, 1x extrapolated: eighth x 7.60 graphs)"
+    assert rows[f"baseline train {at}"][1] == "n/a"
+    assert f"baseline training peak RSS <= 8 GB {at}" not in rows
     assert "baseline 2-epoch run: steady epoch s" not in bench.figures(r)
     assert "recommended 2-epoch run: steady epoch s" in bench.figures(r)
     assert "baseline train (eighth) | failed" in bench.markdown(
@@ -128,19 +156,15 @@ def test_failed_steps_are_reported_not_judged():
             "code": "abc",
             "repeats": 1,
             "seed": 0,
-            "results": {"x": {"eighth": r}},
+            "results": {"xla:default": {"eighth": r}},
         }
     )
 
 
 def test_recipe_flags_epochs_and_train_log():
-    assert bench.recipe_flags("recommended", "nlp:default")[-1] == "--max_configs=1000"
-    assert bench.recipe_flags("baseline", "nlp:default") == [
-        f"--flagfile={bench.RECIPES['baseline']}"
-    ]
-    assert bench.recipe_flags("recommended", "xla:random") == [
-        f"--flagfile={bench.RECIPES['recommended']}"
-    ]
+    # Every recipe trains on every configuration: no --max_configs cap on nlp.
+    assert bench.recipe_flags("baseline") == [f"--flagfile={bench.RECIPES['baseline']}"]
+    assert bench.recipe_flags("recommended") == [f"--flagfile={bench.RECIPES['recommended']}"]
     assert bench.recipe_epochs(bench.RECIPES["recommended"]) == 40
     assert bench.recipe_epochs(bench.RECIPES["baseline"]) == 50
     log = (
@@ -168,3 +192,14 @@ def test_a_full_run_pays_the_final_validation_once_not_every_epoch():
     assert bench.extrapolated_training_s(90.0, 3.0, 1) == 90.0  # never below the run itself
     with pytest.raises(bench.PipelineError, match="per-epoch timings"):
         bench.epoch_seconds({"train_s": 12.0})
+
+
+def test_real_nlp_configs_are_per_search_and_only_on_nlp():
+    # The real release averages about 56,000 (default) and 66,000 (random) per graph.
+    for collection, mean in (("nlp:default", 56_000), ("nlp:random", 66_000)):
+        low, high = map(int, bench.nlp_configs_of("real", collection).split(","))
+        assert (low + high) / 2 == mean
+    assert bench.nlp_configs_of("real", "xla:default") is None
+    assert bench.nlp_configs_of("100,200", "nlp:random") == "100,200"
+    assert bench.nlp_configs_of("100,200", "xla:random") is None
+    assert bench.nlp_configs_of(None, "nlp:default") is None

@@ -3,9 +3,11 @@
 The cache holds a split exactly as the reader returns it (dropping duplicates,
 sampling and pruning run on top of it, the same way every time), as one folder
 of `.npy` arrays: each array of every graph concatenated in file order, plus
-offsets per graph. Configurations are stored as their codebooks (a byte per
-configuration and configurable node, not 18). It comes back memory-mapped, so
-a warm load never holds a split's configurations in memory. The folder is checked on every load
+offsets per graph. Configurations are stored as their codebooks (half a byte
+or a byte per configuration and configurable node, not 18), and node features
+the same way: each graph's distinct feature rows once, an index per node (a real
+graph of 21,918 nodes has 145 distinct rows). It comes back memory-mapped, so a
+warm load never holds a split's configurations in memory. The folder is checked on every load
 (`baselines.core.array_cache.check_array_folder`) and written one graph at a time.
 """
 
@@ -30,18 +32,20 @@ from baselines.core.io_utils import (
     describe_write_error,
     remove_stale_temporaries,
 )
-from baselines.layout.codebook import Codebook
+from baselines.layout.codebook import NIBBLE_ROWS, Codebook, pack_codes
 from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
 
 # Bump when the folder's layout or the reader's validation rules change.
-LAYOUT_CACHE_VERSION = 2
+LAYOUT_CACHE_VERSION = 3
 
 # Every cached array: the shape of one row and its dtype (None: text, the graph ids).
 # A graph's configurations are its codebook (`codebook.py`): `row_counts` (one per
 # configurable node) cut `codebook_rows`, and `config_codes` holds its (c, nc)
-# codes as the bytes of `code_bytes`-wide unsigned integers.
+# codes as `code_bits`-wide unsigned integers (4: two per byte, `pack_codes`).
+# Node i's features are `node_feat_rows[node_feat_index[i]]`, both per graph.
 _ROWS = {
-    "node_feat": ((NODE_FEAT_DIM,), "float32"),
+    "node_feat_rows": ((NODE_FEAT_DIM,), "float32"),
+    "node_feat_index": ((), "int32"),
     "node_opcode": ((), "int32"),
     "edge_index": ((2,), "int32"),
     "node_config_ids": ((), "int32"),
@@ -53,7 +57,8 @@ _ROWS = {
 }
 # Which offsets cut which arrays' rows into graphs.
 _OFFSETS_OF = {
-    "node_offsets": ("node_feat", "node_opcode"),
+    "node_offsets": ("node_feat_index", "node_opcode"),
+    "feat_row_offsets": ("node_feat_rows",),
     "edge_offsets": ("edge_index",),
     "configurable_offsets": ("node_config_ids", "row_counts"),
     "codebook_offsets": ("codebook_rows",),
@@ -64,7 +69,7 @@ _OFFSETS_OF = {
 _LAYOUT = {
     **_ROWS,
     **{name: ((), "int64") for name in _OFFSETS_OF},
-    "code_bytes": ((), "int64"),
+    "code_bits": ((), "int64"),
     "graph_ids": ((), None),
 }
 FIELDS = tuple(_LAYOUT)
@@ -107,16 +112,21 @@ def save_layout_cache(graphs: Iterable[LayoutGraph], cache_path: Path, name: str
     with write_array_folder(cache_path, _LAYOUT, name=name, version=LAYOUT_CACHE_VERSION) as writer:
         ids: list[str] = []
         sizes: dict[str, list[int]] = {offsets: [0] for offsets in _OFFSETS_OF}
-        code_bytes: list[int] = []
+        code_bits: list[int] = []
         for graph in graphs:
             ids.append(graph.graph_id)
             book = graph.configs
+            packed = book.row_counts.max(initial=1) <= NIBBLE_ROWS
+            codes = pack_codes(book.codes_of()) if packed else book.codes_of()
+            feat_rows, feat_index = distinct_rows(graph.node_feat)
             parts = {
+                "node_feat_rows": feat_rows,
+                "node_feat_index": feat_index,
                 "row_counts": book.row_counts,
                 "codebook_rows": book.rows,
-                "config_codes": np.ascontiguousarray(book.codes_of()).reshape(-1).view(np.uint8),
+                "config_codes": np.ascontiguousarray(codes).reshape(-1).view(np.uint8),
             }
-            code_bytes.append(book.codes.dtype.itemsize)
+            code_bits.append(4 if packed else 8 * codes.dtype.itemsize)
             for field in _ROWS:
                 part = parts[field] if field in parts else getattr(graph, field)
                 writer.append(field, part)
@@ -125,8 +135,18 @@ def save_layout_cache(graphs: Iterable[LayoutGraph], cache_path: Path, name: str
                 sizes[offsets].append(sizes[offsets][-1] + parts[owner].shape[0])
         for offsets, values in sizes.items():
             writer.append(offsets, np.asarray(values, dtype=np.int64))
-        writer.append("code_bytes", np.asarray(code_bytes, dtype=np.int64))
+        writer.append("code_bits", np.asarray(code_bits, dtype=np.int64))
         writer.append("graph_ids", np.array(ids, dtype=str).reshape(-1))
+
+
+def distinct_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`values`' distinct rows (bit for bit) and int32 per row: `rows[index]` is `values`."""
+    values = np.ascontiguousarray(values)
+    if values.shape[0] == 0:
+        return values, np.zeros(0, np.int32)
+    keys = values.view(np.dtype((np.void, values.dtype.itemsize * values.shape[1])))[:, 0]
+    _, first, index = np.unique(keys, return_index=True, return_inverse=True)
+    return values[first], index.reshape(-1).astype(np.int32)
 
 
 def _structure_problem(arrays: dict[str, np.ndarray]) -> str | None:
@@ -146,11 +166,21 @@ def _structure_problem(arrays: dict[str, np.ndarray]) -> str | None:
             return problem
     configs = np.diff(arrays["config_offsets"])
     configurable = np.diff(arrays["configurable_offsets"])
-    widths = np.asarray(arrays["code_bytes"])
-    if widths.shape != ids.shape or not np.all(np.isin(widths, (1, 2, 4))):
-        return "code_bytes.npy does not give 1, 2 or 4 bytes per graph"
-    if np.any(np.diff(arrays["code_offsets"]) != configs * configurable * widths):
+    bits = np.asarray(arrays["code_bits"])
+    if bits.shape != ids.shape or not np.all(np.isin(bits, (4, 8, 16, 32))):
+        return "code_bits.npy does not give 4, 8, 16 or 32 bits per graph"
+    per_config = np.where(bits == 4, (configurable + 1) // 2, configurable * bits // 8)
+    if np.any(np.diff(arrays["code_offsets"]) != configs * per_config):
         return "config_codes.npy does not hold configurations x configurable nodes codes"
+    nodes = np.diff(arrays["node_offsets"])
+    feat_rows = np.diff(arrays["feat_row_offsets"])
+    index = np.asarray(arrays["node_feat_index"])
+    if (
+        np.any((feat_rows < 1) & (nodes > 0))
+        or index.size
+        and (index.min() < 0 or np.any(np.repeat(feat_rows, nodes) <= index))
+    ):
+        return "node_feat_index.npy points past its graph's node_feat_rows.npy"
     counts = np.asarray(arrays["row_counts"])
     cut = np.asarray(arrays["configurable_offsets"])
     rows = np.array([counts[a:b].sum() for a, b in zip(cut[:-1], cut[1:])], dtype=np.int64)
@@ -162,7 +192,7 @@ def _structure_problem(arrays: dict[str, np.ndarray]) -> str | None:
 def _graphs(arrays: dict[str, np.ndarray]) -> list[LayoutGraph]:
     """The graphs of checked cache arrays, as views into them (no array is copied)."""
     cut = {name: np.asarray(arrays[name]) for name in _OFFSETS_OF}
-    widths = np.asarray(arrays["code_bytes"])
+    bits = np.asarray(arrays["code_bits"])
     graphs = []
     for i, graph_id in enumerate(np.asarray(arrays["graph_ids"])):
 
@@ -171,17 +201,21 @@ def _graphs(arrays: dict[str, np.ndarray]) -> list[LayoutGraph]:
 
         c = int(cut["config_offsets"][i + 1] - cut["config_offsets"][i])
         nc = int(cut["configurable_offsets"][i + 1] - cut["configurable_offsets"][i])
-        codes = part("config_codes", "code_offsets").view(f"<u{int(widths[i])}")
+        packed = int(bits[i]) == 4
+        codes = part("config_codes", "code_offsets")
+        codes = codes if packed else codes.view(f"<u{bits[i] // 8}")
         counts = np.asarray(part("row_counts", "configurable_offsets"))
         book = Codebook(
-            codes=codes.reshape(c, nc),
+            codes=codes.reshape(c, (nc + 1) // 2 if packed else nc),
             rows=part("codebook_rows", "codebook_offsets"),
             offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+            packed=packed,
         )
+        feat_rows = np.asarray(part("node_feat_rows", "feat_row_offsets"))
         graphs.append(
             LayoutGraph(
                 graph_id=str(graph_id),
-                node_feat=part("node_feat", "node_offsets"),
+                node_feat=feat_rows[np.asarray(part("node_feat_index", "node_offsets"))],
                 node_opcode=part("node_opcode", "node_offsets"),
                 edge_index=part("edge_index", "edge_offsets"),
                 node_config_ids=part("node_config_ids", "configurable_offsets"),

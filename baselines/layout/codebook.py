@@ -6,7 +6,8 @@ in every real file), so a `Codebook` keeps each node's distinct rows once
 (`rows`, node after node, cut by `offsets`) and, per (configuration, node), the
 index of its row among the node's (`codes`): one byte instead of 18. A node
 with more than 256 distinct rows makes the codes wider (uint16, then uint32),
-never truncated.
+never truncated. Where no node has more than 16 rows, a cache stores two codes
+per byte (`pack_codes`; the codebook is then `packed` and unpacks what it reads).
 
     book = Codebook.from_values(values)            # int8 (c, nc, 18)
     book.values(np.array([3, 0]))                  # int8 (2, nc, 18), the same rows
@@ -61,11 +62,32 @@ def code_dtype(most_rows: int) -> np.dtype:
     raise ValueError(f"{most_rows} distinct layout rows on one node")
 
 
+NIBBLE_ROWS = 16  # rows a node may have for its codes to be packed two per byte
+
+
+def pack_codes(codes: np.ndarray) -> np.ndarray:
+    """uint8 (s, ceil(nc / 2)): codes < 16 two per byte, node 2j low, node 2j + 1 high."""
+    codes = np.asarray(codes, dtype=np.uint8)
+    if codes.shape[1] % 2:
+        codes = np.concatenate([codes, np.zeros((codes.shape[0], 1), np.uint8)], axis=1)
+    return codes[:, 0::2] | (codes[:, 1::2] << np.uint8(4))
+
+
+def unpack_codes(packed: np.ndarray, num_nodes: int) -> np.ndarray:
+    """uint8 (s, num_nodes): the codes of `pack_codes`."""
+    packed = np.asarray(packed, dtype=np.uint8)
+    codes = np.empty((packed.shape[0], 2 * packed.shape[1]), np.uint8)
+    codes[:, 0::2] = packed & np.uint8(15)
+    codes[:, 1::2] = packed >> np.uint8(4)
+    return codes[:, :num_nodes]
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Codebook:
     """Configurations of `nc` configurable nodes as codes into per-node rows.
 
     codes     unsigned (s, nc)  stored configuration i at node j is rows[offsets[j] + codes[i, j]]
+                                (packed: uint8 (s, ceil(nc / 2)), two codes per byte)
     rows      int8     (R, 18)  every node's distinct rows, node after node, in code order
     offsets   int64    (nc + 1,)
     selected  int64    (c,)     configuration i is stored configuration selected[i];
@@ -80,15 +102,20 @@ class Codebook:
     rows: np.ndarray
     offsets: np.ndarray
     selected: np.ndarray | None = None
+    packed: bool = False
 
     @property
     def num_configs(self) -> int:
         return int((self.codes if self.selected is None else self.selected).shape[0])
 
     @property
+    def num_nodes(self) -> int:
+        return int(self.offsets.shape[0] - 1)
+
+    @property
     def shape(self) -> tuple[int, int, int]:
         """The shape of the configurations it stands for: (c, nc, 18)."""
-        return (self.num_configs, int(self.codes.shape[1]), WIDTH)
+        return (self.num_configs, self.num_nodes, WIDTH)
 
     @property
     def row_counts(self) -> np.ndarray:
@@ -99,7 +126,8 @@ class Codebook:
         """(len(configs), nc): the codes of configurations `configs` (None: all), read now."""
         if configs is None:
             configs = np.arange(self.num_configs)
-        return read_rows(self.codes, self.selected, configs)
+        codes = read_rows(self.codes, self.selected, configs)
+        return unpack_codes(codes, self.num_nodes) if self.packed else codes
 
     def values(self, configs: np.ndarray | None = None) -> np.ndarray:
         """int8 (len(configs), nc, 18): the rows of configurations `configs` (None: all)."""
