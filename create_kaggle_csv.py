@@ -5,12 +5,14 @@ Reads one or more predictions CSVs (`ID,TopConfigs`; `--inputcsv a.csv,b.csv`:
 the tile CSV of tiles_gen_predictions_csv.py and one per layout collection, rows
 `layout:<source>:<search>:<stem>` listing every configuration index, fastest
 first) and the Kaggle sample submission, and writes every sample row in the
-sample's order with its ranking. Refused in one line: an ID in two inputs, an ID
-the sample does not list, and sample IDs no input provides (a whole collection
-such as layout:nlp:random, or part of one); `--allow_missing` gives those dummy
-rankings instead (tile `0;1;2;3;4`, layout rows the sample's own), counted per
-collection in the summary line. A layout row must be a permutation of its test
-file's configurations, 0..c-1, c read from
+sample's order with its ranking. A collection no input has (tile predictions
+only: the four layout collections) gets dummy rows (tile `0;1;2;3;4`, layout
+rows the sample's own), counted per collection in the summary line;
+`--no_dummy_rows` refuses it instead. Refused in one line: an ID in two
+inputs, an ID the sample does not list, a CSV without rows, and a collection an
+input covers only in part (a CSV missing test files); `--allow_missing` gives
+those missing rows dummy rankings too. A layout row must be a permutation of its
+test file's configurations, 0..c-1, c read from
 `<layout_root>/<source>/<search>/test/<stem>.npz`; without the file (said in one
 line, with the count) it must be a permutation of 0..len-1.
 
@@ -81,9 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--allow_missing",
         action="store_true",
-        help="build a partial file: sample IDs that no input provides get dummy rankings "
-        "(tile 0;1;2;3;4, layout the sample's), and without a sample the IDs come from "
-        "the test folders",
+        help="build a partial file: a CSV missing some test files of its collection is "
+        "accepted, the missing rows get dummy rankings (tile 0;1;2;3;4, layout the sample's), "
+        "and without a sample the IDs come from the test folders (a collection with no CSV "
+        "gets dummy rows without this flag)",
+    )
+    parser.add_argument(
+        "--no_dummy_rows",
+        action="store_true",
+        help="never write a dummy row: refuse any sample ID no input provides, a collection "
+        "with no CSV too (overrides --allow_missing's dummy rankings)",
     )
     return parser
 
@@ -208,9 +217,14 @@ def main() -> int:
         if source is not None and output.exists() and output.resolve() == source.resolve():
             raise PipelineError(f"--output {output} would overwrite {name}; choose another path")
 
-    rankings, origin = submission.merge_rankings(
-        [(str(path), submission.read_rankings_csv(path)) for path in inputs]
-    )
+    read = [(str(path), submission.read_rankings_csv(path)) for path in inputs]
+    for label, given in read:
+        if not given:  # No rows: which collection it was meant for cannot be told.
+            raise PipelineError(
+                f"prediction CSV {label} (--inputcsv) has a header but no rows; regenerate it, "
+                "or drop it from --inputcsv (a collection with no CSV gets the sample's dummy rows)"
+            )
+    rankings, origin = submission.merge_rankings(read)
     submission.refuse_unknown_ids(sample_rows, rankings, origin, sample_source)
     layout_check = check_layout_rankings(rankings, origin, layout_root)
     joined = submission.join_submission(
@@ -219,6 +233,7 @@ def main() -> int:
         origin,
         allow_missing=args.allow_missing,
         sample_label=sample_source,
+        dummy_rows=not args.no_dummy_rows,
     )
     submission.write_csv_atomic(ensure_parent(output), submission.HEADER, joined.rows)
     if layout_check is not None:

@@ -67,8 +67,10 @@ def case(tmp_path: pathlib.Path):
     tile_ids = [f"tile:xla:t{i}" for i in range(3)]
     layout_ids = {c: [f"{c}:g{j}" for j in range(2)] for c in LAYOUT_COLLECTIONS}
     sample = [(tile_ids[0], "0;1;2;3;4")]
-    for c in LAYOUT_COLLECTIONS:
-        sample += [(row_id, "0;1;2") for row_id in layout_ids[c]]
+    for c in LAYOUT_COLLECTIONS:  # Each layout row its own dummy value: a mix-up shows.
+        sample += [
+            (i, ";".join(map(str, range(len(sample) + j + 2)))) for j, i in enumerate(layout_ids[c])
+        ]
     sample += [(row_id, "0;1;2;3;4") for row_id in tile_ids[1:]]
     write_csv(work / "sample.csv", sample)
     rankings = {"tile:xla": {row_id: rng.sample(range(20), 5) for row_id in tile_ids}}
@@ -206,20 +208,90 @@ def test_config_count_read_from_the_header(tmp_path: pathlib.Path):
         read_config_count(path)
 
 
+def read_sample(path: pathlib.Path) -> list[tuple[str, str]]:
+    """The sample's (ID, TopConfigs) rows, read here with the csv module."""
+    return [(row[0], row[1]) for row in read_csv(path)[1:]]
+
+
+def expected_summary(sample: list[tuple[str, str]], dummy: list[str]) -> str:
+    """The summary's counts, from the sample's IDs: `dummy` lists the collections without input."""
+    counts = {c: 0 for c in ALL}
+    for row_id, _ in sample:
+        counts[row_id.rsplit(":", 1)[0]] += 1
+    listed = ", ".join(f"{c} {counts[c]}" for c in ALL)
+    n_dummy = sum(counts[c] for c in dummy)
+    named = ", ".join(f"{c} {counts[c]}" for c in dummy)
+    return f"{len(sample)} rows ({listed}), {n_dummy} dummy ({named})"
+
+
 @pytest.mark.slow
-def test_missing_collection_refused_then_filled_and_counted(case):
-    work, layout_root, sample, rankings = case
+def test_tile_predictions_only_get_the_samples_layout_rows(case):
+    work, layout_root, _, rankings = case
+    sample = read_sample(work / "sample.csv")
+    args = ["--inputcsv", write_inputs(work, rankings, ["tile:xla"]), "--sample", "sample.csv"]
+    args += ["--layout_root", str(layout_root)]
+    output = work / "predictions_kaggle.csv"
+    proc = run_script(work, *args)  # No --allow_missing: the layout collections are dummies.
+    assert proc.returncode == 0, proc.stderr
+    assert expected_summary(sample, LAYOUT_COLLECTIONS) in proc.stdout
+    tile = {k: ";".join(map(str, v)) for k, v in rankings["tile:xla"].items()}
+    assert read_csv(output)[1:] == [[i, tile.get(i, value)] for i, value in sample]
+    layout_rows = [row for row in read_csv(output)[1:] if row[0].startswith("layout:")]
+    assert layout_rows == [[i, v] for i, v in sample if i.startswith("layout:")]
+    assert len(layout_rows) == 8
+    # The old command line (--allow_missing) writes the same file.
+    before = output.read_bytes()
+    output.unlink()
+    assert run_script(work, *args, "--allow_missing").returncode == 0
+    assert output.read_bytes() == before
+    # --no_dummy_rows: refused, every layout collection named; even with --allow_missing.
+    output.unlink()
+    for extra in ([], ["--allow_missing"]):
+        line = refusal(run_script(work, *args, "--no_dummy_rows", *extra), output)
+        for c in LAYOUT_COLLECTIONS:
+            assert f"{c} all 2 (no input has it)" in line, (c, line)
+        assert "tile:xla" not in line.split("provides:")[1] and "--no_dummy_rows" in line
+
+
+@pytest.mark.slow
+def test_missing_collection_filled_and_counted(case):
+    work, layout_root, _, rankings = case
+    sample = read_sample(work / "sample.csv")
     present = [c for c in ALL if c != "layout:nlp:random"]
     args = ["--inputcsv", write_inputs(work, rankings, present), "--sample", "sample.csv"]
     args += ["--layout_root", str(layout_root)]
     output = work / "predictions_kaggle.csv"
-    line = refusal(run_script(work, *args), output, "layout:nlp:random all 2", "--allow_missing")
+    proc = run_script(work, *args)
+    assert proc.returncode == 0, proc.stderr
+    assert expected_summary(sample, ["layout:nlp:random"]) in proc.stdout
+    expected = {k: ";".join(map(str, v)) for c in present for k, v in rankings[c].items()}
+    expected |= {i: v for i, v in sample if i.startswith("layout:nlp:random:")}
+    assert read_csv(output)[1:] == [[row_id, expected[row_id]] for row_id, _ in sample]
+    output.unlink()
+    line = refusal(run_script(work, *args, "--no_dummy_rows"), output, "layout:nlp:random all 2")
     assert "tile:xla" not in line.split("provides:")[1]  # only the missing one is named
+
+
+@pytest.mark.slow
+def test_csv_missing_test_files_of_its_collection_still_refused(case):
+    work, layout_root, sample, rankings = case
+    dropped = next(iter(rankings["layout:nlp:random"]))
+    del rankings["layout:nlp:random"][dropped]
+    args = ["--inputcsv", write_inputs(work, rankings, ALL), "--sample", "sample.csv"]
+    args += ["--layout_root", str(layout_root)]
+    output = work / "predictions_kaggle.csv"
+    line = refusal(run_script(work, *args), output, "layout:nlp:random 1 of 2", dropped)
+    assert "layout_nlp_random.csv" in line and "--allow_missing" in line
+    # A CSV with a header but no rows is refused too, not taken for a collection without CSV.
+    write_csv(work / "layout_nlp_random.csv", [])
+    refusal(run_script(work, *args), output, "layout_nlp_random.csv", "no rows")
+    # --allow_missing: the missing row takes the sample's value, counted as dummy.
+    write_inputs(work, rankings, ["layout:nlp:random"])
     proc = run_script(work, *args, "--allow_missing")
     assert proc.returncode == 0, proc.stderr
-    assert "11 rows (" in proc.stdout and "), 2 dummy (layout:nlp:random 2)" in proc.stdout
-    expected = {k: ";".join(map(str, v)) for c in present for k, v in rankings[c].items()}
-    expected |= {row_id: "0;1;2" for row_id, _ in sample if row_id.startswith("layout:nlp:random")}
+    assert "), 1 dummy (layout:nlp:random 1)" in proc.stdout
+    expected = {k: ";".join(map(str, v)) for c in ALL for k, v in rankings[c].items()}
+    expected[dropped] = dict(read_sample(work / "sample.csv"))[dropped]
     assert read_csv(output)[1:] == [[row_id, expected[row_id]] for row_id, _ in sample]
 
 

@@ -112,9 +112,15 @@ def pred_rows(preds: dict[str, list[int]]) -> list[tuple[str, str]]:
 def test_full_submission_from_shuffled_real_ids(work: pathlib.Path):
     if not REAL_SAMPLE.is_file():
         pytest.skip(f"real sample submission not found at {REAL_SAMPLE}")
-    sample_rows = submission.read_sample_ids(REAL_SAMPLE)
+    sample_rows = [(row[0], row[1]) for row in read_csv(REAL_SAMPLE)[1:]]  # not the code's reader
     tile_ids = [r for r, _ in sample_rows if r.startswith("tile:xla:")]
     assert len(sample_rows) == 894 and len(tile_ids) == 844
+    per_collection: dict[str, int] = {}
+    for row_id, _ in sample_rows:
+        collection = row_id.rsplit(":", 1)[0]
+        per_collection[collection] = per_collection.get(collection, 0) + 1
+    layout = [c for c in per_collection if c.startswith("layout:")]
+    assert len(layout) == 4
 
     rng = random.Random(1234)
     shuffled = tile_ids[:]
@@ -133,16 +139,17 @@ def test_full_submission_from_shuffled_real_ids(work: pathlib.Path):
     output.parent.mkdir()
 
     args = ("--inputcsv", "preds.csv", "--sample", str(REAL_SAMPLE), "--output", "out/sub.csv")
-    # Tile predictions only: the four layout collections are missing, refused by name.
-    line = assert_refused(run_script(work, *args), output, "layout:xla:default all 8")
-    assert "layout:nlp:random all 17" in line and "--allow_missing" in line
-    proc = run_script(work, *args, "--allow_missing")
+    # Tile predictions only, and dummy rows forbidden: the four layout collections are named.
+    line = assert_refused(run_script(work, *args, "--no_dummy_rows"), output, "--no_dummy_rows")
+    for c in layout:
+        assert f"{c} all {per_collection[c]} (no input has it)" in line, (c, line)
+    # Allowed (the default): the layout collections take the sample's rows, counted by name.
+    proc = run_script(work, *args)
     assert proc.returncode == 0, proc.stderr
-    assert (
-        "894 rows (tile:xla 844, layout:xla:default 8, layout:xla:random 8, "
-        "layout:nlp:default 17, layout:nlp:random 17), 50 dummy (layout:xla:default 8, "
-        "layout:xla:random 8, layout:nlp:default 17, layout:nlp:random 17)"
-    ) in proc.stdout
+    counts = ", ".join(f"{c} {n}" for c, n in per_collection.items())
+    dummies = ", ".join(f"{c} {per_collection[c]}" for c in layout)
+    n_dummy = sum(per_collection[c] for c in layout)
+    assert f"894 rows ({counts}), {n_dummy} dummy ({dummies})" in proc.stdout
     assert inputcsv.exists()
 
     got = read_csv(output)
@@ -193,7 +200,8 @@ def test_incomplete_csv_refused_then_filled(small_case):
     args = ("--inputcsv", "preds.csv", "--sample", "sample.csv", "--output", "sub.csv")
 
     line = assert_refused(run_script(work, *args), output, "2 of 8", "--allow_missing", dropped[0])
-    assert dropped[1] in line
+    assert dropped[1] in line and "missing from preds.csv" in line
+    assert "layout:xla:default" not in line  # no CSV for it: its rows will be the sample's
 
     proc = run_script(work, *args, "--allow_missing")
     assert proc.returncode == 0, proc.stderr
@@ -214,11 +222,33 @@ def test_library_missing_ids_message_lists_first_five():
     first = {sample_rows[0][0]: [4, 2]}
     with pytest.raises(PipelineError, match=r"tile:xla 9 of 10 .*, \.\.\.\).*--allow_missing"):
         submission.join_submission(sample_rows, first)
+    # No input provides any sample ID: no collection stands for "given", nothing is filled.
     with pytest.raises(PipelineError, match=r"tile:xla all 10 \(no input has it\)"):
         submission.join_submission(sample_rows, {})
     joined = submission.join_submission(sample_rows, first, allow_missing=True)
     assert joined.dummy == 9 and joined.rows[0] == (sample_rows[0][0], "4;2")
     assert all(v == "0;1;2;3;4" for _, v in joined.rows[1:])
+
+
+def test_library_fills_a_collection_without_input_unless_dummy_rows_are_off():
+    sample_rows = synthetic_sample(n_tile=4, n_layout=3)
+    tile = {r: [i, 7] for i, (r, _) in enumerate(sample_rows) if r.startswith("tile:")}
+    layout = [(r, v) for r, v in sample_rows if r.startswith("layout:")]
+    joined = submission.join_submission(sample_rows, tile)
+    assert joined.rows == [(r, f"{tile[r][0]};7") for r in tile] + layout
+    assert joined.dummy_per_collection == {"tile:xla": 0, "layout:xla:default": len(layout)}
+    for allow_missing in (False, True):  # dummy_rows=False wins over allow_missing
+        with pytest.raises(PipelineError, match=rf"layout:xla:default all {len(layout)} \("):
+            submission.join_submission(
+                sample_rows, tile, allow_missing=allow_missing, dummy_rows=False
+            )
+    # A collection given in part is refused by default, and with dummy rows off.
+    part = tile | {layout[0][0]: [0, 1]}
+    for kwargs in ({}, {"dummy_rows": False}):
+        with pytest.raises(PipelineError, match=rf"layout:xla:default {len(layout) - 1} of "):
+            submission.join_submission(sample_rows, part, **kwargs)
+    full = part | {r: [1, 0] for r, _ in layout[1:]}
+    assert submission.join_submission(sample_rows, full, dummy_rows=False).dummy == 0
 
 
 # ------------------------------------------------------------- refusals
@@ -263,6 +293,7 @@ BAD_INPUTS = {
         ],
         ["line 3", "repeats index 0"],
     ),
+    "header_only": (lambda preds: [], ["has a header but no rows", "--inputcsv"]),
     "three_fields": (
         lambda preds: [(k, v, "extra") for k, v in pred_rows(preds)],
         ["line 2", "expected 2 fields"],
@@ -472,9 +503,9 @@ def test_cli_finds_sample_beside_data(work: pathlib.Path, tmp_path: pathlib.Path
     )
     write_csv(work / "preds.csv", [("tile:xla:cc", "3;1"), ("tile:xla:aa", "2")])
     args = ("--inputcsv", "preds.csv", "--data_root", str(data_root))
-    assert_refused(run_script(work, *args), work / "predictions_kaggle.csv", "layout:xla:default")
-    proc = run_script(work, *args, "--allow_missing")  # the layout row keeps its dummy
+    proc = run_script(work, *args)  # the layout row keeps the sample's dummy
     assert proc.returncode == 0, proc.stderr
+    assert "1 dummy (layout:xla:default 1)" in proc.stdout
     assert str(bundle / "sample_submission.csv") in proc.stdout
     assert read_csv(work / "predictions_kaggle.csv")[1:] == [
         ["layout:xla:default:q", "0;1;2"],

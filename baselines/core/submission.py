@@ -294,13 +294,26 @@ def join_submission(
     origin: Mapping[str, str] | None = None,
     allow_missing: bool = False,
     sample_label: str = "the sample submission",
+    *,
+    dummy_rows: bool = True,
 ) -> Submission:
     """Joins rankings of every collection (tile and layout) to the sample's rows by ID.
 
-    The rows are exactly the sample's IDs in the sample's order. Sample IDs no
-    input provides are refused unless `allow_missing`: then tile rows get
-    `FILL_RANKING` and other rows keep the sample's value (the real sample has
-    `0;1;...;999` for layout rows), each counted as dummy in its collection.
+    The rows are exactly the sample's IDs in the sample's order. A dummy row
+    is a sample ID no input provides: tile rows get `FILL_RANKING`, other rows
+    keep the sample's value (the real sample has `0;1;...;999` for layout
+    rows); each is counted as dummy in its collection.
+
+    - A collection none of whose IDs any input provides (no predictions CSV
+      given for it, e.g. tile predictions only) gets dummy rows.
+    - A collection that inputs provide only in part is refused, unless
+      `allow_missing`: then its missing rows are dummy rows too. Inputs that
+      provide no sample ID at all are refused the same way.
+    - `dummy_rows=False` forbids dummy rows entirely, whatever `allow_missing`
+      says: any sample ID no input provides is refused, so the result is either
+      a submission of predictions only or a `PipelineError`. Callers that must
+      never write a dummy row (a one-command job) set it.
+
     `origin` ({ID: input label}) names the inputs in messages.
     """
     refuse_unknown_ids(sample_rows, rankings, origin, sample_label)
@@ -313,18 +326,43 @@ def join_submission(
         ids_per_collection.setdefault(collection_of(row_id), []).append(row_id)
     order = _collection_order(ids_per_collection)
     missing = {c: [i for i in ids_per_collection[c] if i not in rankings] for c in order}
-    gaps = []
-    for collection in order:
-        ids, absent = ids_per_collection[collection], missing[collection]
-        if len(absent) == len(ids):
-            gaps.append(f"{collection or '(no collection)'} all {len(ids)} (no input has it)")
-        elif absent:
-            gaps.append(f"{collection} {len(absent)} of {len(ids)} (first: {_first(absent)})")
-    if gaps and not allow_missing:
+    absent = [c for c in order if len(missing[c]) == len(ids_per_collection[c])]
+    partial = [c for c in order if missing[c] and c not in absent]
+    if not dummy_rows:
+        refused = [c for c in order if missing[c]]
+    elif allow_missing:
+        refused = []
+    elif len(absent) < len(order):
+        refused = partial
+    else:  # No input provides any sample ID: a file of dummy rows only is no submission.
+        refused = absent
+    if refused:
+        gaps = []
+        for collection in refused:
+            ids, gone = ids_per_collection[collection], missing[collection]
+            if collection in absent:
+                gaps.append(f"{collection or '(no collection)'} all {len(ids)} (no input has it)")
+            else:  # Name the inputs that hold the collection's other IDs.
+                given = sorted({(origin or {}).get(i, "") for i in ids if i in rankings} - {""})
+                where = f" missing from {', '.join(given)}" if given else ""
+                gaps.append(
+                    f"{collection} {len(gone)} of {len(ids)}{where} (first: {_first(gone)})"
+                )
+        if not dummy_rows:
+            hint = (
+                "dummy rows are off (--no_dummy_rows): add every collection's predictions CSV "
+                "to --inputcsv, each listing every test file of its collection"
+            )
+        else:
+            fix = "a predictions CSV must list every test file of its collection: regenerate it"
+            if refused == absent:
+                fix = "add their predictions CSV to --inputcsv"
+            hint = (
+                f"{fix}, or use --allow_missing to give the missing rows dummy rankings "
+                f"(tile {FILL_RANKING}, other rows the sample's own)"
+            )
         raise PipelineError(
-            f"{sample_label} lists IDs that no input provides: {'; '.join(gaps)}; add their "
-            "predictions CSV to --inputcsv (comma-separated), or use --allow_missing to give "
-            f"them dummy rankings (tile {FILL_RANKING}, other rows the sample's own)"
+            f"{sample_label} lists IDs that no input provides: {'; '.join(gaps)}; {hint}"
         )
     rows: list[tuple[str, str]] = []
     for row_id, sample_value in sample_rows:
