@@ -173,13 +173,9 @@ def _structure_problem(arrays: dict[str, np.ndarray]) -> str | None:
     if np.any(np.diff(arrays["code_offsets"]) != configs * per_config):
         return "config_codes.npy does not hold configurations x configurable nodes codes"
     nodes = np.diff(arrays["node_offsets"])
-    feat_rows = np.diff(arrays["feat_row_offsets"])
+    limit = np.repeat(np.diff(arrays["feat_row_offsets"]), nodes)  # rows of each node's graph
     index = np.asarray(arrays["node_feat_index"])
-    if (
-        np.any((feat_rows < 1) & (nodes > 0))
-        or index.size
-        and (index.min() < 0 or np.any(np.repeat(feat_rows, nodes) <= index))
-    ):
+    if np.any(index < 0) or np.any(index >= limit):
         return "node_feat_index.npy points past its graph's node_feat_rows.npy"
     counts = np.asarray(arrays["row_counts"])
     cut = np.asarray(arrays["configurable_offsets"])
