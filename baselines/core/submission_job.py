@@ -1,0 +1,432 @@
+"""The whole Kaggle submission as one job: train every collection's seeds, rank, join, report.
+
+A job is planned from a data root, the collections and the number of seeds
+(`plan_job`) before anything runs. Its steps run the project's own scripts, each
+in a child process whose wall time and peak RSS are recorded:
+
+1. train: one recommended-recipe run per (collection, seed) (`tiles_train.py`,
+   `layout_train.py`);
+2. rank, per collection once its seeds are trained: the seeds and their ensemble
+   evaluated on the validation split (`*_evaluate.py`), then the test split ranked
+   by the ensemble (`*_gen_predictions_csv.py`);
+3. join: `create_kaggle_csv.py --no_dummy_rows` over the five CSVs, then `report.md`.
+
+Every step first looks for its own finished outputs (a run's files by its hash, a
+step's `.done.json` record naming its inputs) and then does nothing, so a rerun
+after completion trains nothing and rewrites nothing; a killed training resumes
+at its last epoch (the conductor's backups). `baselines/core/submission_pipeline.py`
+runs the steps as an Apache Beam pipeline. Nothing here imports TensorFlow or Beam.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from baselines.core.errors import PipelineError
+from baselines.core.io_utils import atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[2]
+TILE = "tile:xla"
+LAYOUT = ("layout:xla:default", "layout:xla:random", "layout:nlp:default", "layout:nlp:random")
+COLLECTIONS = (TILE, *LAYOUT)
+TOY_TILE_ROOT = ROOT / "data" / "tile_xla_toy"
+TOY_LAYOUT_ROOT = ROOT / "data" / "layout_toy"
+SPLITS = ("train", "valid", "test")
+DONE = ".done.json"  # a finished step's record: its inputs, outputs, time and memory
+
+Log = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Collection:
+    """How one collection is trained, evaluated and ranked by the project's scripts."""
+
+    name: str  # "tile:xla", "layout:nlp:default"
+    folder: Path  # its train/valid/test folders
+    data_flags: tuple[str, ...]  # the data flags every script of it gets
+    recipe: Path
+
+    @property
+    def is_tile(self) -> bool:
+        return self.name == TILE
+
+    @property
+    def slug(self) -> str:  # its folder under the job's --out
+        return self.name.replace(":", "_")
+
+    @property
+    def scripts(self) -> tuple[str, str, str]:
+        """(train, evaluate, predict) scripts."""
+        kind = "tiles" if self.is_tile else "layout"
+        return (f"{kind}_train.py", f"{kind}_evaluate.py", f"{kind}_gen_predictions_csv.py")
+
+    @property
+    def download_command(self) -> str:
+        which = "tile" if self.is_tile else "layout"
+        return f"python echo_download_commands.py --collections {which}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """What one command asks for, checked before anything runs."""
+
+    collections: tuple[Collection, ...]
+    seeds: int
+    out: Path
+    train_flags: tuple[str, ...]  # given to every training (e.g. --epochs=2)
+    join_flags: tuple[str, ...]  # create_kaggle_csv.py's data flags (roots, sample)
+    toy: bool
+
+    def runs(self) -> list[tuple[Collection, int]]:
+        return [(c, seed) for c in self.collections for seed in range(self.seeds)]
+
+
+def collection_of(name: str, data_root: Path, toy: bool) -> Collection:
+    """A collection's folders and data flags under a data root (or the bundled toy sets)."""
+    if name == TILE:
+        root = TOY_TILE_ROOT if toy else data_root / "npz" / "tile" / "xla"
+        flags = (f"--data_root={root}",) + (("--toy_data=True",) if toy else ())
+        return Collection(name, root, flags, ROOT / "configs" / "recommended.flags")
+    _, source, search = name.split(":")
+    root = TOY_LAYOUT_ROOT if toy else data_root / "npz" / "layout"
+    flags = (f"--data_root={root}",)
+    return Collection(
+        name, root / source / search, flags, ROOT / "configs" / "layout" / "recommended.flags"
+    )
+
+
+def parse_collections(text: str) -> tuple[str, ...]:
+    """--collections: "all" or comma-separated names, in the submission's order."""
+    names = COLLECTIONS if text.strip() == "all" else tuple(n.strip() for n in text.split(","))
+    unknown = [n for n in names if n not in COLLECTIONS]
+    if unknown or not names:
+        raise PipelineError(
+            f"--collections: unknown {', '.join(unknown) or 'empty list'}; "
+            f"use all or some of {','.join(COLLECTIONS)}"
+        )
+    return tuple(n for n in COLLECTIONS if n in names)
+
+
+def missing_data(collections: Sequence[Collection]) -> dict[str, str]:
+    """{collection: what is missing} for each collection with a split folder without .npz."""
+    missing = {}
+    for c in collections:
+        empty = [s for s in SPLITS if not any((c.folder / s).glob("*.npz"))]
+        if empty:
+            missing[c.name] = f"no .npz in {c.folder}/{{{','.join(empty)}}}"
+    return missing
+
+
+def plan_job(
+    data_root: str,
+    out: str,
+    collections: str = "all",
+    seeds: int = 3,
+    toy: bool = False,
+    epochs: int | None = None,
+    sample: str | None = None,
+) -> Job:
+    """The job of one command line, or a PipelineError naming what is missing and how to get it."""
+    if seeds < 1:
+        raise PipelineError(f"--seeds: must be at least 1, got {seeds}")
+    if epochs is not None and epochs < 1:
+        raise PipelineError(f"--epochs: must be at least 1, got {epochs}")
+    root = Path(data_root).expanduser().absolute()
+    chosen = [collection_of(n, root, toy) for n in parse_collections(collections)]
+    missing = missing_data(chosen)
+    if missing:
+        commands = sorted(
+            {f"{c.download_command} --dest {root}" for c in chosen if c.name in missing}
+        )
+        others = [c.name for c in chosen if c.name not in missing]
+        leave = f", or leave them out with --collections={','.join(others)}" if others else ""
+        raise PipelineError(
+            f"data missing under --data_root {root}: "
+            + "; ".join(f"{name} ({what})" for name, what in missing.items())
+            + f"; print the download commands with `{' && '.join(commands)}`{leave}"
+        )
+    tile_root = TOY_TILE_ROOT if toy else root / "npz" / "tile" / "xla"
+    layout_root = TOY_LAYOUT_ROOT if toy else root / "npz" / "layout"
+    join = [f"--data_root={tile_root}", f"--layout_root={layout_root}"]
+    if sample is not None:
+        join.append(f"--sample={Path(sample).expanduser().absolute()}")
+    elif toy:
+        join.append("--allow_missing")  # no Kaggle sample: the IDs are the toy test files'
+    train = (f"--epochs={epochs}",) if epochs is not None else ()
+    out_dir = Path(out).expanduser().absolute()
+    return Job(tuple(chosen), seeds, out_dir, train, tuple(join), toy)
+
+
+# ---------------------------------------------------------------------------
+# Child processes and step records.
+
+
+def run_child(cmd: Sequence[str], log_path: Path, threads: int | None = None) -> dict[str, float]:
+    """Runs a script to completion, its output to `log_path`; its wall time and peak RSS.
+
+    A failure is a PipelineError with the child's last output line and the log's path.
+    """
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if threads:
+        env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads))
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with open(log_path, "w", encoding="utf-8") as out:
+        proc = subprocess.Popen(
+            [sys.executable, *cmd], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        lines = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+        last = lines[-1].strip() if lines else f"exit status {proc.returncode}"
+        raise PipelineError(f"{Path(cmd[0]).name} failed: {last} (log: {log_path})")
+    return {"wall_s": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
+def read_done(folder: Path, inputs: dict[str, Any]) -> dict[str, Any] | None:
+    """A step's record if it finished on exactly `inputs` and its outputs still exist."""
+    try:
+        done = json.loads((folder / DONE).read_text())
+    except (OSError, ValueError):
+        return None
+    if done.get("inputs") != inputs:
+        return None
+    if not all(Path(p).exists() for p in done.get("outputs", [])):
+        return None
+    return done
+
+
+def write_done(folder: Path, inputs: dict[str, Any], outputs: list[str], **facts: Any) -> dict:
+    done = {"inputs": inputs, "outputs": outputs, **facts}
+    atomic_write_text(folder / DONE, json.dumps(done, indent=1, sort_keys=True) + "\n")
+    return done
+
+
+# ---------------------------------------------------------------------------
+# The three steps.
+
+
+def run_hash_of(c: Collection, flags: Sequence[str]) -> str:
+    """The run hash the training script gives these flags (parsed as it parses them)."""
+    from baselines.core.beam import build_parser
+    from baselines.core.flagfile import expand_flagfiles
+    from baselines.layout.task import LAYOUT_SWEEPS
+    from baselines.tiles.task import TILE_SWEEPS
+
+    kind = TILE_SWEEPS if c.is_tile else LAYOUT_SWEEPS
+    names = kind.args_type.flag_names()
+    given, unknown = build_parser(kind, "").parse_known_args(expand_flagfiles(flags, names))
+    if unknown:
+        raise PipelineError(f"{c.scripts[0]}: unknown flags {' '.join(unknown)}")
+    return kind.args_type(**{k: v for k, v in vars(given).items() if k in names}).run_hash()
+
+
+def finished_run(c: Collection, out_dir: Path, run_hash: str) -> str | None:
+    """`model_<hash>` if it holds a finished, readable run of the collection, else None."""
+    from baselines.core.run_files import read_run
+
+    model_dir = out_dir / f"model_{run_hash}"
+    if not (out_dir / f"run_{run_hash}.jsonz").is_file() or not model_dir.is_dir():
+        return None
+    try:
+        read_run(model_dir, "tile" if c.is_tile else "layout", required=())
+    except PipelineError:
+        return None
+    return str(model_dir)
+
+
+def train_step(job: Job, c: Collection, seed: int, threads: int | None, log: Log) -> dict:
+    """One (collection, seed) training, unless its run is finished already (by its hash)."""
+    out_dir = job.out / c.slug
+    step_dir = out_dir / f"seed_{seed}"
+    flags = [f"--flagfile={c.recipe}", *c.data_flags, *job.train_flags, f"--seed={seed}"]
+    if not c.is_tile:
+        _, source, search = c.name.split(":")
+        flags += [f"--source={source}", f"--search={search}"]
+    flags.append(f"--out_dir={out_dir}")
+    inputs = {"script": c.scripts[0], "flags": flags}
+    label = f"train {c.name} seed {seed}"
+    done = read_done(step_dir, inputs)
+    if done is not None:
+        log(f"{label}: reused {done['model_dir']}")
+        return {**done, "collection": c.name, "seed": seed, "reused": True}
+    finished = finished_run(c, out_dir, run_hash_of(c, flags))
+    if finished is not None:  # trained before its step record was written
+        done = write_done(step_dir, inputs, [finished], model_dir=finished, wall_s=None)
+        log(f"{label}: reused {finished}")
+        return {**done, "collection": c.name, "seed": seed, "reused": True}
+    log(f"{label}: started")
+    cost = run_child([c.scripts[0], *flags], step_dir / "train.log", threads)
+    saved = re.findall(r"^saved model: (.+)$", (step_dir / "train.log").read_text(), re.M)
+    if not saved:
+        raise PipelineError(f"{label}: no saved model in {step_dir / 'train.log'}")
+    model_dir = saved[-1].strip()
+    done = write_done(step_dir, inputs, [model_dir], model_dir=model_dir, **cost)
+    log(f"{label}: done in {cost['wall_s']:.0f} s, peak RSS {cost['peak_rss_mb']:.0f} MB")
+    return {**done, "collection": c.name, "seed": seed, "reused": False}
+
+
+def rank_step(job: Job, c: Collection, model_dirs: Sequence[str], threads: int | None, log: Log):
+    """Evaluates the seeds and their ensemble on valid, then ranks test with the ensemble."""
+    step_dir = job.out / c.slug
+    dirs = ",".join(sorted(model_dirs))
+    _, evaluate, predict = c.scripts
+    csv_path = step_dir / "predictions.csv"
+    evaluation = step_dir / "evaluation"
+    inputs = {"models": sorted(model_dirs), "data": list(c.data_flags)}
+    done = read_done(step_dir, inputs)
+    if done is not None:
+        log(f"rank {c.name}: reused {csv_path}")
+        return {**done, "collection": c.name, "reused": True}
+    log(f"rank {c.name}: evaluating {len(model_dirs)} runs and ranking the test split")
+    data = [f for f in c.data_flags if f.startswith("--data_root=")]
+    eval_cost = run_child(
+        [evaluate, f"--dirs={dirs}", *data, f"--output={evaluation}"],
+        step_dir / "evaluate.log",
+        threads,
+    )
+    rank_cost = run_child(
+        [predict, f"--dir={dirs}", *data, f"--output={csv_path}"], step_dir / "predict.log", threads
+    )
+    done = write_done(
+        step_dir,
+        inputs,
+        [str(csv_path), f"{evaluation}.csv", f"{evaluation}.md"],
+        csv=str(csv_path),
+        evaluation=str(evaluation),
+        evaluate=eval_cost,
+        predict=rank_cost,
+    )
+    log(f"rank {c.name}: wrote {csv_path}")
+    return {**done, "collection": c.name, "reused": False}
+
+
+def join_step(job: Job, ranked: Sequence[dict], log: Log) -> dict:
+    """create_kaggle_csv.py over the collections' CSVs (never a dummy row)."""
+    output = job.out / "predictions_kaggle.csv"
+    order = {name: i for i, name in enumerate(COLLECTIONS)}
+    csvs = [r["csv"] for r in sorted(ranked, key=lambda r: order[r["collection"]])]
+    stamps = {p: [os.stat(p).st_size, os.stat(p).st_mtime_ns] for p in csvs}
+    inputs = {"csvs": stamps, "flags": list(job.join_flags)}
+    join_dir = job.out / "join"
+    done = read_done(join_dir, inputs)
+    if done is not None:
+        log(f"join: reused {output}")
+        return {**done, "reused": True}
+    cmd = ["create_kaggle_csv.py", f"--inputcsv={','.join(csvs)}", *job.join_flags]
+    cost = run_child([*cmd, "--no_dummy_rows", f"--output={output}"], join_dir / "join.log")
+    summary = [ln for ln in (join_dir / "join.log").read_text().splitlines() if "wrote" in ln]
+    done = write_done(join_dir, inputs, [str(output)], output=str(output), **cost)
+    log(summary[-1] if summary else f"join: wrote {output}")
+    return {**done, "reused": False}
+
+
+# ---------------------------------------------------------------------------
+# The report.
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+# Each collection's validation metrics in the report: evaluation.csv's columns, headings.
+TILE_METRICS = {"top1_err": "top-1 error", "top5_err": "top-5 error", "opa": "OPA"}
+LAYOUT_METRICS = {"kendall_tau": "Kendall's tau", "slowdown_1": "slowdown@1"}
+
+
+def _overall_rows(csv_path: Path, is_tile: bool) -> list[dict[str, str]]:
+    """evaluation.csv's rows over every kernel or graph (every configuration, for layout)."""
+    import csv
+
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    if is_tile:
+        return [r for r in rows if r["program"] == "ALL"]
+    return [r for r in rows if (r["configs"], r["level"]) == ("all", "all")]
+
+
+def collection_section(job: Job, c: Collection) -> list[str]:
+    """A collection's report section: seeds and ensemble on validation, its figures."""
+    rank = _read_json(job.out / c.slug / DONE)
+    seeds = {}
+    for seed in range(job.seeds):
+        done = _read_json(job.out / c.slug / f"seed_{seed}" / DONE)
+        seeds[Path(done.get("model_dir", "?")).name] = seed
+    metrics = TILE_METRICS if c.is_tile else LAYOUT_METRICS
+    lines = [f"## {c.name}", "", "| run | " + " | ".join(metrics.values()) + " |"]
+    lines.append("|---|" + "---|" * len(metrics))
+    evaluation = Path(rank.get("evaluation", job.out / c.slug / "evaluation"))
+    rows = _overall_rows(Path(f"{evaluation}.csv"), c.is_tile)
+    order = {**seeds, "ensemble": job.seeds}  # seeds in order, the ensemble last
+    for row in sorted(rows, key=lambda r: order.get(r["model"].split()[-1], -1)):
+        model = row["model"].split()[-1]
+        name = "ensemble" if model == "ensemble" else f"seed {seeds.get(model, '?')} ({model[:14]})"
+        lines.append(f"| {name} | " + " | ".join(row[k] for k in metrics) + " |")
+    figure = "per_program" if c.is_tile else "tau_per_graph"
+    alt = f"{c.name}: {figure.replace('_', ' ')}, every run and the ensemble"
+    lines += ["", f"![{alt}]({c.slug}/{evaluation.name}_{figure}.png)", ""]
+    return lines
+
+
+def cost_rows(job: Job) -> list[str]:
+    """The time and memory table: every training, ranking and the join."""
+
+    def cell(cost: dict) -> str:
+        wall, rss = cost.get("wall_s"), cost.get("peak_rss_mb")
+        if wall is None:
+            return "trained before this job's record | |"
+        return f"{wall:.0f} | {rss:.0f} |"
+
+    lines = ["| step | wall s | peak RSS MB |", "|---|---|---|"]
+    for c in job.collections:
+        for seed in range(job.seeds):
+            done = _read_json(job.out / c.slug / f"seed_{seed}" / DONE)
+            lines.append(f"| train {c.name} seed {seed} | {cell(done)}")
+        rank = _read_json(job.out / c.slug / DONE)
+        lines.append(f"| evaluate {c.name} (valid) | {cell(rank.get('evaluate', {}))}")
+        lines.append(f"| rank {c.name} (test) | {cell(rank.get('predict', {}))}")
+    lines.append(f"| join | {cell(_read_json(job.out / 'join' / DONE))}")
+    return lines
+
+
+def write_report(job: Job, wall_s: float, where: str) -> tuple[Path, bool]:
+    """`<out>/report.md` from the steps' records; written only when a step ran this time
+    (or it is missing), so a rerun after completion rewrites nothing."""
+    path = job.out / "report.md"
+    records = [*job.out.glob(f"*/{DONE}"), *job.out.glob(f"*/*/{DONE}")]
+    started = time.time() - wall_s
+    if path.exists() and not any(r.stat().st_mtime >= started for r in records):
+        return path, False
+    joined = (job.out / "join" / "join.log").read_text(errors="replace").splitlines()
+    summary = next((line for line in joined if line.startswith("wrote ")), "")
+    lines = ["# Kaggle submission report", ""]
+    if job.toy:
+        lines += ["**TOY DATA: the bundled synthetic toy sets; these numbers say nothing about "
+                  "real TPU programs.**", ""]  # fmt: skip
+    lines += [
+        f"Seeds 0..{job.seeds - 1} of each collection's recommended recipe; validation "
+        "metrics over every validation kernel or graph and configuration.",
+        "",
+        f"Submission: {summary or job.out / 'predictions_kaggle.csv'}",
+        "",
+    ]
+    for c in job.collections:
+        lines += collection_section(job, c)
+    lines += ["## Time and memory", "", f"This run of the job: {wall_s:.0f} s on {where}.", ""]
+    lines += cost_rows(job)
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path, True

@@ -1,0 +1,137 @@
+"""The submission job (`submission_job.py`) as one Apache Beam pipeline, and its options.
+
+    Create (collection, seed) -> Reshuffle -> train -> GroupByKey(collection)
+        -> evaluate + rank -> ToList -> join
+
+Each training is an element, so the runner spreads them over its workers; a
+collection is ranked once all of its seeds are trained, and the join runs once
+every collection is ranked. On the local runner the workers are processes of
+this machine, as many as its cores and memory allow (`local_workers`); on a
+portable runner (Flink, Spark, Dataflow) the same pipeline runs with that
+runner's standard options, the repository, the data and `--out` on storage every
+worker sees. Beam is imported only inside these functions.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from baselines.core.beam import DIRECT_RUNNERS, _beam_parse, make_pipeline
+from baselines.core.errors import PipelineError
+from baselines.core.submission_job import Job, join_step, rank_step, train_step
+
+TRAINING_BUDGET_GB = 8.0  # peak RSS one recommended training may reach at the real size
+
+
+def memory_gb() -> float:
+    """This machine's memory (Linux: /proc/meminfo; elsewhere 8 GB per core, a guess)."""
+    try:
+        with open("/proc/meminfo") as f:
+            kb = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:"))
+        return kb / 2**20
+    except (OSError, StopIteration, ValueError):
+        return 8.0 * (os.cpu_count() or 1)
+
+
+def local_workers(trainings: int, cores: int | None = None, mem_gb: float | None = None) -> int:
+    """Worker processes for the local runner: one per core, as many as memory holds trainings
+    of `TRAINING_BUDGET_GB`, no more than there are trainings, at least one.
+
+        local_workers(15, cores=2, mem_gb=24.0) == 2; local_workers(15, 8, 24.0) == 3
+    """
+    cores = cores or os.cpu_count() or 1
+    mem_gb = memory_gb() if mem_gb is None else mem_gb
+    return max(1, min(cores, int(mem_gb // TRAINING_BUDGET_GB), trainings))
+
+
+def pipeline_options(beam_args: Sequence[str], trainings: int):
+    """(PipelineOptions, runner, workers or None off the local runner, TF threads per child).
+
+    On the local runner, the workers are `local_workers` processes unless
+    --direct_num_workers says otherwise, and each child process gets the cores
+    shared among them; an option Beam does not know is refused there.
+    """
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    beam_args = list(beam_args)
+    runner = _beam_parse(PipelineOptions(beam_args)).get("runner") or "DirectRunner"
+    if runner not in DIRECT_RUNNERS:
+        return PipelineOptions(beam_args), runner, None, None
+    given = {arg[2:].split("=", 1)[0] for arg in beam_args if arg.startswith("--")}
+    defaults = {
+        "direct_num_workers": str(local_workers(trainings)),
+        "direct_running_mode": "multi_processing",
+        "default_sdk_harness_log_level": "ERROR",
+    }
+    beam_args += [f"--{k}={v}" for k, v in defaults.items() if k not in given]
+    options = PipelineOptions(beam_args)
+    parsed = _beam_parse(options)
+    unknown = sorted(set(options.get_all_options(retain_unknown_options=True)) - set(parsed))
+    if unknown:
+        raise PipelineError(f"unknown flag --{unknown[0]}: neither this job's nor a Beam option")
+    workers = parsed["direct_num_workers"]
+    if workers < 1:
+        raise PipelineError(f"--direct_num_workers: must be at least 1, got {workers}")
+    if parsed["direct_running_mode"] != "multi_processing":
+        workers = 1
+    return options, runner, workers, max(1, (os.cpu_count() or 1) // workers)
+
+
+def build_pipeline(pipeline, job: Job, threads: int | None) -> None:
+    """Adds the job's steps to a Beam pipeline (see the module docstring)."""
+    import apache_beam as beam
+
+    by_name = {c.name: c for c in job.collections}
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    def train(element):
+        name, seed = element
+        yield name, train_step(job, by_name[name], seed, threads, log)
+
+    def rank(element):
+        name, trained = element
+        trained = sorted(trained, key=lambda t: t["seed"])
+        ranked = rank_step(job, by_name[name], [t["model_dir"] for t in trained], threads, log)
+        yield {**ranked, "seeds": trained}
+
+    def join(ranked):
+        join_step(job, ranked, log)
+
+    _ = (
+        pipeline
+        | "Runs" >> beam.Create([(c.name, seed) for c, seed in job.runs()])
+        | "Spread" >> beam.Reshuffle()
+        | "Train" >> beam.FlatMap(train)
+        | "BySeed" >> beam.GroupByKey()
+        | "Rank" >> beam.FlatMap(rank)
+        | "All" >> beam.combiners.ToList()
+        | "Join" >> beam.Map(join)
+    )
+
+
+def run_pipeline(job: Job, beam_args: Sequence[str], log=print) -> str:
+    """Runs the job on Beam (said first through `log`); the runner's description.
+
+    A failed step ends the pipeline as one PipelineError; a rerun resumes it.
+    """
+    options, runner, workers, threads = pipeline_options(beam_args, len(job.runs()))
+    where = runner
+    if workers is not None:
+        where += (
+            f" ({workers} worker{'s' * (workers > 1)}, "
+            f"{threads} TensorFlow thread{'s' * (threads > 1)} per step)"
+        )
+    log(f"running on {where}")
+    pipeline = make_pipeline(options, runner)
+    build_pipeline(pipeline, job, threads)
+    try:
+        pipeline.run().wait_until_finish()
+    except Exception as e:  # a step's PipelineError arrives wrapped by the runner
+        lines = [line for line in str(e).splitlines() if line.strip()] or [type(e).__name__]
+        step = [line for line in lines if "PipelineError" in line]
+        reason = (step or lines)[-1].split("PipelineError: ", 1)[-1].strip()
+        raise PipelineError(f"the submission pipeline failed: {reason}") from None
+    return where

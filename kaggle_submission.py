@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Builds the whole five-collection Kaggle submission in one command, as one Beam pipeline.
+
+    python kaggle_submission.py --data_root ~/data/tpugraphs --out out/kaggle
+    python kaggle_submission.py --toy_data=True --seeds=2 --epochs=2 --out out/kaggle_toy
+    python kaggle_submission.py --collections=tile:xla,layout:xla:default --seeds=1
+
+Trains each collection's recommended recipe (configs/recommended.flags,
+configs/layout/recommended.flags) with seeds 0..N-1, evaluates the seeds and
+their ensemble on the validation split, ranks the test split with the ensemble,
+and joins the five predictions CSVs into `<out>/predictions_kaggle.csv` (never a
+dummy row). `<out>/report.md` has one table per collection (the validation
+metric of each seed and of the ensemble), the figures, and the time and peak
+memory of every step. The data root holds `npz/tile/xla` and `npz/layout`, as
+echo_download_commands.py unpacks them; a collection whose files are missing is
+named, with the command that downloads it, before anything runs.
+
+A rerun reuses every finished step (a training by its run hash), so after
+completion it trains nothing and rewrites nothing, and a killed job resumes
+where it stopped. Flags not listed here are Apache Beam pipeline options: the
+local runner (the default) runs as many worker processes as the machine's cores
+and memory allow (--direct_num_workers to choose); --runner=FlinkRunner,
+SparkRunner or DataflowRunner with that runner's options runs the same pipeline
+on a cluster (docs/usage.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from baselines.core.cli import entry_parser, parse_bool
+from baselines.core.errors import run_cli
+from baselines.core.submission_job import COLLECTIONS, plan_job, write_report
+
+
+def build_parser():
+    parser = entry_parser(__doc__)
+    parser.add_argument(
+        "--data_root",
+        default="~/data/tpugraphs",
+        help="folder holding npz/tile/xla and npz/layout (echo_download_commands.py --dest)",
+    )
+    parser.add_argument("--out", default="out/kaggle", help="folder of every run and output")
+    parser.add_argument(
+        "--collections",
+        default="all",
+        help=f"all, or some of {','.join(COLLECTIONS)} (comma-separated)",
+    )
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per collection")
+    parser.add_argument(
+        "--toy_data",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="the bundled toy sets instead of --data_root (every collection)",
+    )
+    parser.add_argument(
+        "--epochs", type=int, default=None, help="every training's --epochs (default: the recipe's)"
+    )
+    parser.add_argument(
+        "--sample",
+        default=None,
+        help="Kaggle's sample_submission.csv (default: looked for beside the data)",
+    )
+    return parser
+
+
+def main() -> int:
+    for name in ("apache_beam", None):  # Beam's start-up warnings; steps print their own lines
+        logging.getLogger(name).setLevel(logging.ERROR)
+    args, beam_args = build_parser().parse_known_args()
+    job = plan_job(
+        args.data_root, args.out, args.collections, args.seeds, args.toy_data, args.epochs,
+        args.sample,
+    )  # fmt: skip
+    names = ", ".join(c.name for c in job.collections)
+    seeds = f"{job.seeds} seed{'s' * (job.seeds > 1)}"
+    print(f"submission job: {names}; {seeds} each; out {job.out}", flush=True)
+    from baselines.core.submission_pipeline import run_pipeline
+
+    started = time.perf_counter()
+    where = run_pipeline(job, beam_args, lambda line: print(line, flush=True))
+    wall = time.perf_counter() - started
+    report, written = write_report(job, wall, where)
+    done = "wrote" if written else "unchanged:"
+    print(f"{done} {report}; submission {job.out / 'predictions_kaggle.csv'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
