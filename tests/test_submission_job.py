@@ -185,3 +185,24 @@ def test_the_toy_job_end_to_end_then_rerun_then_resumed(tmp_path):
     assert (seed_dir / "train.log").stat().st_mtime_ns == train_log
     assert "rank tile:xla: wrote" in stdout
     assert _rows(out / "predictions_kaggle.csv") == submitted  # the same models, the same ranks
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--seeds=0"], "error: --seeds: must be at least 1, got 0"),
+        (["--collections=tile"], "error: --collections: unknown tile; use all or some of"),
+        (["--toy_data=True", "--direct_num_wrkers=2"], "error: unknown flag --direct_num_wrkers"),
+    ],
+)
+def test_bad_command_lines_end_in_one_line_before_any_step(tmp_path, flags, says):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "kaggle_submission.py"), f"--out={tmp_path / 'o'}", *flags],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(says) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "o").exists()

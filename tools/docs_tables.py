@@ -48,6 +48,7 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "layout_gen_predictions_csv.py": _parser_of("layout_gen_predictions_csv"),
     "layout_evaluate.py": _parser_of("layout_evaluate"),
     "layout_beam_experiments.py": _parser_of("layout_beam_experiments"),
+    "kaggle_submission.py": _parser_of("kaggle_submission"),
 }
 
 
