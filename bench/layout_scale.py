@@ -305,7 +305,8 @@ def markdown(result: dict) -> str:
             f" nlp train/valid configurations per graph: {result['nlp_configs']}."
             if result.get("nlp_configs")
             else ""
-        ),
+        )
+        + f" Search space: {result.get('search_space', 'permutations')}.",
     ]
     for collection, by_size in result["results"].items():
         sizes = [s for s in SIZE_ORDER if s in by_size]
@@ -405,14 +406,22 @@ def _validate_child(spec_json: str) -> int:
 
 
 def generate(
-    work: Path, collection: str, size: str, seed: int, nlp_configs: str | None = None
+    work: Path,
+    collection: str,
+    size: str,
+    seed: int,
+    nlp_configs: str | None = None,
+    search_space: str = "permutations",
 ) -> tuple[Path, float | None]:
     """The data root of one collection and size (generated once, marked by its parameters).
 
-    `nlp_configs` ("LOW,HIGH", nlp collections only) is make_synthetic's --nlp_configs.
+    `nlp_configs` ("LOW,HIGH", nlp collections only) and `search_space` are make_synthetic's.
     """
     tag = f"{SIZES[size]}_s{seed}_{collection.replace(':', '_')}"
     params = {"preset": SIZES[size], "seed": seed, "collection": collection}
+    if search_space != "permutations":
+        tag += f"_{search_space}"
+        params["search_space"] = search_space
     if nlp_configs is not None and collection.startswith("nlp:"):
         tag += f"_c{nlp_configs.replace(',', '-')}"
         params["nlp_configs"] = nlp_configs
@@ -424,6 +433,8 @@ def generate(
     cmd += [f"--out={root}", "--quiet"]
     if "nlp_configs" in params:
         cmd.append(f"--nlp_configs={nlp_configs}")
+    if "search_space" in params:
+        cmd.append(f"--search_space={search_space}")
     print(f"generating {root} ...", flush=True)
     started = time.perf_counter()
     proc = subprocess.run(cmd, env=run_bench.ENV, capture_output=True, text=True)
@@ -566,7 +577,7 @@ def _recorded(result: dict, step: str, name: str, call) -> dict | None:
 def bench_one(collection: str, size: str, args: argparse.Namespace, work: Path) -> dict:
     """Every step of one collection at one size."""
     nlp_configs = nlp_configs_of(args.nlp_configs, collection)
-    data_root, gen_s = generate(work, collection, size, args.seed, nlp_configs)
+    data_root, gen_s = generate(work, collection, size, args.seed, nlp_configs, args.search_space)
     folder = data_root / Path(*collection.split(":"))
     scratch = work / "runs" / f"{collection.replace(':', '_')}_{size}"
     if scratch.exists():
@@ -652,6 +663,13 @@ def main() -> int:
         "default its 9000,11000; real: 53000,59000 on nlp:default and 63000,69000 on "
         "nlp:random, the real release's 56,000 and 66,000 on average)",
     )
+    parser.add_argument(
+        "--search_space",
+        default="permutations",
+        choices=("permutations", "decisions"),
+        help="make_synthetic's --search_space: each layout group free, or groups tied into a "
+        "few decisions as in the real files (a node then has few distinct layout rows)",
+    )
     args = parser.parse_args()
     collections = [c.strip() for c in args.collections.split(",")]
     sizes = [s.strip() for s in args.sizes.split(",")]
@@ -673,6 +691,7 @@ def main() -> int:
         "repeats": args.repeats,
         "seed": args.seed,
         "nlp_configs": args.nlp_configs,
+        "search_space": args.search_space,
         "code": code_version(),
         "results": {},
     }

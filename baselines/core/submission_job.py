@@ -92,16 +92,24 @@ class Job:
 
 def collection_of(name: str, data_root: Path, toy: bool) -> Collection:
     """A collection's folders and data flags under a data root (or the bundled toy sets)."""
+    tile_root, layout_root = data_roots(data_root, toy)
     if name == TILE:
-        root = TOY_TILE_ROOT if toy else data_root / "npz" / "tile" / "xla"
-        flags = (f"--data_root={root}",) + (("--toy_data=True",) if toy else ())
-        return Collection(name, root, flags, ROOT / "configs" / "recommended.flags")
+        flags = (f"--data_root={tile_root}",) + (("--toy_data=True",) if toy else ())
+        return Collection(name, tile_root, flags, ROOT / "configs" / "recommended.flags")
     _, source, search = name.split(":")
-    root = TOY_LAYOUT_ROOT if toy else data_root / "npz" / "layout"
-    flags = (f"--data_root={root}",)
     return Collection(
-        name, root / source / search, flags, ROOT / "configs" / "layout" / "recommended.flags"
+        name,
+        layout_root / source / search,
+        (f"--data_root={layout_root}",),
+        ROOT / "configs" / "layout" / "recommended.flags",
     )
+
+
+def data_roots(data_root: Path, toy: bool) -> tuple[Path, Path]:
+    """The tile:xla and layout data roots under a data root (or the bundled toy sets)."""
+    if toy:
+        return TOY_TILE_ROOT, TOY_LAYOUT_ROOT
+    return data_root / "npz" / "tile" / "xla", data_root / "npz" / "layout"
 
 
 def parse_collections(text: str) -> tuple[str, ...]:
@@ -154,13 +162,13 @@ def plan_job(
             + "; ".join(f"{name} ({what})" for name, what in missing.items())
             + f"; print the download commands with `{' && '.join(commands)}`{leave}"
         )
-    tile_root = TOY_TILE_ROOT if toy else root / "npz" / "tile" / "xla"
-    layout_root = TOY_LAYOUT_ROOT if toy else root / "npz" / "layout"
-    join = [f"--data_root={tile_root}", f"--layout_root={layout_root}"]
+    tile_root, layout_root = data_roots(root, toy)
+    # create_kaggle_csv.py finds Kaggle's sample beside the data; without one (the toy
+    # or synthetic sets) --allow_missing takes the IDs from the test folders. The join's
+    # --no_dummy_rows refuses any ID without a ranking either way.
+    join = [f"--data_root={tile_root}", f"--layout_root={layout_root}", "--allow_missing"]
     if sample is not None:
         join.append(f"--sample={Path(sample).expanduser().absolute()}")
-    elif toy:
-        join.append("--allow_missing")  # no Kaggle sample: the IDs are the toy test files'
     train = (f"--epochs={epochs}",) if epochs is not None else ()
     out_dir = Path(out).expanduser().absolute()
     return Job(tuple(chosen), seeds, out_dir, train, tuple(join), toy)
