@@ -14,7 +14,7 @@ import pytest
 
 from baselines.core import submission_job as job_lib
 from baselines.core.errors import PipelineError
-from baselines.core.submission_pipeline import local_workers
+from baselines.core.submission_pipeline import local_workers, training_lanes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,6 +63,26 @@ def test_local_workers_are_bounded_by_cores_memory_and_trainings():
     assert local_workers(15, cores=8, mem_gb=24.0) == 3  # 8 GB per training
     assert local_workers(1, cores=8, mem_gb=64.0) == 1
     assert local_workers(15, cores=8, mem_gb=4.0) == 1
+
+
+def test_trainings_are_dealt_into_lanes_longest_first():
+    job = job_lib.plan_job("", "out", toy=True, seeds=1)
+    names = [c.name for c, _ in job.runs()]
+    assert names == list(job_lib.COLLECTIONS)
+    # Weights 5 (tile), 1, 1 (xla), 3, 3 (nlp), dealt longest first into the lighter lane:
+    # tile -> 0 (5 | 0), nlp:default -> 1 (5 | 3), nlp:random -> 1 (5 | 6),
+    # xla:default -> 0 (6 | 6), xla:random -> 0 on the tie (7 | 6).
+    assert training_lanes(job.runs(), 2) == [0, 0, 0, 1, 1]
+    assert training_lanes(job.runs(), 1) == [0] * 5
+    assert sorted(training_lanes(job.runs(), 5)) == [0, 1, 2, 3, 4]
+    # Three seeds: tile 15, nlp 18, xla 6 over 2 lanes -> 20 and 19, never one lane's 39.
+    runs = job_lib.plan_job("", "out", toy=True, seeds=3).runs()
+    lanes = training_lanes(runs, 2)
+    weight = {"tile:xla": 5, "layout:xla:default": 1, "layout:xla:random": 1}
+    loads = [0, 0]
+    for (c, _), lane in zip(runs, lanes):
+        loads[lane] += weight.get(c.name, 3)
+    assert sorted(loads) == [19, 20]
 
 
 def test_a_step_record_holds_only_for_its_inputs_and_existing_outputs(tmp_path):

@@ -70,9 +70,12 @@ class Collection:
         return (f"{kind}_train.py", f"{kind}_evaluate.py", f"{kind}_gen_predictions_csv.py")
 
     @property
+    def kind(self) -> str:  # "tile" or "layout": its scripts' cache folder under the job's --out
+        return "tile" if self.is_tile else "layout"
+
+    @property
     def download_command(self) -> str:
-        which = "tile" if self.is_tile else "layout"
-        return f"python echo_download_commands.py --collections {which}"
+        return f"python echo_download_commands.py --collections {self.kind}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +91,12 @@ class Job:
 
     def runs(self) -> list[tuple[Collection, int]]:
         return [(c, seed) for c in self.collections for seed in range(self.seeds)]
+
+    def cache_flag(self, c: Collection) -> str:
+        """The job's own cache of loaded splits: each seed's training and the ranking read the
+        npz files of a collection once (caches are content-addressed, so concurrent writers
+        are safe)."""
+        return f"--cache_dir={self.out / 'cache' / c.kind}"
 
 
 def collection_of(name: str, data_root: Path, toy: bool) -> Collection:
@@ -262,7 +271,7 @@ def train_step(job: Job, c: Collection, seed: int, threads: int | None, log: Log
     if not c.is_tile:
         _, source, search = c.name.split(":")
         flags += [f"--source={source}", f"--search={search}"]
-    flags.append(f"--out_dir={out_dir}")
+    flags += [f"--out_dir={out_dir}", job.cache_flag(c)]
     inputs = {"script": c.scripts[0], "flags": flags}
     label = f"train {c.name} seed {seed}"
     done = read_done(step_dir, inputs)
@@ -298,7 +307,7 @@ def rank_step(job: Job, c: Collection, model_dirs: Sequence[str], threads: int |
         log(f"rank {c.name}: reused {csv_path}")
         return {**done, "collection": c.name, "reused": True}
     log(f"rank {c.name}: evaluating {len(model_dirs)} runs and ranking the test split")
-    data = [f for f in c.data_flags if f.startswith("--data_root=")]
+    data = [f for f in c.data_flags if f.startswith("--data_root=")] + [job.cache_flag(c)]
     eval_cost = run_child(
         [evaluate, f"--dirs={dirs}", *data, f"--output={evaluation}"],
         step_dir / "evaluate.log",

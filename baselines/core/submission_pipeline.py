@@ -1,11 +1,14 @@
 """The submission job (`submission_job.py`) as one Apache Beam pipeline, and its options.
 
-    Create (collection, seed) -> Reshuffle -> train -> GroupByKey(collection)
-        -> evaluate + rank -> ToList -> join
+    Create (lane, (collection, seed)) -> GroupByKey(lane) -> train each
+        -> GroupByKey(collection) -> evaluate + rank -> ToList -> join
 
-Each training is an element, so the runner spreads them over its workers; a
-collection is ranked once all of its seeds are trained, and the join runs once
-every collection is ranked. On the local runner the workers are processes of
+Each training is an element. A collection is ranked once all of its seeds are
+trained, and the join runs once every collection is ranked. Beam's local runner
+hands each worker a fixed share of a stage's keys, and a worker runs its share
+one element after another, so the trainings are first dealt into one lane per
+worker, longest first (`training_lanes`); elsewhere every training is a lane of
+its own and the runner spreads them. On the local runner the workers are processes of
 this machine, as many as its cores and memory allow (`local_workers`); on a
 portable runner (Flink, Spark, Dataflow) the same pipeline runs with that
 runner's standard options, the repository, the data and `--out` on storage every
@@ -19,9 +22,30 @@ from collections.abc import Sequence
 
 from baselines.core.beam import DIRECT_RUNNERS, _beam_parse, make_pipeline
 from baselines.core.errors import PipelineError
-from baselines.core.submission_job import Job, join_step, rank_step, train_step
+from baselines.core.submission_job import TILE, Collection, Job, join_step, rank_step, train_step
 
 TRAINING_BUDGET_GB = 8.0  # peak RSS one recommended training may reach at the real size
+
+
+def training_weight(c: Collection) -> float:
+    """A training's rough cost at the real size, relative to an xla layout collection's.
+
+    On 2 cores a recommended training (cold load included) takes about 26 min on tile:xla,
+    15 min on an nlp layout collection and 5 min on an xla one (docs/performance.md).
+    """
+    return 5.0 if c.name == TILE else 3.0 if ":nlp:" in c.name else 1.0
+
+
+def training_lanes(runs: Sequence[tuple[Collection, int]], lanes: int) -> list[int]:
+    """The lane of each run: longest first, each into the lane with the least work so far."""
+    load = [0.0] * lanes
+    lane_of = [0] * len(runs)
+    order = sorted(range(len(runs)), key=lambda i: -training_weight(runs[i][0]))
+    for i in order:
+        lane = min(range(lanes), key=lambda k: (load[k], k))
+        lane_of[i] = lane
+        load[lane] += training_weight(runs[i][0])
+    return lane_of
 
 
 def memory_gb() -> float:
@@ -78,18 +102,25 @@ def pipeline_options(beam_args: Sequence[str], trainings: int):
     return options, runner, workers, max(1, (os.cpu_count() or 1) // workers)
 
 
-def build_pipeline(pipeline, job: Job, threads: int | None) -> None:
-    """Adds the job's steps to a Beam pipeline (see the module docstring)."""
+def build_pipeline(pipeline, job: Job, threads: int | None, lanes: int | None = None) -> None:
+    """Adds the job's steps to a Beam pipeline (see the module docstring).
+
+    `lanes`: the local runner's workers (None: one lane per training).
+    """
     import apache_beam as beam
 
     by_name = {c.name: c for c in job.collections}
+    runs = job.runs()
+    lane_of = training_lanes(runs, lanes) if lanes else list(range(len(runs)))
+    keyed = [(lane, (i, c.name, seed)) for i, (lane, (c, seed)) in enumerate(zip(lane_of, runs))]
 
     def log(line: str) -> None:
         print(line, flush=True)
 
     def train(element):
-        name, seed = element
-        yield name, train_step(job, by_name[name], seed, threads, log)
+        _, trainings = element
+        for _, name, seed in sorted(trainings):  # a lane's trainings in the job's order
+            yield name, train_step(job, by_name[name], seed, threads, log)
 
     def rank(element):
         name, trained = element
@@ -102,8 +133,8 @@ def build_pipeline(pipeline, job: Job, threads: int | None) -> None:
 
     _ = (
         pipeline
-        | "Runs" >> beam.Create([(c.name, seed) for c, seed in job.runs()])
-        | "Spread" >> beam.Reshuffle()
+        | "Runs" >> beam.Create(keyed)
+        | "Lanes" >> beam.GroupByKey()
         | "Train" >> beam.FlatMap(train)
         | "BySeed" >> beam.GroupByKey()
         | "Rank" >> beam.FlatMap(rank)
@@ -126,7 +157,7 @@ def run_pipeline(job: Job, beam_args: Sequence[str], log=print) -> str:
         )
     log(f"running on {where}")
     pipeline = make_pipeline(options, runner)
-    build_pipeline(pipeline, job, threads)
+    build_pipeline(pipeline, job, threads, workers)
     try:
         pipeline.run().wait_until_finish()
     except Exception as e:  # a step's PipelineError arrives wrapped by the runner
