@@ -187,6 +187,10 @@ def test_the_toy_job_end_to_end_then_rerun_then_resumed(tmp_path):
     stdout, _ = _job(out)
     _check_submission(out, stdout)
     _check_report(out)
+    # Trainings read train and valid, the ranking valid and test: every layout split was read
+    # into the job's own cache, once per collection.
+    cached = sorted(p.name.split("-")[1] for p in (out / "cache" / "layout").iterdir())
+    assert cached == ["test"] * 4 + ["train"] * 4 + ["valid"] * 4
 
     before = _files(out)
     stdout, seconds = _job(out)
