@@ -191,6 +191,9 @@ def test_the_toy_job_end_to_end_then_rerun_then_resumed(tmp_path):
     # into the job's own cache, once per collection.
     cached = sorted(p.name.split("-")[1] for p in (out / "cache" / "layout").iterdir())
     assert cached == ["test"] * 4 + ["train"] * 4 + ["valid"] * 4
+    # The tile training ranks the test split at its end, so tile:xla's three splits are cached.
+    cached = sorted(p.name.split("-")[0] for p in (out / "cache" / "tile").iterdir())
+    assert cached == ["test", "train", "valid"]
 
     before = _files(out)
     stdout, seconds = _job(out)
