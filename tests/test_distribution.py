@@ -100,6 +100,7 @@ def toy_args(tmp_path, **changes) -> dict:
 
 def saved_weights(out_dir, run_hash: str) -> list[np.ndarray]:
     import tensorflow as tf
+    import tensorflow_gnn  # noqa: F401  (registers the GraphTensor specs a saved model names)
 
     model = tf.keras.models.load_model(out_dir / f"model_{run_hash}", compile=False)
     return [v.numpy() for v in model.variables]
@@ -140,6 +141,32 @@ def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(tmp_path, when, u
     for a, b in zip(got_weights, expected_weights):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     assert not (out / f"backup_{run_hash}").exists()  # a finished run leaves no backup
+
+
+def test_run_killed_after_its_last_backup_ends_on_the_newest_state(tmp_path):
+    """Killed once the last epoch's backup is written, a run has no epoch left to train:
+    resumed, it must end on the state saved after that last epoch, not on the one before
+    (both are kept). With weight averaging from epoch 1 the two states differ for sure (the
+    mean of epochs 1-4 against 1-3), so only the newest gives the uninterrupted run's
+    final weights."""
+    from baselines.tiles.task import TrainArgs
+
+    changes = dict(epochs=4, early_stop=10, average_from=1, test_mode="metrics")
+    whole = toy_args(tmp_path / "whole", **changes)
+    run_child(whole)
+    resumed = toy_args(tmp_path / "resumed", **changes)
+    run_hash = TrainArgs(**resumed).run_hash()
+    proc, _ = run_child(resumed, {"KILL_AT": "after_backup:3"}, check=False)
+    assert proc.returncode == 9, proc.stderr[-2000:]
+    out = Path(resumed["out_dir"])
+    states = sorted(p.name for p in (out / f"backup_{run_hash}").rglob("early_stopping_*.npz"))
+    assert states == ["early_stopping_2.npz", "early_stopping_3.npz"]
+    run_child(resumed)
+    expected = saved_weights(Path(whole["out_dir"]), TrainArgs(**whole).run_hash())
+    got = saved_weights(out, run_hash)
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
 def test_mirrored_on_two_cpus_trains_like_one_device(tmp_path):

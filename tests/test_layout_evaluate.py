@@ -428,3 +428,49 @@ def test_script_refuses_bad_input_in_one_line(two_models, tmp_path):
     )
     assert "--split" in line
     assert not any(tmp_path.glob("res*"))
+
+
+def test_recorded_validation_opa_pools_every_pair_of_every_graph(monkeypatch):
+    """evaluate_graphs (the `val` a layout run records, and its sweeps rank by) pools the
+    ordered pairs of all graphs. The graphs' scores and runtimes are given, and the OPA is
+    counted here pair by pair: (pairs with runtime i < runtime j and score i < score j) /
+    (pairs with runtime i < runtime j), over all graphs together. Each graph alone, and the
+    mean of the graphs' own OPAs, give other values."""
+    from types import SimpleNamespace
+
+    from baselines.layout import scoring
+
+    graphs = {
+        "a": ([0.1, 0.2, 0.3, 0.4], [1.0, 2.0, 3.0, 4.0]),  # 6 of 6 pairs right
+        "b": ([0.3, 0.2, 0.1], [1.0, 2.0, 3.0]),  # 0 of 3 right
+        "c": ([0.5, 0.1, 0.4, 0.2, 0.3], [5.0, 1.0, 2.0, 3.0, 5.0]),  # one runtime tie
+    }
+
+    class KnownScores:
+        def __init__(self, model):
+            pass
+
+        def score(self, g):
+            return np.asarray(graphs[g.graph_id][0], np.float32)
+
+    monkeypatch.setattr(scoring, "GraphScorer", KnownScores)
+    prepared = [
+        SimpleNamespace(graph_id=name, raw_runtimes=np.asarray(runtimes))
+        for name, (_, runtimes) in graphs.items()
+    ]
+    right = comparable = 0
+    own = []
+    for scores, runtimes in graphs.values():
+        pairs = [
+            (scores[i] < scores[j])
+            for i in range(len(scores))
+            for j in range(len(scores))
+            if runtimes[i] < runtimes[j]
+        ]
+        right, comparable = right + sum(pairs), comparable + len(pairs)
+        own.append(sum(pairs) / len(pairs))
+    expected = right / comparable
+    got = scoring.evaluate_graphs(model=None, graphs=prepared)
+    assert got["graphs"] == 3
+    assert got["opa"] == pytest.approx(expected, abs=1e-12)
+    assert all(abs(expected - o) > 0.05 for o in own + [np.mean(own)])

@@ -4,6 +4,7 @@ at toy size on the multi-process local runner (2 workers), rerun and resumed."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 import subprocess
 import sys
@@ -233,3 +234,190 @@ def test_bad_command_lines_end_in_one_line_before_any_step(tmp_path, flags, says
     assert proc.returncode == 2
     assert proc.stderr.startswith(says) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------------------
+# Reuse decisions and the report, with stub children: each step's script is replaced by a
+# stub that writes outputs derived from its inputs and returns a cost of its own.
+
+
+class StubChildren:
+    """Stands in for `run_child`: writes what each script would write, from its inputs.
+
+    - a training writes `model_<seed>/weights` (its content: `self.weights[(slug, seed)]`)
+      and its run file, and prints `saved model:` as the scripts do;
+    - an evaluation writes evaluation.{csv,md} with one value per model;
+    - a ranking writes one row per model holding that model's weights;
+    - the join concatenates the CSVs' rows (the submission).
+
+    Every call returns a cost no other call has; `self.costs` maps each step's name (as the
+    report names it) to the cost returned for it.
+    """
+
+    def __init__(self):
+        self.calls: list[str] = []
+        self.costs: dict[str, dict[str, float]] = {}
+        self.weights: dict[tuple[str, int], str] = {}
+
+    def __call__(self, cmd, log_path: Path, threads=None) -> dict[str, float]:
+        flags = dict(a[2:].split("=", 1) for a in cmd[1:] if a.startswith("--") and "=" in a)
+        slug = log_path.parent.name if cmd[0] != "create_kaggle_csv.py" else "join"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = ""
+        if cmd[0].endswith("_train.py"):
+            slug, seed = log_path.parents[1].name, int(flags["seed"])
+            step = f"train {slug.replace('_', ':')} seed {seed}"
+            model = Path(flags["out_dir"]) / f"model_s{seed}"
+            model.mkdir(parents=True, exist_ok=True)
+            (model / "weights").write_text(self.weights[(slug, seed)])
+            (model.parent / f"run_s{seed}.jsonz").write_text(f"run of seed {seed}")
+            log = f"saved model: {model}\n"
+        elif cmd[0].endswith("_evaluate.py"):
+            step = f"evaluate {slug.replace('_', ':')} (valid)"
+            models = flags["dirs"].split(",") + ["ensemble"]
+            if slug == "tile_xla":
+                rows = [f"x {Path(m).name},ALL,0.{i}1,0.{i}5,0.{i}9" for i, m in enumerate(models)]
+                head = "model,program,top1_err,top5_err,opa"
+            else:
+                rows = [f"x {Path(m).name},all,all,0.{i}7,1.{i}" for i, m in enumerate(models)]
+                head = "model,configs,level,kendall_tau,slowdown_1"
+            Path(flags["output"] + ".csv").write_text("\n".join([head, *rows]) + "\n")
+            Path(flags["output"] + ".md").write_text("evaluation\n")
+        elif cmd[0].endswith("_gen_predictions_csv.py"):
+            step = f"rank {slug.replace('_', ':')} (test)"
+            models = flags["dir"].split(",")
+            rows = [f"{slug}:{Path(m).name},{(Path(m) / 'weights').read_text()}" for m in models]
+            Path(flags["output"]).write_text("\n".join(["ID,TopConfigs", *rows]) + "\n")
+        else:
+            step = "join"
+            rows = [
+                line
+                for csv_path in flags["inputcsv"].split(",")
+                for line in Path(csv_path).read_text().splitlines()[1:]
+            ]
+            Path(flags["output"]).write_text("\n".join(["ID,TopConfigs", *rows]) + "\n")
+            log = f"wrote {flags['output']}: {len(rows)} rows, 0 dummy\n"
+        log_path.write_text(log)
+        self.calls.append(step)
+        k = len(self.costs) + 1
+        self.costs[step] = {"wall_s": 100.0 * k + 1, "peak_rss_mb": 1000.0 * k + 7}
+        return dict(self.costs[step])
+
+
+@pytest.fixture
+def stub_job(tmp_path, monkeypatch):
+    """(job with tile:xla and layout:xla:default, 2 seeds, on the toy sets; the stub)."""
+    stub = StubChildren()
+    monkeypatch.setattr(job_lib, "run_child", stub)
+    # The stub's run files are no real runs: a training is found by its step record only.
+    monkeypatch.setattr(job_lib, "finished_run", lambda *a: None)
+    job = job_lib.plan_job(
+        str(tmp_path), str(tmp_path / "out"), "tile:xla,layout:xla:default", seeds=2, toy=True
+    )
+    for c in job.collections:
+        for seed in range(2):
+            stub.weights[(c.slug, seed)] = f"{c.slug}-w{seed}-v1"
+    return job, stub
+
+
+def _run_stub_job(job) -> list[str]:
+    """Trains, ranks and joins `job` through the job's own steps; the submission's rows."""
+    ranked = []
+    for c in job.collections:
+        trained = [job_lib.train_step(job, c, s, None, lambda _: None) for s in range(job.seeds)]
+        models = [t["model_dir"] for t in trained]
+        ranked.append(job_lib.rank_step(job, c, models, None, lambda _: None))
+    job_lib.join_step(job, ranked, lambda _: None)
+    return (job.out / "predictions_kaggle.csv").read_text().splitlines()[1:]
+
+
+def _expected_rows(job, stub, seeds: int) -> list[str]:
+    return [
+        f"{c.slug}:model_s{s},{stub.weights[(c.slug, s)]}"
+        for c in job.collections
+        for s in range(seeds)
+    ]
+
+
+def test_a_rerun_with_nothing_changed_redoes_no_step(stub_job):
+    job, stub = stub_job
+    assert _run_stub_job(job) == _expected_rows(job, stub, 2)
+    assert len(stub.calls) == 2 * 2 + 2 * 2 + 1
+    stub.calls.clear()
+    assert _run_stub_job(job) == _expected_rows(job, stub, 2)
+    assert stub.calls == []
+
+
+def test_a_collection_with_fewer_seeds_is_ranked_again_and_the_join_redone(stub_job):
+    """The rank step's record must name the models it ranked (a record of the data alone
+    would keep the two-seed ranking)."""
+    job, stub = stub_job
+    _run_stub_job(job)
+    stub.calls.clear()
+    one_seed = dataclasses.replace(job, seeds=1)
+    assert _run_stub_job(one_seed) == _expected_rows(job, stub, 1)
+    assert sorted(stub.calls) == sorted(
+        ["evaluate tile:xla (valid)", "rank tile:xla (test)"]
+        + ["evaluate layout:xla:default (valid)", "rank layout:xla:default (test)", "join"]
+    )
+
+
+def test_a_model_replaced_in_its_folder_is_ranked_again_and_submitted(stub_job):
+    """A model retrained under the same folder name: the ranking and the join are redone,
+    and the submission holds the new model's ranking. The new weights have the old ones'
+    length, so the CSV keeps its size; it also keeps its time stamp, so a join that knew
+    its inputs by size and time would keep the stale submission."""
+    job, stub = stub_job
+    _run_stub_job(job)
+    stub.calls.clear()
+    folder = job.out / "layout_xla_default"
+    csv_path = folder / "predictions.csv"
+    before = csv_path.stat()
+    stub.weights[("layout_xla_default", 1)] = "layout_xla_default-w1-v2"
+    (folder / "model_s1" / "weights").write_text("layout_xla_default-w1-v2")
+    rows = _run_stub_job(job)
+    assert rows == _expected_rows(job, stub, 2)
+    assert "layout_xla_default:model_s1,layout_xla_default-w1-v2" in rows
+    assert stub.calls == [
+        "evaluate layout:xla:default (valid)",
+        "rank layout:xla:default (test)",
+        "join",
+    ]
+    assert csv_path.stat().st_size == before.st_size
+
+
+def test_a_join_input_changed_in_content_only_is_joined_again(stub_job):
+    """A re-ranked CSV of the same length and time stamp: only its content tells."""
+    job, stub = stub_job
+    _run_stub_job(job)
+    csv_path = job.out / "tile_xla" / "predictions.csv"
+    stat = csv_path.stat()
+    head, first, second = csv_path.read_text().splitlines()
+    csv_path.write_text("\n".join([head, second, first]) + "\n")  # the rows swapped
+    os.utime(csv_path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert csv_path.stat().st_size == stat.st_size
+    stub.calls.clear()
+    rows = _run_stub_job(job)
+    assert stub.calls == ["join"]
+    assert rows[:2] == [second, first]
+
+
+def test_each_report_row_shows_its_own_steps_time_and_memory(stub_job):
+    """Every step returned a cost no other step had; report.md's table row of each step
+    holds exactly that step's figures (wall seconds and peak RSS, rounded as shown)."""
+    job, stub = stub_job
+    _run_stub_job(job)
+    path, written = job_lib.write_report(job, wall_s=5.0, where="stub")
+    assert written
+    table = path.read_text().split("## Time and memory", 1)[1]
+    rows = {}
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[1].isdigit():
+            rows[cells[0]] = (int(cells[1]), int(cells[2]))
+    expected = {
+        step: (round(cost["wall_s"]), round(cost["peak_rss_mb"]))
+        for step, cost in stub.costs.items()
+    }
+    assert rows == expected
+    assert len(set(rows.values())) == 2 * 2 + 2 * 2 + 1

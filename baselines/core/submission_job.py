@@ -21,6 +21,7 @@ runs the steps as an Apache Beam pipeline. Nothing here imports TensorFlow or Be
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -230,6 +231,29 @@ def write_done(folder: Path, inputs: dict[str, Any], outputs: list[str], **facts
     return done
 
 
+def content_digest(paths: Sequence[Path]) -> str:
+    """sha256 over the names and bytes of `paths` and every file under those that are folders.
+
+    A step's inputs are known by their content, not their size or time: a re-ranked CSV
+    is a permutation of the same indices (the same length), and a retrained model folder
+    keeps its name.
+    """
+    digest = hashlib.sha256()
+    for path in paths:
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for f in files:
+            digest.update(f"{f.relative_to(path.parent)}\0".encode())
+            digest.update(f.read_bytes() if f.exists() else b"(missing)")
+    return digest.hexdigest()
+
+
+def model_identity(model_dir: str) -> str:
+    """A saved run's content: its `model_<hash>/` folder and its `run_<hash>.jsonz`."""
+    folder = Path(model_dir)
+    run_file = folder.parent / f"run_{folder.name.removeprefix('model_')}.jsonz"
+    return content_digest([folder, run_file])
+
+
 # ---------------------------------------------------------------------------
 # The three steps.
 
@@ -301,7 +325,10 @@ def rank_step(job: Job, c: Collection, model_dirs: Sequence[str], threads: int |
     _, evaluate, predict = c.scripts
     csv_path = step_dir / "predictions.csv"
     evaluation = step_dir / "evaluation"
-    inputs = {"models": sorted(model_dirs), "data": list(c.data_flags)}
+    inputs = {
+        "models": {d: model_identity(d) for d in sorted(model_dirs)},
+        "data": list(c.data_flags),
+    }
     done = read_done(step_dir, inputs)
     if done is not None:
         log(f"rank {c.name}: reused {csv_path}")
@@ -334,8 +361,7 @@ def join_step(job: Job, ranked: Sequence[dict], log: Log) -> dict:
     output = job.out / "predictions_kaggle.csv"
     order = {name: i for i, name in enumerate(COLLECTIONS)}
     csvs = [r["csv"] for r in sorted(ranked, key=lambda r: order[r["collection"]])]
-    stamps = {p: [os.stat(p).st_size, os.stat(p).st_mtime_ns] for p in csvs}
-    inputs = {"csvs": stamps, "flags": list(job.join_flags)}
+    inputs = {"csvs": {p: content_digest([Path(p)]) for p in csvs}, "flags": list(job.join_flags)}
     join_dir = job.out / "join"
     done = read_done(join_dir, inputs)
     if done is not None:
