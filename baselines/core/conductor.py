@@ -25,7 +25,14 @@ from baselines.core.io_utils import describe_write_error, remove_stale_temporari
 from baselines.core.keras_fit import RankingTrainer, capped_configs, compile_trainer
 from baselines.core.run_files import RUN_IN_MODEL
 from baselines.core.run_json import read_gzip_json
-from baselines.core.runner import FitResult, fit_run, set_determinism
+from baselines.core.runner import (
+    FitCallbacks,
+    FitPlan,
+    FitResult,
+    RunFiles,
+    fit_run,
+    set_determinism,
+)
 from baselines.core.saved_model import save_finished_run
 from baselines.core.task import Loaded, Task
 from baselines.core.tensorboard import HParams
@@ -172,20 +179,20 @@ def fit_model(
     *,
     model: tf.keras.Model | None = None,
     strategy: tf.distribute.Strategy,
-    backup_dir: Path | None = None,
-    tb_dir: Path | None = None,
-    hparams: HParams | None = None,
+    files: RunFiles | None = None,
     progress: str | None = None,
     log: Callable[[str], None] = print,
 ) -> Fitted:
     """Fits `model` (default: the task builds it under the strategy's scope) on `loaded`.
 
-    The model's variables are created under the strategy's scope, after the
-    seeds are set: pass an unbuilt model.
+    What the fit is handed, in one place: the trainer builder (the task's model,
+    loss and optimizer), the task's batches and callbacks, the plan (epochs,
+    validation, early stopping, averaging) and the run's files. The model's
+    variables are created under the strategy's scope, after the seeds are set:
+    pass an unbuilt model.
     """
-    replicas = strategy.num_replicas_in_sync
     configs = capped_configs(args.configs, task.most_configs(loaded), task.unit, log)
-    train_batches, val_batches = task.batches(args, loaded, configs, replicas)
+    train_batches, val_batches = task.batches(args, loaded, configs, strategy.num_replicas_in_sync)
     steps = train_batches.steps
     epochs, validation_freq = task.schedule(args, steps, log)
     loss_fn = metrics.make_loss_fn(metrics.parse_losses(args.losses))
@@ -199,21 +206,15 @@ def fit_model(
         return trainer
 
     first, extra_curve = task.callbacks(val_batches)
+    plan = FitPlan(epochs, validation_freq, args.early_stop, args.average_from)
     result = fit_run(
         build_trainer,
         train_batches,
         val_batches,
+        plan,
+        FitCallbacks(first=first, extra_curve=extra_curve),
+        files or RunFiles(),
         strategy=strategy,
-        epochs=epochs,
-        early_stop=args.early_stop,
-        chief=distribution.is_chief(strategy),
-        backup_dir=backup_dir,
-        tb_dir=tb_dir,
-        validation_freq=validation_freq,
-        average_from=args.average_from,
-        first=first,
-        extra_curve=extra_curve,
-        hparams=hparams,
         progress=progress,
         log=log,
     )
@@ -257,10 +258,15 @@ def train_run(
         args,
         loaded,
         strategy=strategy,
-        backup_dir=out_dir / f"backup_{run_hash}",
-        tb_dir=out_dir / f"tb_{run_hash}",
-        hparams=HParams.of_flags(
-            args.to_dict(), task.not_hparams, task.hparams_metrics, task.run_label(args, run_hash)
+        files=RunFiles(
+            backup_dir=out_dir / f"backup_{run_hash}",
+            tb_dir=out_dir / f"tb_{run_hash}",
+            hparams=HParams.of_flags(
+                args.to_dict(),
+                task.not_hparams,
+                task.hparams_metrics,
+                task.run_label(args, run_hash),
+            ),
         ),
         progress=f"train {args.model}" if progress else None,
         log=log,

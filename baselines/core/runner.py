@@ -190,69 +190,38 @@ def _epoch_of(path: Path) -> int:
     return int(path.stem.rpartition("_")[2])
 
 
-def resumable_fit(
-    trainer: tf.keras.Model,
-    train_batches: EpochBatches,
-    val_batches: EpochBatches,
-    *,
-    strategy: tf.distribute.Strategy,
-    epochs: int,
-    early_stopping: ResumableEarlyStopping,
-    tb_dir: Path | None,
-    backup_dir: Path | None,
-    validation_freq: int | Sequence[int] = 1,
-    first: Sequence[tf.keras.callbacks.Callback] = (),
-    last: Sequence[tf.keras.callbacks.Callback] = (),
-    log: Callable[[str], None] = print,
-) -> float:
-    """Runs Keras `fit` with live TensorBoard and a per-epoch backup; returns the seconds it took.
+@dataclasses.dataclass(frozen=True)
+class FitPlan:
+    """How long a fit runs, and when it validates, stops early and averages weights."""
 
-    Callbacks, in this order: `first` (early stopping and TensorBoard see what
-    they add to the logs), `early_stopping` (its state reaches the disk before
-    the backup), `LearningRateLogger`, TensorBoard into `tb_dir`, Keras'
-    `BackupAndRestore` into `backup_dir/keras`, then `last`. A `backup_dir`
-    that exists is resumed from, and `train_batches` must start at the
-    restored epoch (its `first_epoch`). None leaves out TensorBoard or the
-    backup. A write that fails (full disk) is a PipelineError.
+    epochs: int
+    validation_freq: int | Sequence[int] = 1  # Keras' `validation_freq`
+    early_stop: int | None = None  # patience in epochs (None: never stops early)
+    average_from: int | None = None  # first epoch (from 1) of the weight average
+
+
+@dataclasses.dataclass(frozen=True)
+class FitCallbacks:
+    """A task's callbacks: `first` add to an epoch's logs (under the keys `extra_curve`
+    names) before early stopping and TensorBoard read them; `last` come after."""
+
+    first: Sequence[tf.keras.callbacks.Callback] = ()
+    extra_curve: Sequence[str] = ()
+    last: Sequence[tf.keras.callbacks.Callback] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFiles:
+    """Where a fit writes; None leaves that out.
+
+    `backup_dir`: the per-epoch backup (Keras' `BackupAndRestore` in `keras/`
+    and the early-stopping state); one that exists is resumed from. `tb_dir`:
+    TensorBoard's logs, with `hparams`' session (the chief only).
     """
-    callbacks: list[tf.keras.callbacks.Callback] = [
-        *first,
-        early_stopping,
-        LearningRateLogger(),  # before TensorBoard, which writes the logs
-    ]
-    if tb_dir is not None:
-        callbacks.append(
-            tf.keras.callbacks.TensorBoard(str(tb_dir), write_graph=False, profile_batch=0)
-        )
-    if backup_dir is not None:
-        callbacks.append(tf.keras.callbacks.BackupAndRestore(str(backup_dir / "keras")))
-        if backup_dir.exists():
-            log(f"resuming from {backup_dir} (remove it to train from the start)")
-    callbacks.extend(last)
-    started = time.perf_counter()
-    try:
-        trainer.fit(
-            distribution.distributed(strategy, train_batches),
-            epochs=epochs,
-            steps_per_epoch=train_batches.steps,
-            validation_data=distribution.distributed(strategy, val_batches),
-            validation_steps=val_batches.steps,
-            validation_freq=validation_freq,
-            callbacks=callbacks,
-            verbose=0,
-        )
-    except (OSError, tf.errors.OpError) as e:
-        # TensorBoard's writer and the backup report a full disk as
-        # ResourceExhaustedError; running out of (GPU) memory is not a write.
-        folders = [d for d in (tb_dir, backup_dir) if d is not None]
-        if write_failure_kind(e) is None or not folders:
-            raise
-        names = ", ".join(f"{d.name}/" for d in folders)
-        raise PipelineError(
-            f"cannot write the training logs in {folders[0].parent} ({names}): "
-            f"{describe_write_error(e)}; free space or choose another --out_dir"
-        ) from None
-    return time.perf_counter() - started
+
+    backup_dir: Path | None = None
+    tb_dir: Path | None = None
+    hparams: HParams | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,19 +249,11 @@ def fit_run(
     build_trainer: Callable[[], tf.keras.Model],
     train_batches: EpochBatches,
     val_batches: EpochBatches,
+    plan: FitPlan,
+    callbacks: FitCallbacks = FitCallbacks(),
+    files: RunFiles = RunFiles(),
     *,
     strategy: tf.distribute.Strategy,
-    epochs: int,
-    early_stop: int | None,
-    chief: bool,
-    backup_dir: Path | None,
-    tb_dir: Path | None,
-    validation_freq: int | Sequence[int] = 1,
-    average_from: int | None = None,
-    first: Sequence[tf.keras.callbacks.Callback] = (),
-    last: Sequence[tf.keras.callbacks.Callback] = (),
-    extra_curve: Sequence[str] = (),
-    hparams: HParams | None = None,
     progress: str | None = None,
     log: Callable[[str], None] = print,
 ) -> FitResult:
@@ -300,10 +261,10 @@ def fit_run(
 
     `build_trainer` makes and compiles the `RankingTrainer`; the optimizer's
     slots are made before the first step (slots made inside it would trace the
-    step a second time). `early_stop` is the patience in epochs (None: never
-    stops early). `extra_curve` names the log keys `first` adds. Callbacks as
-    in `resumable_fit`, the epoch timer first, then `hparams`' session (chief
-    only), `last` and, with `progress` (its label), the progress bar.
+    step a second time). Callbacks, in this order: the epoch timer,
+    `callbacks.first`, early stopping (its state reaches the disk before the
+    backup), the learning rate, TensorBoard, the backup, the HParams session,
+    `callbacks.last` and, with `progress` (its label), the progress bar.
     """
     with strategy.scope():
         trainer = build_trainer()
@@ -312,35 +273,75 @@ def fit_run(
     # optimizer: a resumed run continues at its epoch.
     steps = train_batches.steps
     train_batches.first_epoch = lambda: int(trainer.optimizer.iterations.numpy()) // steps
+    chief = distribution.is_chief(strategy)
     timer = EpochTimer()
-    session = hparams.callbacks(tb_dir) if hparams and chief and tb_dir is not None else []
-    callbacks_last = [*session, *last, *([StepProgress(progress)] if progress else [])]
     with tempfile.TemporaryDirectory() as scratch:
         stopping = ResumableEarlyStopping(
-            early_stop or epochs,
-            backup_dir if backup_dir is not None else Path(scratch),
+            plan.early_stop or plan.epochs,
+            files.backup_dir if files.backup_dir is not None else Path(scratch),
             writes_state=chief,
-            extra_curve=extra_curve,
-            average_from=average_from,
+            extra_curve=callbacks.extra_curve,
+            average_from=plan.average_from,
         )
-        seconds = resumable_fit(
-            trainer,
-            train_batches,
-            val_batches,
-            strategy=strategy,
-            epochs=epochs,
-            early_stopping=stopping,
-            tb_dir=tb_dir,
-            backup_dir=backup_dir,
-            validation_freq=validation_freq,
-            first=[timer, *first],
-            last=callbacks_last,
-            log=log,
+        order = [timer, *callbacks.first, stopping, LearningRateLogger()]
+        order += _file_callbacks(files, chief, log)
+        order += [*callbacks.last, *([StepProgress(progress)] if progress else [])]
+        started = time.perf_counter()
+        _fit_writing(trainer, (train_batches, val_batches), plan, strategy, order, files)
+        seconds = time.perf_counter() - started
+    _log_ending(stopping, trainer, plan, log)
+    return FitResult(trainer, stopping, timer, seconds)
+
+
+def _file_callbacks(files: RunFiles, chief: bool, log: Callable[[str], None]) -> list:
+    """TensorBoard (before the backup, after the learning rate it writes), the backup, and
+    the HParams session."""
+    found: list[tf.keras.callbacks.Callback] = []
+    if files.tb_dir is not None:
+        found.append(
+            tf.keras.callbacks.TensorBoard(str(files.tb_dir), write_graph=False, profile_batch=0)
         )
+    if files.backup_dir is not None:
+        found.append(tf.keras.callbacks.BackupAndRestore(str(files.backup_dir / "keras")))
+        if files.backup_dir.exists():
+            log(f"resuming from {files.backup_dir} (remove it to train from the start)")
+    if files.hparams is not None and chief and files.tb_dir is not None:
+        found.extend(files.hparams.callbacks(files.tb_dir))
+    return found
+
+
+def _fit_writing(trainer, batches, plan: FitPlan, strategy, callbacks, files: RunFiles) -> None:
+    """Keras `fit`; a write that fails (full disk) is a PipelineError naming the folders."""
+    train_batches, val_batches = batches
+    try:
+        trainer.fit(
+            distribution.distributed(strategy, train_batches),
+            epochs=plan.epochs,
+            steps_per_epoch=train_batches.steps,
+            validation_data=distribution.distributed(strategy, val_batches),
+            validation_steps=val_batches.steps,
+            validation_freq=plan.validation_freq,
+            callbacks=callbacks,
+            verbose=0,
+        )
+    except (OSError, tf.errors.OpError) as e:
+        # TensorBoard's writer and the backup report a full disk as
+        # ResourceExhaustedError; running out of (GPU) memory is not a write.
+        folders = [d for d in (files.tb_dir, files.backup_dir) if d is not None]
+        if write_failure_kind(e) is None or not folders:
+            raise
+        names = ", ".join(f"{d.name}/" for d in folders)
+        raise PipelineError(
+            f"cannot write the training logs in {folders[0].parent} ({names}): "
+            f"{describe_write_error(e)}; free space or choose another --out_dir"
+        ) from None
+
+
+def _log_ending(stopping: ResumableEarlyStopping, trainer, plan: FitPlan, log) -> None:
     if stopping.stopped_epoch:
         log(
             f"early stop after epoch {stopping.stopped_epoch}: "
-            f"no val OPA gain for {early_stop} epochs"
+            f"no val OPA gain for {plan.early_stop} epochs"
         )
     log(
         f"best val OPA {stopping.best:.4f} at epoch {stopping.best_epoch}; "
@@ -349,6 +350,5 @@ def fit_run(
     if stopping.averaged_epochs:
         log(
             f"ends on the mean of the weights of {stopping.averaged_epochs} epochs "
-            f"from epoch {average_from} (--average_from), not the best epoch's"
+            f"from epoch {plan.average_from} (--average_from), not the best epoch's"
         )
-    return FitResult(trainer, stopping, timer, seconds)

@@ -337,32 +337,10 @@ def join_submission(
     else:  # No input provides any sample ID: a file of dummy rows only is no submission.
         refused = absent
     if refused:
-        gaps = []
-        for collection in refused:
-            ids, gone = ids_per_collection[collection], missing[collection]
-            if collection in absent:
-                gaps.append(f"{collection or '(no collection)'} all {len(ids)} (no input has it)")
-            else:  # Name the inputs that hold the collection's other IDs.
-                given = sorted({(origin or {}).get(i, "") for i in ids if i in rankings} - {""})
-                where = f" missing from {', '.join(given)}" if given else ""
-                gaps.append(
-                    f"{collection} {len(gone)} of {len(ids)}{where} (first: {_first(gone)})"
-                )
-        if not dummy_rows:
-            hint = (
-                "dummy rows are off (--no_dummy_rows): add every collection's predictions CSV "
-                "to --inputcsv, each listing every test file of its collection"
-            )
-        else:
-            fix = "a predictions CSV must list every test file of its collection: regenerate it"
-            if refused == absent:
-                fix = "add their predictions CSV to --inputcsv"
-            hint = (
-                f"{fix}, or use --allow_missing to give the missing rows dummy rankings "
-                f"(tile {FILL_RANKING}, other rows the sample's own)"
-            )
+        gaps = _gaps(refused, absent, ids_per_collection, missing, rankings, origin)
         raise PipelineError(
-            f"{sample_label} lists IDs that no input provides: {'; '.join(gaps)}; {hint}"
+            f"{sample_label} lists IDs that no input provides: {'; '.join(gaps)}; "
+            + _refusal_hint(dummy_rows, refused == absent)
         )
     rows: list[tuple[str, str]] = []
     for row_id, sample_value in sample_rows:
@@ -376,6 +354,36 @@ def join_submission(
         rows=rows,
         rows_per_collection={c: len(ids_per_collection[c]) for c in order},
         dummy_per_collection={c: len(missing[c]) for c in order},
+    )
+
+
+def _gaps(refused, absent, ids_per_collection, missing, rankings, origin) -> list[str]:
+    """Per refused collection: how many of its IDs no input provides, and which inputs
+    hold its other IDs."""
+    gaps = []
+    for collection in refused:
+        ids, gone = ids_per_collection[collection], missing[collection]
+        if collection in absent:
+            gaps.append(f"{collection or '(no collection)'} all {len(ids)} (no input has it)")
+        else:
+            given = sorted({(origin or {}).get(i, "") for i in ids if i in rankings} - {""})
+            where = f" missing from {', '.join(given)}" if given else ""
+            gaps.append(f"{collection} {len(gone)} of {len(ids)}{where} (first: {_first(gone)})")
+    return gaps
+
+
+def _refusal_hint(dummy_rows: bool, only_absent: bool) -> str:
+    if not dummy_rows:
+        return (
+            "dummy rows are off (--no_dummy_rows): add every collection's predictions CSV "
+            "to --inputcsv, each listing every test file of its collection"
+        )
+    fix = "a predictions CSV must list every test file of its collection: regenerate it"
+    if only_absent:
+        fix = "add their predictions CSV to --inputcsv"
+    return (
+        f"{fix}, or use --allow_missing to give the missing rows dummy rankings "
+        f"(tile {FILL_RANKING}, other rows the sample's own)"
     )
 
 

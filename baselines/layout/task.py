@@ -378,7 +378,7 @@ def train_layout(
 
     from baselines.core import distribution
     from baselines.core.conductor import fit_model
-    from baselines.core.runner import set_determinism
+    from baselines.core.runner import RunFiles, set_determinism
     from baselines.layout.scoring import evaluate_graphs
 
     args = LayoutTrainArgs(**recipe)
@@ -391,9 +391,7 @@ def train_layout(
         loaded,
         model=model,
         strategy=strategy,
-        backup_dir=backup_dir,
-        tb_dir=tb_dir,
-        hparams=hparams,
+        files=RunFiles(backup_dir, tb_dir, hparams),
         progress=f"train {type(model).__name__}" if progress else None,
         log=log,
     )
