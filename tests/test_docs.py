@@ -431,3 +431,185 @@ def test_every_flag_of_every_script_has_one_help_and_one_default():
             text = formatter._get_help_string(action) % {"default": action.default}
             assert text.count("(default") <= 1, (script, text)
             assert "(default: None)" not in text, (script, text)
+
+
+# Reference pages state facts, not a diary: they hold no path of a developer's
+# machine and cite no commit; the history (with its commits) lives in these two.
+HISTORY_PAGES = {"results.md", "experiments.md"}
+PROSE_PAGES = [*DOCS, ROOT / "data" / "README.md"]
+# The rule: test_no_page_holds_a_path_of_a_developers_machine's docstring.
+DEVELOPER_PATH = re.compile(r"(?<![\w.~<>/-])/(?:work|tmp|root|home|Users)/")
+
+
+def developer_paths(text: str) -> list[str]:
+    return [
+        f"line {number}: {line.strip()}"
+        for number, line in enumerate(text.splitlines(), 1)
+        if DEVELOPER_PATH.search(line)
+    ]
+
+
+def test_the_developer_path_rule():
+    for line in [
+        "--data_root=/work/rel/data",
+        "`/tmp/stepcache`",
+        "python x.py --out /root/a",
+        "cd /home/me/tpu",
+        "/Users/me/data",
+    ]:
+        assert developer_paths(line), line
+    for line in [
+        "~/data/tpugraphs/npz/tile/xla",
+        "out/tmp/x and ../shared/real_samples",
+        "--data_root <data>/npz --work <work>",
+        "https://example.com/home/page",
+        "/shared/tpugraphs on every worker",
+    ]:
+        assert not developer_paths(line), line
+
+
+def test_no_page_holds_a_path_of_a_developers_machine():
+    """README.md, docs/*.md and data/README.md name no folder of one developer's machine.
+
+    A path of such a machine is an absolute path under `/work/`, `/tmp/`, `/root/`,
+    `/home/` or `/Users/`: the slash not preceded by a word character, `.`, `~`, `<`,
+    `>`, `/` or `-`, so `~/data/...`, `out/tmp/...`, `../shared/...`, `<data>/...` and
+    the path part of a URL (`example.com/home/`) do not count. Commands write
+    placeholders instead (`<data>`, `<cache>`, `<out>`, `<work>`); a cluster's shared
+    mount (`/shared/...`) names no one's machine.
+    """
+    offenders = {
+        str(path.relative_to(ROOT)): found
+        for path in PROSE_PAGES
+        if (found := developer_paths(path.read_text()))
+    }
+    assert not offenders, f"use placeholders such as <data>, <out>, <work>: {offenders}"
+
+
+# The rule: test_commit_hashes_only_in_results_and_experiments's docstring.
+COMMIT = re.compile(
+    r"(?<![\w-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])(?:[0-9a-f]{40}|[0-9a-f]{7,12})(?![\w-])"
+)
+
+
+def commits(text: str) -> list[str]:
+    return COMMIT.findall(text)
+
+
+def test_the_commit_rule():
+    cited = (
+        "at 4cb77e9, (commit d59d96f) `git show 44a1000:configs/x.flags` "
+        "cf57733 → e027276 " + "0123456789abcdef0123456789abcdef01234567"
+    )
+    assert commits(cited) == [
+        "4cb77e9",
+        "d59d96f",
+        "44a1000",
+        "cf57733",
+        "e027276",
+        "0123456789abcdef0123456789abcdef01234567",
+    ]
+    not_cited = (
+        "out/model_3f2a9c1d7e; run_ab12cd34ef.jsonz; sets/standard-2e379689; "
+        "retinanet_-3e297930bbff28ea.npz; 3a0c5517a87df8d82fd637b83298a3ba.npz; "
+        "0x1f2e3d4c; 1234567 configurations; defaced; 12.9 M; sigma 1e-4"
+    )
+    assert commits(not_cited) == []
+
+
+def test_commit_hashes_only_in_results_and_experiments():
+    """Only docs/results.md and docs/experiments.md (the history) cite commits.
+
+    A commit is what the docs cite as one: 7 to 12 hex digits (a short hash) or 40 (a
+    full one), with at least one digit and one letter a-f (so neither a number nor a
+    word such as "defaced"), standing alone: no word character (`_` included) or `-`
+    on either side. So `model_<md5>` run folders and `run_<hash>` files, benchmark set
+    folders (`standard-2e379689`), the release's file-name hashes
+    (`..._-3e297930bbff28ea`), 16-digit digests, 32-digit md5 test-file names and
+    `0x...` literals are not commits; `test_the_commit_rule` holds the examples.
+    """
+    offenders = {
+        str(path.relative_to(ROOT)): found
+        for path in PROSE_PAGES
+        if path.name not in HISTORY_PAGES and (found := commits(path.read_text()))
+    }
+    assert not offenders, f"commits belong in docs/experiments.md or docs/results.md: {offenders}"
+    # The history pages do cite them: the rule would see a commit there.
+    for name in HISTORY_PAGES:
+        assert commits((ROOT / "docs" / name).read_text()), name
+
+
+GLOSSARY = ROOT / "docs" / "glossary.md"
+# Each term, and how the README would use it.
+GLOSSARY_TERMS = {
+    "OPA": r"\bOPA\b",
+    "Top-K error": r"\btop-(?:K|k|\d+) error",
+    "Slowdown": r"\bslowdown",
+    "Kendall's tau": r"Kendall's tau",
+    "World": r"\bworlds?\b",
+    "Cost model": r"\bcost models?\b",
+    "Decisions": r"\bdecisions\b",
+    "Vector-tile padding": r"\bvector-tile padding\b",
+    "Analytic estimates": r"\banalytic estimates\b",
+    "Codebook": r"\bcodebooks?\b",
+}
+
+
+def glossary_entries(text: str) -> list[tuple[str, str]]:
+    """(term, its definition) of every entry: a heading with the paragraphs under it, a
+    `**term**: ...` paragraph, or a definition-list item (`term` then `: ...`)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    entries = []
+    for match in re.finditer(r"^#{2,6} (.+)\n((?:(?!#{1,6} ).*\n?)*)", text, re.M):
+        entries.append((match.group(1).strip(), match.group(2).strip()))
+    for match in re.finditer(r"^\*\*(.+?)\*\*:?[ \t]*(.*)$", text, re.M):
+        entries.append((match.group(1).strip().rstrip(":"), match.group(2).strip()))
+    for match in re.finditer(r"^([^\n:#|*-][^\n]*)\n: (.+)$", text, re.M):
+        entries.append((match.group(1).strip(), match.group(2).strip()))
+    return entries
+
+
+def test_glossary_entries_are_found_in_each_form():
+    text = "# G\n\n## One\n\nfirst.\n\n**Two**: second.\n\nThree\n: third.\n\n## Four\n"
+    assert glossary_entries(text) == [
+        ("One", "first.\n\n**Two**: second.\n\nThree\n: third."),
+        ("Four", ""),
+        ("Two", "second."),
+        ("Three", "third."),
+    ]
+
+
+def test_the_glossary_defines_each_term_once():
+    entries = glossary_entries(GLOSSARY.read_text())
+    names = [name.lower() for name, _ in entries]
+    duplicated = sorted({name for name in names if names.count(name) > 1})
+    assert not duplicated, f"terms defined more than once: {duplicated}"
+    assert sorted(names) == sorted(term.lower() for term in GLOSSARY_TERMS)
+    empty = [name for name, definition in entries if len(definition.split()) < 10]
+    assert not empty, f"entries without a definition: {empty}"
+
+
+def test_the_readme_links_the_glossary_for_the_terms_it_uses():
+    readme = (ROOT / "README.md").read_text()
+    assert "](docs/glossary.md)" in readme, "the README's documentation list names the glossary"
+    # That list item names every term; the README's own uses are elsewhere.
+    readme = re.sub(
+        r"^- \[docs/glossary\.md\]\(docs/glossary\.md\).*?(?=^- |^$)", "", readme, flags=re.S | re.M
+    )
+    unlinked = [
+        term
+        for term, used in GLOSSARY_TERMS.items()
+        if re.search(used, readme, re.I) and f"](docs/glossary.md#{anchor(term)})" not in readme
+    ]
+    assert not unlinked, f"the README uses these without linking their glossary entry: {unlinked}"
+
+
+def test_the_license_and_the_citation():
+    license_text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
+    assert "END OF TERMS AND CONDITIONS" in license_text  # the whole text, not a pointer
+    readme = (ROOT / "README.md").read_text()
+    assert "](LICENSE)" in readme
+    (bibtex,) = re.findall(r"^```bibtex\n(.*?)^```", readme, re.S | re.M)
+    for part in ("TpuGraphs", "Phothilimthana", "Perozzi", "2308.13490", "2023"):
+        assert part in bibtex, part
