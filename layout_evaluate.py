@@ -3,24 +3,18 @@
 
     python layout_evaluate.py --dirs out/layout/model_<h1>,out/layout/model_<h2>
 
-Reads `<data_root>/<source>/<search>/<split>` of the collection the runs were
-trained on (pruned as the runs were, every configuration kept), scores every
-configuration with each model and, with two or more models, with their
-ensemble (the mean of per-graph standardized scores, as
-`layout_gen_predictions_csv.py --dir a,b` ranks). Reports Kendall's tau and
-slowdown@1/10/100 per graph, per program (the file stem up to its first ".")
-and over all graphs (the mean over graphs), on all configurations and on fixed
-subsets of `--subset_size` configurations per graph (drawn from
-`--subset_seed` and the graph id, or read from `--subsets`). Writes
-`<output>.md`, `<output>.csv`, `<output>_subsets.json` (the subsets used) and
-two figures: `<output>_tau_per_graph.png` (tau per graph, every model and the
-ensemble) and `<output>_pred_vs_true.png` (scores against runtimes, of the
-ensemble, or of the one model).
+Scores every configuration of `<data_root>/<source>/<search>/<split>` (pruned as
+the runs were) with each model and, with two or more, their ensemble (the mean of
+per-graph z-scores). Reports Kendall's tau and slowdown@1/10/100 per graph, per
+program and overall, on all configurations and on fixed subsets of
+`--subset_size` per graph. Writes `<output>.md`, `.csv`, `_subsets.json` and the
+figures `<output>_tau_per_graph.png` and `<output>_pred_vs_true.png`.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -31,8 +25,10 @@ from baselines.core.startup import prepare_tensorflow_import
 prepare_tensorflow_import()
 
 from baselines.core.cli import entry_parser
-from baselines.core.errors import PipelineError, run_cli
-from baselines.layout.cache import CACHE_DIR_HELP, prepare_cache_dir
+from baselines.core.errors import run_cli
+from baselines.core.rank_run import Request, evaluate_run
+from baselines.layout.cache import CACHE_DIR_HELP
+from baselines.layout.task import LayoutRanking
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,11 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--split", default="valid", choices=("valid", "train"), help="labelled split to evaluate"
     )
-    parser.add_argument(
-        "--cache_dir",
-        default=None,
-        help=CACHE_DIR_HELP,
-    )
+    parser.add_argument("--cache_dir", default=None, help=CACHE_DIR_HELP)
     parser.add_argument(
         "--subset_size",
         type=int,
@@ -78,74 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = build_parser().parse_args()
-    from baselines.core.io_utils import check_output_file, read_user_text
-
-    # Refused now, not after scoring every model; a missing folder is made when writing.
-    output = check_output_file(Path(args.output), "--output")
-    prepare_cache_dir(args.cache_dir)
-    if args.subset_size < 1 or args.subset_seed < 0:
-        raise PipelineError(
-            f"--subset_size must be >= 1 and --subset_seed >= 0, got {args.subset_size} "
-            f"and {args.subset_seed}"
-        )
-    from baselines.core.ranking import ensemble_scores
-    from baselines.layout import metrics
-    from baselines.layout.data import list_layout_files, read_config_count
-    from baselines.layout.run_data import read_layout_models
-    from baselines.layout.scoring import score_runs
-    from baselines.layout.task import resolve_layout_root, toy_banner
-
-    models = read_layout_models(args.dirs, "--dirs")
-    first = models[0][1]
-    root, toy = resolve_layout_root(args.data_root or first["args"]["data_root"])
-    if toy:
-        print(toy_banner(root), flush=True)
-    folder = root / first["source"] / first["search"] / args.split
-    # Subsets are chosen (or a recorded file checked) from the files' headers, before scoring.
-    counts = {p.stem: read_config_count(p) for p in list_layout_files(folder)}
-    if args.subsets:
-        where = Path(args.subsets).expanduser()
-        subsets, seed, size = metrics.parse_subsets(
-            read_user_text(where, "--subsets", "subsets file "), str(where), counts
-        )
-        print(f"subsets: read from {where}", flush=True)
-    else:
-        seed, size = args.subset_seed, args.subset_size
-        subsets = metrics.choose_subsets(counts, size, seed)
-    print(f"evaluating {folder} with {', '.join(r['model'] for _, r in models)}", flush=True)
-
-    graphs, members = score_runs(models, folder, log=print, cache_dir=args.cache_dir)
-    scores = {f"{r['model']} {d.name}": m for (d, r), m in zip(models, members, strict=True)}
-    if len(members) > 1:
-        scores["ensemble"] = ensemble_scores(members)
-    runtimes = [g.config_runtime for g in graphs]
-    rows = metrics.evaluation_rows([g.graph_id for g in graphs], runtimes, scores, subsets)
-    text = metrics.markdown(rows)
-
-    from baselines.core import plots
-    from baselines.core.io_utils import atomic_write_text, ensure_parent
-    from baselines.core.plots import tau_per_graph
-
-    ensure_parent(output)
-    written = []
-    for ending, content in (
-        (".md", text),
-        (".csv", metrics.csv_text(rows)),
-        ("_subsets.json", metrics.subsets_json(subsets, seed, size)),
-    ):
-        atomic_write_text(output.with_name(output.name + ending), content)
-        written.append(f"{output}{ending}")
-    shown = "ensemble" if "ensemble" in scores else next(iter(scores))
-    figures = {
-        "_tau_per_graph.png": tau_per_graph(rows),
-        "_pred_vs_true.png": plots.predicted_vs_true(scores[shown], runtimes, shown, unit="graph"),
-    }
-    for ending, figure in figures.items():
-        written.append(str(plots.save_png(figure, output.with_name(output.name + ending))))
-    print(text, end="")
-    print(f"wrote {', '.join(written)}")
-    if toy:
-        print(toy_banner(root))
+    request = Request(args.dirs, args.split, args.output, args.data_root, args.cache_dir)
+    request = dataclasses.replace(request, flag="--dirs", options=args)
+    evaluate_run(LayoutRanking(), request, lambda line: print(line, flush=True))
     return 0
 
 

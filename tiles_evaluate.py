@@ -15,6 +15,7 @@ ensemble, or of the one model).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -26,7 +27,8 @@ prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
-from baselines.tiles.task import DEFAULT_DATA_ROOT
+from baselines.core.rank_run import Request, evaluate_run
+from baselines.tiles.task import DEFAULT_DATA_ROOT, TileRanking
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,44 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = build_parser().parse_args()
-    from baselines.core.io_utils import check_output_file, ensure_parent
-
-    # Refused now, not after scoring every model; a missing folder is made when writing.
-    output = check_output_file(Path(args.output), "--output")
-    from baselines.core import plots
-    from baselines.core.io_utils import atomic_write_text
-    from baselines.core.ranking import ensemble_scores
-    from baselines.tiles.data import load_split
-    from baselines.tiles.data_roots import choose_data_root
-    from baselines.tiles.predict import SavedRanker
-    from baselines.tiles.run_records import read_model_list
-    from baselines.tiles.task import csv_text, error_table, markdown
-
-    models = read_model_list(args.dirs, "--dirs")
-    root, origin = choose_data_root(args.data_root, models[0][1].get("data_root"))
-    print(f"data: {root / args.split} (from {origin})", flush=True)
-    split = load_split(root / args.split, name=args.split, cache_dir=args.cache_dir)
-    scores = {}
-    for d, record in models:
-        label = f"{record['model']} {d.name}"
-        scores[label] = SavedRanker.load(d, record).score(split, progress=False)
-    if len(scores) > 1:
-        scores["ensemble"] = ensemble_scores(list(scores.values()))
-    rows = error_table(split, scores)
-    text = markdown(rows)
-    ensure_parent(output)
-    atomic_write_text(output.with_name(output.name + ".md"), text)
-    atomic_write_text(output.with_name(output.name + ".csv"), csv_text(rows))
-    shown = "ensemble" if "ensemble" in scores else next(iter(scores))
-    figures = {
-        "_per_program.png": plots.per_program_errors(rows),
-        "_pred_vs_true.png": plots.predicted_vs_true(
-            scores[shown], split.normalized_runtimes(), shown
-        ),
-    }
-    pngs = [plots.save_png(f, output.with_name(output.name + e)) for e, f in figures.items()]
-    print(text, end="")
-    print(f"wrote {output}.md, {output}.csv, {', '.join(map(str, pngs))}")
+    request = Request(args.dirs, args.split, args.output, args.data_root, args.cache_dir)
+    evaluate_run(TileRanking(), dataclasses.replace(request, flag="--dirs"))
     return 0
 
 

@@ -33,7 +33,9 @@ from baselines.core.args_record import (
     flag,
     parse_json_object,
 )
+from baselines.core.data_roots import DataPlace
 from baselines.core.errors import PipelineError
+from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
 from baselines.core.submission import LAYOUT_SEARCHES, LAYOUT_SOURCES
 from baselines.core.sweeps import SweepKind
 from baselines.core.task import Loaded, Task
@@ -198,6 +200,101 @@ def check_run(args: LayoutTrainArgs, log=None) -> tuple[Path, bool, Path]:
     check_writable_dir(out, "--out_dir")
     prepare_cache_dir(args.cache_dir, log)
     return root, toy, out
+
+
+LAYOUT_PLACE = DataPlace(
+    default=DEFAULT_DATA_ROOT,
+    toy=BUNDLED_TOY_ROOT,
+    holds="{xla,nlp}/{default,random}/{train,valid,test} (e.g. ~/data/tpugraphs/npz/layout)",
+    unit="programs",
+)
+
+
+class LayoutRanking(RankingHooks):
+    """A layout collection for the ranking driver (`core/rank_run.py`): every configuration
+    of every graph, the graphs read pruned as each run was trained (`scoring.score_runs`)."""
+
+    place, unit = LAYOUT_PLACE, "graph"
+
+    def read_runs(self, text: str, flag: str):
+        from baselines.layout.run_data import read_layout_models
+
+        return read_layout_models(text, flag)
+
+    def folder(self, root: Path, record: dict, split: str) -> Path:
+        return root / record["source"] / record["search"] / split
+
+    def prepare(self, request, output: Path, log) -> None:
+        from baselines.layout.cache import prepare_cache_dir
+
+        prepare_cache_dir(request.cache_dir)
+        options = request.options
+        if options is not None and (options.subset_size < 1 or options.subset_seed < 0):
+            raise PipelineError(
+                f"--subset_size must be >= 1 and --subset_seed >= 0, got {options.subset_size} "
+                f"and {options.subset_seed}"
+            )
+
+    def default_output(self, models) -> Path:
+        first_dir, first = models[0]
+        return first_dir.parent / f"layout_{first['source']}_{first['search']}_predictions.csv"
+
+    def score(self, models, folder: Path, request, log) -> Scored:
+        from baselines.layout.scoring import score_runs
+
+        (graphs, members), seconds = timed(
+            lambda: score_runs(models, folder, log=log, cache_dir=request.cache_dir)
+        )
+        return Scored(folder, [g.graph_id for g in graphs], members, graphs, seconds)
+
+    def row_id(self, record: dict, item: str) -> str:
+        return f"layout:{record['source']}:{record['search']}:{item}"
+
+    def labelled_summary(self, scored: Scored, scores: list, label: str) -> str:
+        if scored.folder.name != "valid":
+            return ""
+        import numpy as np
+
+        from baselines.layout.metrics import kendall_tau
+
+        taus = [kendall_tau(s, g.config_runtime) for g, s in zip(scored.data, scores)]
+        return f"valid Kendall tau (mean over {len(taus)} graphs): {np.nanmean(taus):.4f}"
+
+    def evaluation_plan(self, request, folder: Path, log):
+        """(subsets, seed, size): drawn from the files' headers, or read from `--subsets`."""
+        from baselines.core.io_utils import read_user_text
+        from baselines.layout import metrics
+        from baselines.layout.data import list_layout_files, read_config_count
+
+        options = request.options
+        counts = {p.stem: read_config_count(p) for p in list_layout_files(folder)}
+        if options.subsets:
+            where = Path(options.subsets).expanduser()
+            text = read_user_text(where, "--subsets", "subsets file ")
+            log(f"subsets: read from {where}")
+            return metrics.parse_subsets(text, str(where), counts)
+        size = options.subset_size
+        return metrics.choose_subsets(counts, size, options.subset_seed), options.subset_seed, size
+
+    def evaluate(self, scored: Scored, scores: dict[str, list], plan) -> Evaluation:
+        from baselines.core import plots
+        from baselines.layout import metrics
+
+        subsets, seed, size = plan
+        runtimes = [g.config_runtime for g in scored.data]
+        rows = metrics.evaluation_rows(scored.ids, runtimes, scores, subsets)
+        shown = "ensemble" if "ensemble" in scores else next(iter(scores))
+        texts = {
+            ".csv": metrics.csv_text(rows),
+            "_subsets.json": metrics.subsets_json(subsets, seed, size),
+        }
+        figures = {
+            "_tau_per_graph.png": plots.tau_per_graph(rows),
+            "_pred_vs_true.png": plots.predicted_vs_true(
+                scores[shown], runtimes, shown, unit="graph"
+            ),
+        }
+        return Evaluation(metrics.markdown(rows), texts, figures)
 
 
 class LayoutTask(Task):

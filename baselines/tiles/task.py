@@ -23,8 +23,11 @@ import numpy as np
 
 from baselines.core import sweeps as core
 from baselines.core.args_record import ArgsRecord, check_training_flags, flag, parse_json_object
+from baselines.core.data_roots import DataPlace
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_writable_dir
+from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
+from baselines.core.submission import TILE_PREFIX
 from baselines.core.sweeps import Sweep
 from baselines.core.tables import cell, csv_table, markdown_table
 from baselines.core.task import Loaded, Task
@@ -201,6 +204,101 @@ def sampling_weights(args: TrainArgs, split: TileSplit) -> np.ndarray | None:
     if args.sampling == "sqrt_configs":
         return config_count_weights(split)
     return None
+
+
+TILE_PLACE = DataPlace(
+    default=DEFAULT_DATA_ROOT,
+    toy=Path(__file__).resolve().parents[2] / "data" / "tile_xla_toy",
+    holds="train/ valid/ test/ (e.g. ~/data/tpugraphs/npz/tile/xla)",
+    unit="kernels",
+)
+
+
+def read_split(folder: Path, cache_dir: str | None, stats_dict: dict | None, estimates: bool):
+    """A split as its files hold it, or normalized with the statistics `stats_dict`.
+
+    Module-level, so that another process can read the split while this one
+    imports TensorFlow and rebuilds the models.
+    """
+    from baselines.tiles.data import load_split
+    from baselines.tiles.features import FeatureStats
+
+    raw = load_split(folder, name=folder.name, cache_dir=cache_dir)
+    if stats_dict is None:
+        return raw
+    return FeatureStats.from_dict(stats_dict).normalize_split(raw, estimates=estimates)
+
+
+class TileRanking(RankingHooks):
+    """tile:xla for the ranking driver (`core/rank_run.py`): kernels, scored by `SavedRanker`.
+
+    The split is read in another process while this one imports TensorFlow,
+    rebuilds the models and traces their scoring functions (all of which hold
+    the GIL most of the time); with one model the split is also normalized there.
+    """
+
+    place, unit = TILE_PLACE, "kernel"
+
+    def read_runs(self, text: str, flag: str):
+        from baselines.tiles.run_records import read_model_list
+
+        return read_model_list(text, flag)
+
+    def folder(self, root: Path, record: dict, split: str) -> Path:
+        return root / split
+
+    def prepare(self, request, output: Path, log) -> None:
+        # Leftovers of killed runs: in the output's folder only those whose writer is
+        # known to be gone, in the cache also old foreign ones.
+        from baselines.core.io_utils import remove_stale_temporaries
+
+        if output.parent.is_dir():
+            remove_stale_temporaries(output.parent, max_age_s=None)
+        if request.cache_dir:
+            remove_stale_temporaries(Path(request.cache_dir))
+
+    def score(self, models, folder: Path, request, log) -> Scored:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        from baselines.tiles.features import uses_estimates
+
+        records = [record for _, record in models]
+        stats = records[0]["feature_stats"] if len(models) == 1 else None
+        estimates = uses_estimates(records[0]["model_kwargs"])
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
+            loading = pool.submit(read_split, folder, request.cache_dir, stats, estimates)
+            from baselines.tiles.predict import SavedRanker
+
+            rankers = [SavedRanker.load(d, record) for d, record in models]
+            for ranker in rankers:
+                ranker.scorer.warm_up()
+            split = loading.result()
+        if stats is not None:  # normalized while it was read
+            members, seconds = timed(lambda: [rankers[0].scorer.score_split(split)])
+        else:
+            members, seconds = timed(lambda: [ranker.score(split) for ranker in rankers])
+        return Scored(folder, list(split.tile_ids), members, split, seconds)
+
+    def row_id(self, record: dict, item: str) -> str:
+        return f"{TILE_PREFIX}{item}"
+
+    def labelled_summary(self, scored: Scored, scores: list, label: str) -> str:
+        split = scored.data
+        return markdown(error_table(split, {label: scores})) if split.has_labels else ""
+
+    def evaluate(self, scored: Scored, scores: dict[str, list], plan) -> Evaluation:
+        from baselines.core import plots
+
+        rows = error_table(scored.data, scores)
+        shown = "ensemble" if "ensemble" in scores else next(iter(scores))
+        runtimes = scored.data.normalized_runtimes()
+        figures = {
+            "_per_program.png": plots.per_program_errors(rows),
+            "_pred_vs_true.png": plots.predicted_vs_true(scores[shown], runtimes, shown),
+        }
+        return Evaluation(markdown(rows), {".csv": csv_text(rows)}, figures)
 
 
 class TileTask(Task):

@@ -1,0 +1,207 @@
+"""Ranking and evaluating saved runs of any collection: one driver, handed the collection's hooks.
+
+`rank_run(hooks, request)` writes the `ID,TopConfigs` rows of a split;
+`evaluate_run(hooks, request)` writes a labelled split's tables and figures.
+Both read the runs' records first (without TensorFlow: a bad `--dir` list is
+refused before any data is read), choose the data root (`core.data_roots`),
+score every configuration with each model, combine several models into their
+ensemble (the mean of per-kernel or per-graph z-scores, `core.ranking`) and
+refuse non-finite scores in one line. The collection says how its runs are
+read and its data scored (`RankingHooks`).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from baselines.core.data_roots import DataPlace, ranking_root
+from baselines.core.errors import PipelineError
+
+Log = Callable[[str], None]
+Models = list[tuple[Path, dict[str, Any]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """What a rank or evaluate command asks for (its flags).
+
+    `dirs`: comma-separated model folders (`flag` names them in messages);
+    `top`: configurations per row (None: all); `options`: the collection's own
+    flags (e.g. layout's evaluation subsets).
+    """
+
+    dirs: str
+    split: str
+    output: str | None
+    data_root: str | None = None
+    cache_dir: str | None = None
+    top: int | None = None
+    flag: str = "--dir"
+    options: Any = None
+
+
+@dataclasses.dataclass
+class Scored:
+    """A split scored by every model: `members[m][i]` is model m's scores of item i."""
+
+    folder: Path
+    ids: list[str]  # the items' file stems
+    members: list[list[Any]]
+    data: Any  # the collection's split or graphs, for its evaluation
+    seconds: float  # the scoring time, loading and model rebuilding excluded
+
+
+@dataclasses.dataclass
+class Evaluation:
+    """A labelled split's evaluation: the printed table and the files it writes."""
+
+    text: str  # markdown, written as `<output>.md` and printed
+    texts: dict[str, str]  # {file ending: content}, e.g. {".csv": ...}
+    figures: dict[str, Any]  # {file ending: matplotlib figure}
+
+
+class RankingHooks(abc.ABC):
+    """What a collection hands the driver: how its runs are read and its data scored."""
+
+    place: DataPlace  # where its data lives
+    unit: str  # what one ranked list is: "kernel" or "graph"
+
+    @abc.abstractmethod
+    def read_runs(self, text: str, flag: str) -> Models:
+        """(model folder, run record) of each comma-separated folder; one line if refused."""
+
+    @abc.abstractmethod
+    def folder(self, root: Path, record: dict[str, Any], split: str) -> Path:
+        """The folder of `split` under `root` for runs like `record`."""
+
+    @abc.abstractmethod
+    def score(self, models: Models, folder: Path, request: Request, log: Log) -> Scored:
+        """Every configuration of every item of `folder`, scored by each model."""
+
+    @abc.abstractmethod
+    def row_id(self, record: dict[str, Any], item: str) -> str:
+        """The submission ID of an item (e.g. `tile:xla:<stem>`)."""
+
+    @abc.abstractmethod
+    def evaluate(self, scored: Scored, scores: dict[str, list], plan: Any) -> Evaluation:
+        """The evaluation of labelled `scored` data: `scores` {label: per-item scores}."""
+
+    def prepare(self, request: Request, output: Path, log: Log) -> None:
+        """Before anything is read: e.g. the cache folder's leftovers removed."""
+        return None
+
+    def default_output(self, models: Models) -> Path:
+        raise PipelineError("--output: give the CSV to write")
+
+    def evaluation_plan(self, request: Request, folder: Path, log: Log) -> Any:
+        """What the evaluation needs before scoring (e.g. subsets drawn from file headers)."""
+        return None
+
+    def labelled_summary(self, scored: Scored, scores: list, label: str) -> str:
+        """What a ranking prints after its rows when the split is labelled (e.g. its errors)."""
+        return ""
+
+
+def _read(hooks: RankingHooks, request: Request, log: Log) -> tuple[Models, Path, str | None]:
+    """The runs and the split's folder, the choice of root said through `log`."""
+    models = hooks.read_runs(request.dirs, request.flag)
+    first = models[0][1]
+    run_root = first.get("data_root") or first.get("args", {}).get("data_root")
+    root, origin, banner = ranking_root(hooks.place, request.data_root, run_root)
+    if banner:
+        log(banner)
+    folder = hooks.folder(root, first, request.split)
+    names = ", ".join(record["model"] for _, record in models)
+    log(f"data: {folder} (from {origin}); model{'s' * (len(models) > 1)} {names}")
+    return models, folder, banner
+
+
+def _ensemble(members: Sequence[list]) -> list:
+    from baselines.core.ranking import ensemble_scores
+
+    return ensemble_scores(members)
+
+
+def rank_run(hooks: RankingHooks, request: Request, log: Log = print) -> list[tuple[str, str]]:
+    """Ranks every item of `request.split` and writes `ID,TopConfigs`; returns the rows."""
+    from baselines.core.io_utils import check_output_file, ensure_parent
+
+    if request.top is not None and request.top < 1:
+        raise PipelineError(f"--top: must be at least 1, got {request.top}")
+    # A bad --output is refused now, not after the ranking; its folder is made when writing.
+    output = check_output_file(Path(request.output), "--output") if request.output else None
+    models, folder, banner = _read(hooks, request, log)
+    if output is None:
+        output = check_output_file(hooks.default_output(models), "--output")
+    hooks.prepare(request, output, log)
+    scored = hooks.score(models, folder, request, log)
+    scores = _ensemble(scored.members)
+
+    from baselines.core.metrics import require_finite_scores
+    from baselines.core.ranking import ranking_cell
+    from baselines.core.submission import HEADER, write_csv_atomic
+
+    require_finite_scores(scored.ids, scores, f"{hooks.unit}s")
+    first = models[0][1]
+    rows = [
+        (hooks.row_id(first, item), ranking_cell(s, request.top))
+        for item, s in zip(scored.ids, scores, strict=True)
+    ]
+    write_csv_atomic(ensure_parent(output), HEADER, rows)
+    configs = sum(len(s) for s in scores)
+    log(f"wrote {output}: {len(rows)} {hooks.unit}s, {configs} configurations of {folder}")
+    rate = len(rows) / max(scored.seconds, 1e-9)
+    log(f"scored in {scored.seconds:.2f} s ({rate:.1f} {hooks.unit}s/s)")
+    label = "ensemble" if len(models) > 1 else first["model"]
+    summary = hooks.labelled_summary(scored, scores, label)
+    if summary:
+        log(summary.rstrip("\n"))
+    if banner:
+        log(banner)
+    return rows
+
+
+def evaluate_run(hooks: RankingHooks, request: Request, log: Log = print) -> Evaluation:
+    """Scores a labelled split with each model and their ensemble; writes `<output>.md`, the
+    collection's other tables and its figures (`<output>_*.png`)."""
+    from baselines.core.io_utils import atomic_write_text, check_output_file, ensure_parent
+
+    output = check_output_file(Path(request.output), "--output")
+    hooks.prepare(request, output, log)
+    models, folder, banner = _read(hooks, request, log)
+    plan = hooks.evaluation_plan(request, folder, log)
+    scored = hooks.score(models, folder, request, log)
+    scores = {f"{r['model']} {d.name}": m for (d, r), m in zip(models, scored.members)}
+    if len(models) > 1:
+        scores["ensemble"] = _ensemble(scored.members)
+
+    from baselines.core import plots
+    from baselines.core.metrics import require_finite_scores
+
+    for label, member in scores.items():
+        require_finite_scores(scored.ids, member, f"{hooks.unit}s ({label})")
+    evaluation = hooks.evaluate(scored, scores, plan)
+    ensure_parent(output)
+    written = []
+    for ending, content in {".md": evaluation.text, **evaluation.texts}.items():
+        atomic_write_text(output.with_name(output.name + ending), content)
+        written.append(f"{output}{ending}")
+    for ending, figure in evaluation.figures.items():
+        written.append(str(plots.save_png(figure, output.with_name(output.name + ending))))
+    log(evaluation.text.rstrip("\n"))
+    log(f"wrote {', '.join(written)}")
+    if banner:
+        log(banner)
+    return evaluation
+
+
+def timed(score: Callable[[], list]) -> tuple[list, float]:
+    """(what `score()` returns, its seconds)."""
+    started = time.perf_counter()
+    result = score()
+    return result, time.perf_counter() - started
