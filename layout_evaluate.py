@@ -14,7 +14,6 @@ figures `<output>_tau_per_graph.png` and `<output>_pred_vs_true.png`.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ prepare_tensorflow_import()
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
-from baselines.core.rank_run import Request, evaluate_run
+from baselines.core.rank_run import Request, add_groups_flag, evaluate_run
 from baselines.layout.cache import CACHE_DIR_HELP
 from baselines.layout.task import LayoutRanking
 
@@ -65,14 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="writes <output>.md, <output>.csv, <output>_subsets.json and <output>_*.png; "
         "its folder is created if missing",
     )
+    add_groups_flag(parser)
     return parser
 
 
 def main() -> int:
     args = build_parser().parse_args()
-    request = Request(args.dirs, args.split, args.output, args.data_root, args.cache_dir)
-    request = dataclasses.replace(request, flag="--dirs", options=args)
-    evaluate_run(LayoutRanking(), request, lambda line: print(line, flush=True))
+    evaluate_run(LayoutRanking(), Request.of(args, "--dirs"), lambda line: print(line, flush=True))
     return 0
 
 

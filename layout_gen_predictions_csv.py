@@ -62,8 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = build_parser().parse_args()
-    request = Request(args.dir, args.split, args.output, args.data_root, args.cache_dir)
-    rank_run(LayoutRanking(), request, lambda line: print(line, flush=True))
+    rank_run(LayoutRanking(), Request.of(args, "--dir"), lambda line: print(line, flush=True))
     return 0
 
 

@@ -15,7 +15,6 @@ ensemble, or of the one model).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
-from baselines.core.rank_run import Request, evaluate_run
+from baselines.core.rank_run import Request, add_groups_flag, evaluate_run
 from baselines.tiles.task import DEFAULT_DATA_ROOT, TileRanking
 
 
@@ -55,13 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="writes <output>.md, <output>.csv and the figures <output>_*.png; "
         "its folder is created if missing",
     )
+    add_groups_flag(parser)
     return parser
 
 
 def main() -> int:
     args = build_parser().parse_args()
-    request = Request(args.dirs, args.split, args.output, args.data_root, args.cache_dir)
-    evaluate_run(TileRanking(), dataclasses.replace(request, flag="--dirs"))
+    evaluate_run(TileRanking(), Request.of(args, "--dirs"), lambda line: print(line, flush=True))
     return 0
 
 

@@ -63,8 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = build_parser().parse_args()
-    request = Request(args.dir, args.split, args.output, args.data_root, args.cache_dir, args.top)
-    rank_run(TileRanking(), request, lambda line: print(line, flush=True))
+    rank_run(TileRanking(), Request.of(args, "--dir"), lambda line: print(line, flush=True))
     return 0
 
 

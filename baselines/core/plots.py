@@ -220,3 +220,41 @@ def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
     legend_above(figure, axes[0], 3, "Kendall's tau per graph (higher is better)")
     axes[-1].set_xlabel("graph (ALL = mean over graphs)", fontsize=8)
     return figure
+
+
+def options_per_item(per_item: Mapping[str, Mapping[str, float]], metric: str) -> Figure:
+    """Each option's validation figure on each item (kernel or graph), side by side.
+
+    `per_item[option][item]`. Items are sorted by the first option's figure;
+    "MEAN" (over the items an option scores) comes first. Up to 40 items are
+    bars with their names; more are one marker per option and item.
+    """
+    options = list(per_item)
+    first = per_item[options[0]] if options else {}
+    items = sorted(first, key=lambda i: (not np.isfinite(first[i]), first[i]))
+    if not items:
+        raise ValueError("no items to plot")
+    means = {}
+    for option, values in per_item.items():
+        defined = [v for v in values.values() if np.isfinite(v)]
+        means[option] = float(np.mean(defined)) if defined else float("nan")
+    many = len(items) > 40
+    figure = new_figure(8.0 if many else bars_width(len(items) + 1, len(options)), 2.8)
+    ax = figure.subplots()
+    if many:
+        for k, (option, values) in enumerate(per_item.items()):
+            y = [float(values.get(i, float("nan"))) for i in items]
+            label = f"{option} (mean {means[option]:.4f})"
+            ax.plot(range(len(items)), y, ".", markersize=3, color=series_color(k), label=label)
+        ax.set_xlabel(f"items, sorted by {options[0]}'s figure", fontsize=8)
+        ax.grid(alpha=0.3)
+    else:
+        series = {
+            o: [means[o], *(float(v.get(i, float("nan"))) for i in items)]
+            for o, v in per_item.items()
+        }
+        grouped_bars(ax, ["MEAN", *items], series)
+    ax.axhline(0.0, color="black", linewidth=0.6)
+    ax.set_ylabel(metric, fontsize=8)
+    legend_above(figure, ax, 4, f"validation {metric} per item, each option (higher is better)")
+    return figure

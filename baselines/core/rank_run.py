@@ -23,6 +23,7 @@ from baselines.core.data_roots import DataPlace, ranking_root
 from baselines.core.errors import PipelineError
 
 Log = Callable[[str], None]
+BLEND = "blend"  # the ensemble of every model of a grouped evaluation
 Models = list[tuple[Path, dict[str, Any]]]
 
 
@@ -32,7 +33,9 @@ class Request:
 
     `dirs`: comma-separated model folders (`flag` names them in messages);
     `top`: configurations per row (None: all); `options`: the collection's own
-    flags (e.g. layout's evaluation subsets).
+    flags (e.g. layout's evaluation subsets); `groups`: named groups of the
+    model folders (e.g. each candidate recipe's seeds), each evaluated as its
+    own ensemble beside the blend of all (`<output>_items.csv`).
     """
 
     dirs: str
@@ -43,6 +46,22 @@ class Request:
     top: int | None = None
     flag: str = "--dir"
     options: Any = None
+    groups: dict[str, list[str]] | None = None
+
+    @classmethod
+    def of(cls, args: Any, flag: str) -> Request:
+        """The request of a script's parsed flags; `flag` ("--dir" or "--dirs") lists the models."""
+        return cls(
+            dirs=getattr(args, flag[2:]),
+            split=args.split,
+            output=args.output,
+            data_root=args.data_root,
+            cache_dir=args.cache_dir,
+            top=getattr(args, "top", None),
+            flag=flag,
+            options=args,
+            groups=parse_groups(getattr(args, "groups_json", None)),
+        )
 
 
 @dataclasses.dataclass
@@ -101,6 +120,12 @@ class RankingHooks(abc.ABC):
     def evaluation_plan(self, request: Request, folder: Path, log: Log) -> Any:
         """What the evaluation needs before scoring (e.g. subsets drawn from file headers)."""
         return None
+
+    @abc.abstractmethod
+    def item_figures(self, scored: Scored, scores: list) -> list[float]:
+        """Each item's validation figure, higher is better (nan: undefined)."""
+
+    figure_name = "figure"  # what `item_figures` measures, for tables and plots
 
     def labelled_summary(self, scored: Scored, scores: list, label: str) -> str:
         """What a ranking prints after its rows when the split is labelled (e.g. its errors)."""
@@ -186,6 +211,12 @@ def evaluate_run(hooks: RankingHooks, request: Request, log: Log = print) -> Eva
     for label, member in scores.items():
         require_finite_scores(scored.ids, member, f"{hooks.unit}s ({label})")
     evaluation = hooks.evaluate(scored, scores, plan)
+    if request.groups is not None:
+        items = group_items(hooks, request, models, scored, scores)
+        evaluation.texts["_items.csv"] = items_csv(items)
+        evaluation.figures["_options.png"] = plots.options_per_item(
+            {k: v for k, v in items.items() if not k.startswith("model ")}, hooks.figure_name
+        )
     ensure_parent(output)
     written = []
     for ending, content in {".md": evaluation.text, **evaluation.texts}.items():
@@ -198,6 +229,66 @@ def evaluate_run(hooks: RankingHooks, request: Request, log: Log = print) -> Eva
     if banner:
         log(banner)
     return evaluation
+
+
+def group_items(
+    hooks: RankingHooks, request: Request, models: Models, scored: Scored, scores: dict
+) -> dict[str, dict[str, float]]:
+    """{row label: {item: figure}}: `model <folder>` for every model, then each group's
+    ensemble under its name, then the blend of all models (`BLEND`)."""
+    by_dir = {str(d): m for (d, _), m in zip(models, scored.members)}
+    labels = {f"model {d.name}": m for (d, _), m in zip(models, scored.members)}
+    for name, dirs in (request.groups or {}).items():
+        missing = [d for d in dirs if str(Path(d).expanduser()) not in by_dir]
+        if missing or not dirs:
+            raise PipelineError(f"groups: {name} names {missing or 'no'} model of {request.flag}")
+        labels[name] = _ensemble([by_dir[str(Path(d).expanduser())] for d in dirs])
+    labels[BLEND] = _ensemble(scored.members)
+    return {
+        label: dict(zip(scored.ids, hooks.item_figures(scored, member)))
+        for label, member in labels.items()
+    }
+
+
+def items_csv(items: dict[str, dict[str, float]]) -> str:
+    """`label,item,figure` rows (figures with 6 decimals, nan where undefined)."""
+    lines = ["label,item,figure"]
+    for label, values in items.items():
+        lines += [f"{label},{item},{value:.6f}" for item, value in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def read_items_csv(path: Path) -> dict[str, dict[str, float]]:
+    """`items_csv`'s table back: {label: {item: figure}}."""
+    import csv
+
+    items: dict[str, dict[str, float]] = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            items.setdefault(row["label"], {})[row["item"]] = float(row["figure"])
+    return items
+
+
+def add_groups_flag(parser) -> None:
+    """`--groups_json` of an evaluation script (the one-command job's candidate recipes)."""
+    parser.add_argument(
+        "--groups_json",
+        default=None,
+        help="named groups of --dirs, each evaluated as its own ensemble beside the blend of "
+        'all, per item into <output>_items.csv, e.g. \'{"baseline": ["out/model_a"]}\'',
+    )
+
+
+def parse_groups(text: str | None) -> dict[str, list[str]] | None:
+    """`--groups_json`'s {name: [model folder, ...]}; anything else is one line."""
+    if text is None:
+        return None
+    from baselines.core.args_record import parse_json_object
+
+    groups = parse_json_object("groups_json", text, '{"baseline": ["out/model_a"]}')
+    if not all(isinstance(v, list) and all(isinstance(d, str) for d in v) for v in groups.values()):
+        raise PipelineError(f"--groups_json: each group must be a list of model folders: {text!r}")
+    return groups
 
 
 def timed(score: Callable[[], list]) -> tuple[list, float]:

@@ -250,6 +250,13 @@ class LayoutRanking(RankingHooks):
     def row_id(self, record: dict, item: str) -> str:
         return f"layout:{record['source']}:{record['search']}:{item}"
 
+    figure_name = "Kendall's tau"
+
+    def item_figures(self, scored: Scored, scores: list) -> list[float]:
+        from baselines.layout.metrics import kendall_tau
+
+        return [kendall_tau(s, g.config_runtime) for g, s in zip(scored.data, scores, strict=True)]
+
     def labelled_summary(self, scored: Scored, scores: list, label: str) -> str:
         if scored.folder.name != "valid":
             return ""

@@ -284,6 +284,15 @@ class TileRanking(RankingHooks):
     def row_id(self, record: dict, item: str) -> str:
         return f"{TILE_PREFIX}{item}"
 
+    figure_name = "Kaggle score (2 - top-5 best / best runtime)"
+
+    def item_figures(self, scored: Scored, scores: list) -> list[float]:
+        """Each kernel's Kaggle score: 1 - its top-5 error, as in the error table."""
+        from baselines.core.metrics import top_k_error
+
+        runtimes = scored.data.normalized_runtimes()
+        return [1.0 - top_k_error(s, r, 5) for s, r in zip(scores, runtimes, strict=True)]
+
     def labelled_summary(self, scored: Scored, scores: list, label: str) -> str:
         split = scored.data
         return markdown(error_table(split, {label: scores})) if split.has_labels else ""
