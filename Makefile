@@ -8,7 +8,7 @@ DEMO_DATA := data/tile_xla_toy
 DEMO_LAYOUT_DATA := data/layout_toy
 DEMO_LAYOUT_CSV := $(DEMO_OUT)/layout/layout_xla_default_predictions.csv
 
-.PHONY: install demo test test-fast check-model mutation lint bench clean
+.PHONY: install install-dask demo test test-fast check-model mutation lint bench clean
 
 install: $(VENV)/.installed
 
@@ -18,6 +18,13 @@ $(VENV)/.installed: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check --progress-bar on -r requirements.txt -c constraints.txt
 	@$(PY) -c 'import numpy, sys; sys.exit(0 if numpy.__version__.startswith("1.") else "numpy 2 got in")'
+	touch $@
+
+# Optional: the Dask cluster engine (kaggle_submission.py --runner=DaskRunner), pinned.
+install-dask: $(VENV)/.installed-dask
+
+$(VENV)/.installed-dask: $(VENV)/.installed requirements-dask.txt constraints.txt
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -r requirements-dask.txt -c constraints.txt
 	touch $@
 
 # Toy training, then predictions, on the bundled toy data: tile:xla and one layout
@@ -37,8 +44,9 @@ demo: install
 		--output=$(DEMO_OUT)/predictions_kaggle.csv
 
 # Everything (what CI runs), in two worker processes (pytest-xdist): many tests
-# wait on a subprocess or on Python, so two workers keep both cores busy.
-test: install
+# wait on a subprocess or on Python, so two workers keep both cores busy. The Dask
+# extra is installed so that the job's Dask test runs.
+test: install install-dask
 	$(PY) -m pytest -q -n 2
 
 # The edit loop: every test but those marked slow (subprocess runs, several
