@@ -91,9 +91,9 @@ def main() -> int:
     from baselines.core.ranking import ensemble_scores
     from baselines.layout import metrics
     from baselines.layout.data import list_layout_files, read_config_count
+    from baselines.layout.layout_args import resolve_layout_root, toy_banner
     from baselines.layout.run_data import read_layout_models
     from baselines.layout.scoring import score_runs
-    from baselines.layout.task import resolve_layout_root, toy_banner
 
     models = read_layout_models(args.dirs, "--dirs")
     first = models[0][1]

@@ -70,7 +70,7 @@ def main() -> int:
     first_dir, first = models[0]
     source, search = first["source"], first["search"]
     from baselines.core.io_utils import check_output_file, ensure_parent
-    from baselines.layout.task import resolve_layout_root, toy_banner
+    from baselines.layout.layout_args import resolve_layout_root, toy_banner
 
     output = Path(
         args.output or first_dir.parent / f"layout_{source}_{search}_predictions.csv"

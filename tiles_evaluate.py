@@ -26,7 +26,7 @@ prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
-from baselines.tiles.task import DEFAULT_DATA_ROOT
+from baselines.tiles.tile_args import DEFAULT_DATA_ROOT
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,9 +67,9 @@ def main() -> int:
     from baselines.core.ranking import ensemble_scores
     from baselines.tiles.data import load_split
     from baselines.tiles.data_roots import choose_data_root
+    from baselines.tiles.error_table import csv_text, error_table, markdown
     from baselines.tiles.predict import SavedRanker
     from baselines.tiles.run_records import read_model_list
-    from baselines.tiles.task import csv_text, error_table, markdown
 
     models = read_model_list(args.dirs, "--dirs")
     root, origin = choose_data_root(args.data_root, models[0][1].get("data_root"))

@@ -31,7 +31,7 @@ prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
-from baselines.tiles.task import DEFAULT_DATA_ROOT
+from baselines.tiles.tile_args import DEFAULT_DATA_ROOT
 
 if TYPE_CHECKING:
     from baselines.tiles.data import TileSplit
@@ -143,7 +143,7 @@ def main() -> int:
         f"({len(rows) / max(seconds, 1e-9):.1f} kernels/s)"
     )
     if split.has_labels:
-        from baselines.tiles.task import error_table, markdown
+        from baselines.tiles.error_table import error_table, markdown
 
         label = "ensemble" if len(members) > 1 else records[0]["model"]
         print(markdown(error_table(split, {label: scores})), end="")
