@@ -16,7 +16,7 @@ from typing import Any
 
 from baselines.core.submission import COLLECTIONS, LAYOUT_PREFIX
 from baselines.jobs.collections import ROOT, CollectionSpec
-from baselines.layout.layout_args import LayoutTrainArgs
+from baselines.layout.layout_args import BUNDLED_TOY_ROOT, LayoutTrainArgs
 
 LAYOUT_COLLECTIONS = tuple(n for n in COLLECTIONS if n.startswith(LAYOUT_PREFIX))
 
@@ -79,7 +79,7 @@ def layout_collection(name: str = "layout") -> CollectionSpec:
         train_function="baselines.layout.task:train",
         recipe=ROOT / "configs" / "layout" / "recommended.flags",
         release_root="npz/layout",
-        toy_root=ROOT / "data" / "layout_toy",
+        toy_root=BUNDLED_TOY_ROOT,
         join_flag="--layout_root",
         data_subdir="/".join(picked),
         toy_flags=(),

@@ -151,4 +151,5 @@ class TrainArgs(ArgsRecord):
             check_writable_dir(Path(self.results_csv).expanduser().parent, "--results_csv")
 
 
-TOP_KS = ("1", "5", "10")  # keys of a run record's final_error["val"]
+# The K of the top-K errors a run reports: the keys of its record's final_error[split].
+TOP_KS = ("1", "5", "10")
