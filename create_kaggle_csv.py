@@ -49,7 +49,7 @@ from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import check_output_file, ensure_parent
 from baselines.layout.submission import check_layout_rankings
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT, toy_data_banner
-from baselines.tiles.task import DEFAULT_DATA_ROOT
+from baselines.tiles.tile_args import DEFAULT_DATA_ROOT
 from echo_download_commands import sample_submission_command
 
 SAMPLE_SEARCH_DEPTH = 4  # Parents of --data_root searched for sample_submission.csv.

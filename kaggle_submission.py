@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines.core.cli import entry_parser, parse_bool
 from baselines.core.errors import run_cli
-from baselines.core.submission_job import COLLECTIONS, plan_job, write_report
+from baselines.jobs.submission_job import COLLECTIONS, plan_job, write_report
 
 
 def build_parser():
@@ -82,7 +82,7 @@ def main() -> int:
     names = ", ".join(c.name for c in job.collections)
     seeds = f"{job.seeds} seed{'s' * (job.seeds > 1)}"
     print(f"submission job: {names}; {seeds} each; out {job.out}", flush=True)
-    from baselines.core.submission_pipeline import run_pipeline
+    from baselines.jobs.submission_pipeline import run_pipeline
 
     started = time.perf_counter()
     where = run_pipeline(job, beam_args, lambda line: print(line, flush=True))

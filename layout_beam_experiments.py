@@ -25,14 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines.core import beam
 from baselines.core.errors import run_cli
-from baselines.layout.task import LAYOUT_SWEEPS
+from baselines.jobs import beam
+from baselines.jobs.layout_spec import ANY_LAYOUT
 
 
 def build_parser() -> argparse.ArgumentParser:
     """layout_train.py's flags (one per LayoutTrainArgs field; given ones override), the sweep's."""
-    return beam.build_parser(LAYOUT_SWEEPS, __doc__)
+    return beam.build_parser(ANY_LAYOUT, __doc__)
 
 
 def plan(argv: list[str]) -> beam.Plan:
@@ -40,12 +40,12 @@ def plan(argv: list[str]) -> beam.Plan:
 
     plan(["--sweep=seeds", "--num_seeds=3", "--epochs=1"]).runs   # three LayoutTrainArgs
     """
-    return beam.plan(LAYOUT_SWEEPS, argv, __doc__)
+    return beam.plan(ANY_LAYOUT, argv, __doc__)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the sweep on Beam and prints its summary; 1 if a run failed."""
-    return beam.main(LAYOUT_SWEEPS, sys.argv[1:] if argv is None else argv, __doc__)
+    return beam.main(ANY_LAYOUT, sys.argv[1:] if argv is None else argv, __doc__)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from baselines.core.cli import add_field_flags, entry_parser
 from baselines.core.distribution import add_strategy_flag, check_strategy_environment
 from baselines.core.errors import run_cli
 from baselines.core.flagfile import expand_flagfiles
-from baselines.layout.task import LayoutTrainArgs, check_run
+from baselines.layout.layout_args import LayoutTrainArgs, check_run
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,14 +24,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines.core import beam
 from baselines.core.errors import run_cli
-from baselines.tiles.task import TILE_SWEEPS
+from baselines.jobs import beam
+from baselines.jobs.tile_spec import TILE_XLA
 
 
 def build_parser() -> argparse.ArgumentParser:
     """tiles_train.py's flags (one per TrainArgs field; only given ones override), the sweep's."""
-    return beam.build_parser(TILE_SWEEPS, __doc__)
+    return beam.build_parser(TILE_XLA, __doc__)
 
 
 def plan(argv: list[str]) -> beam.Plan:
@@ -39,12 +39,12 @@ def plan(argv: list[str]) -> beam.Plan:
 
     plan(["--sweep=seeds", "--num_seeds=3", "--epochs=1"]).runs   # three TrainArgs
     """
-    return beam.plan(TILE_SWEEPS, argv, __doc__)
+    return beam.plan(TILE_XLA, argv, __doc__)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the sweep on Beam and prints its summary; 1 if a run failed."""
-    return beam.main(TILE_SWEEPS, sys.argv[1:] if argv is None else argv, __doc__)
+    return beam.main(TILE_XLA, sys.argv[1:] if argv is None else argv, __doc__)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ prepare_tensorflow_import(tile_thread_pools())
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
 from baselines.core.rank_run import Request, rank_run
-from baselines.tiles.task import DEFAULT_DATA_ROOT, TileRanking
+from baselines.tiles.task import TileRanking
+from baselines.tiles.tile_args import DEFAULT_DATA_ROOT
 
 
 def build_parser() -> argparse.ArgumentParser:

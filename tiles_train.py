@@ -28,7 +28,7 @@ from baselines.core.distribution import add_strategy_flag, check_strategy_enviro
 from baselines.core.errors import run_cli
 from baselines.core.flagfile import expand_flagfiles
 from baselines.tiles.data_roots import resolve_data_root
-from baselines.tiles.task import DEFAULT_DATA_ROOT, TrainArgs
+from baselines.tiles.tile_args import DEFAULT_DATA_ROOT, TrainArgs
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -367,10 +367,10 @@ def _validate_child(spec_json: str) -> int:
     import numpy as np
 
     from baselines.layout.batching import prepare_graphs
+    from baselines.layout.layout_args import LayoutTrainArgs
     from baselines.layout.metrics import kendall_tau
     from baselines.layout.run_data import load_run_split, read_layout_models, restore_layout_model
     from baselines.layout.scoring import GraphScorer
-    from baselines.layout.task import LayoutTrainArgs
 
     (model_dir, record), *_ = read_layout_models(spec["model_dir"], "--dir")
     hops = LayoutTrainArgs.from_dict(record["args"]).prune_hops

@@ -65,8 +65,9 @@ def main() -> int:
     import numpy as np
 
     import layout_train
+    from baselines.layout.layout_args import resolve_layout_root
     from baselines.layout.run_data import build_model, load_run_split
-    from baselines.layout.task import resolve_layout_root, train_layout
+    from baselines.layout.task import train_layout
 
     recipes = args.recipes.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]

@@ -147,8 +147,8 @@ def train_run(recipe: Path, data_root: Path, out_dir: Path, seed: int) -> dict:
 def score(model_dirs: list[str], split) -> list[dict]:
     """Error-table rows of each model ("0", "1", ...) and, with several, their "ensemble"."""
     from baselines.core.ranking import ensemble_scores
+    from baselines.tiles.error_table import error_table
     from baselines.tiles.predict import SavedRanker
-    from baselines.tiles.task import error_table
 
     members = {
         str(i): SavedRanker.load(d).score(split, progress=False) for i, d in enumerate(model_dirs)

@@ -172,7 +172,7 @@ def _parse_value(text: str, like):
 def train_args_from_flags(flags: list[str], **overrides):
     """A TrainArgs from `--flag=value` lines (flagfiles expanded), then `overrides`."""
     from baselines.core.flagfile import expand_flagfiles
-    from baselines.tiles.task import TrainArgs
+    from baselines.tiles.tile_args import TrainArgs
 
     defaults = TrainArgs()
     values = {}

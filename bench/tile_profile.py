@@ -159,7 +159,12 @@ def part_steps(spec: dict) -> dict:
 
     from baselines.core import keras_fit, metrics
     from baselines.core.runner import set_determinism
-    from baselines.tiles.graph import BATCH_SIGNATURE, batch_source, graph_from_batch, to_tensors
+    from baselines.tiles.kernel_batches import (
+        BATCH_SIGNATURE,
+        batch_source,
+        graph_from_batch,
+        to_tensors,
+    )
     from baselines.tiles.model_builder import build_model, create_variables
     from baselines.tiles.task import TileTask
 
@@ -291,7 +296,7 @@ def part_scoring_flops(spec: dict) -> dict:
     import numpy as np
 
     from baselines.tiles.data import load_split
-    from baselines.tiles.graph import (
+    from baselines.tiles.kernel_batches import (
         assemble_batch,
         configs_per_kernel,
         graph_from_batch,

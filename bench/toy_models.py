@@ -25,7 +25,7 @@ from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
 from baselines.core.io_utils import atomic_write_text
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
-from baselines.tiles.task import TrainArgs
+from baselines.tiles.tile_args import TrainArgs
 
 
 def main() -> int:

@@ -15,7 +15,12 @@ import tensorflow as tf
 from baselines.tiles import data, model_builder
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.graph import assemble_batch, graph_from_batch, sample_config_slots, to_tensors
+from baselines.tiles.kernel_batches import (
+    assemble_batch,
+    graph_from_batch,
+    sample_config_slots,
+    to_tensors,
+)
 from baselines.tiles.model_base import TileModel
 
 MODEL_NAMES = tuple(model_builder.model_classes())

@@ -1,4 +1,4 @@
-"""tiles_beam_experiments.py and baselines/tiles/task.py: sweeps, overrides, summaries, Beam."""
+"""tiles_beam_experiments.py and baselines/jobs/tile_spec.py: sweeps, overrides, summaries, Beam."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ import pytest
 from conftest import TOY_ROOT, run_repo_script
 
 import tiles_beam_experiments as beam_script
-from baselines.core import sweeps as core_sweeps
 from baselines.core.errors import PipelineError
-from baselines.tiles import model_builder, task
+from baselines.jobs import sweeps, tile_spec
+from baselines.jobs.tile_spec import TILE_XLA
+from baselines.tiles import model_builder
 from baselines.tiles.model_builder import build_from_record, load_trained_model
 from baselines.tiles.run_records import read_run_file
-from baselines.tiles.task import TILE_SWEEPS, TrainArgs
+from baselines.tiles.tile_args import TrainArgs
 
 # Upstream's sweep, written out here from its source (tpu_graphs tiles_beam_experiments.py):
 # (model, kwargs) rows crossed with losses x run ids x clip norms x learning rates.
@@ -46,7 +47,7 @@ run_script = functools.partial(run_repo_script, "tiles_beam_experiments.py")
 
 @pytest.mark.slow
 def test_paper_grid_is_upstreams():
-    sweep = task.paper_sweep()
+    sweep = tile_spec.paper_sweep()
     rows = [("MLP", kw) for kw in UPSTREAM_MLP_KWARGS] + [
         (m, kw) for m in UPSTREAM_GNNS for kw in UPSTREAM_GNN_KWARGS
     ]
@@ -84,8 +85,8 @@ def test_paper_grid_is_upstreams():
 
 
 def test_every_paper_run_builds(tmp_path):
-    runs, repeats = core_sweeps.expand_runs(
-        TILE_SWEEPS, task.paper_sweep(), {"out_dir": str(tmp_path)}
+    runs, repeats = sweeps.expand_runs(
+        TILE_XLA, tile_spec.paper_sweep(), {"out_dir": str(tmp_path)}
     )
     assert repeats == 0 and len({r.run_hash() for r in runs}) == len(runs) == 720
     # validate() builds the model and parses the losses: once per distinct combination;
@@ -141,14 +142,14 @@ def test_run_files_with_upstream_names_and_older_ones_rebuild():
 
 
 def test_overrides_win_over_entries_which_win_over_the_base():
-    sweep = core_sweeps.Sweep(
+    sweep = sweeps.Sweep(
         "t", {"epochs": 5, "lr": 0.1, "batch": 3}, ({"epochs": 7}, {"lr": 0.2}, {"batch": 4})
     )
-    runs, repeats = core_sweeps.expand_runs(TILE_SWEEPS, sweep, {"lr": 0.3})
+    runs, repeats = sweeps.expand_runs(TILE_XLA, sweep, {"lr": 0.3})
     assert repeats == 0
     assert [(r.epochs, r.lr, r.batch) for r in runs] == [(7, 0.3, 3), (5, 0.3, 3), (5, 0.3, 4)]
     # An override that makes two entries the same run keeps the first one only.
-    runs, repeats = core_sweeps.expand_runs(TILE_SWEEPS, sweep, {"epochs": 1, "batch": 2})
+    runs, repeats = sweeps.expand_runs(TILE_XLA, sweep, {"epochs": 1, "batch": 2})
     assert repeats == 1 and [(r.epochs, r.lr, r.batch) for r in runs] == [(1, 0.1, 2), (1, 0.2, 2)]
 
 
@@ -201,9 +202,7 @@ def test_sweep_file_entries_are_checked_and_typed(tmp_path):
             ]
         )
     )
-    runs, _ = core_sweeps.expand_runs(
-        TILE_SWEEPS, core_sweeps.load_sweep(TILE_SWEEPS, str(path)), {"epochs": 2}
-    )
+    runs, _ = sweeps.expand_runs(TILE_XLA, sweeps.load_sweep(TILE_XLA, str(path)), {"epochs": 2})
     assert runs == [
         TrainArgs(model="MLP", lr=1.0, toy_data=True, epochs=2),
         TrainArgs(model="EarlyJoinSAGE", model_kwargs_json='{"num_gnns": 2}', epochs=2),
@@ -231,7 +230,7 @@ def test_bad_sweep_files_are_refused(tmp_path, content, message):
     if content is not None:
         path.write_text(content)
     with pytest.raises(PipelineError, match=message):
-        core_sweeps.load_sweep(TILE_SWEEPS, str(path))
+        sweeps.load_sweep(TILE_XLA, str(path))
 
 
 @pytest.mark.parametrize(
@@ -245,17 +244,17 @@ def test_bad_sweep_files_are_refused(tmp_path, content, message):
 )
 def test_bad_sweep_names_and_seed_counts_are_refused(name, num_seeds, message):
     with pytest.raises(PipelineError, match=message):
-        core_sweeps.load_sweep(TILE_SWEEPS, name, num_seeds)
+        sweeps.load_sweep(TILE_XLA, name, num_seeds)
 
 
 def test_seeds_sweep_refuses_a_seed_override_and_mixed_out_dirs():
     with pytest.raises(PipelineError, match="--seed: not with --sweep=seeds"):
-        core_sweeps.expand_runs(TILE_SWEEPS, core_sweeps.seeds_sweep(2), {"seed": 3})
-    runs, _ = core_sweeps.expand_runs(
-        TILE_SWEEPS, core_sweeps.Sweep("t", {}, ({"out_dir": "a"}, {"out_dir": "b"})), {}
+        sweeps.expand_runs(TILE_XLA, sweeps.seeds_sweep(2), {"seed": 3})
+    runs, _ = sweeps.expand_runs(
+        TILE_XLA, sweeps.Sweep("t", {}, ({"out_dir": "a"}, {"out_dir": "b"})), {}
     )
     with pytest.raises(PipelineError, match="write to 2 folders"):
-        core_sweeps.summary_dir(runs)
+        sweeps.summary_dir(runs)
 
 
 # --- results, sorting, summary ---------------------------------------------------------------
@@ -302,28 +301,28 @@ def sample_results():
 
 
 def test_results_sort_by_top5_then_top1_nan_last_errors_after():
-    ok, failed = core_sweeps.split_results(TILE_SWEEPS, sample_results())
+    ok, failed = sweeps.split_results(TILE_XLA, sample_results())
     assert [r["index"] for r in ok] == [4, 2, 0, 3]
     assert [r["index"] for r in failed] == [1, 5]
 
 
 def test_ensemble_command_names_the_best_k_model_dirs():
-    ok, _ = core_sweeps.split_results(TILE_SWEEPS, sample_results())
+    ok, _ = sweeps.split_results(TILE_XLA, sample_results())
     h = {r["index"]: r["run_hash"] for r in ok}
-    assert core_sweeps.ensemble_command(TILE_SWEEPS, ok, 2) == (
+    assert sweeps.ensemble_command(TILE_XLA, ok, 2) == (
         f"python tiles_gen_predictions_csv.py --dir /o/model_{h[4]},/o/model_{h[2]}"
     )
-    assert core_sweeps.ensemble_command(TILE_SWEEPS, ok, 10).count("/o/model_") == 4
-    assert core_sweeps.ensemble_command(TILE_SWEEPS, [], 3) is None
+    assert sweeps.ensemble_command(TILE_XLA, ok, 10).count("/o/model_") == 4
+    assert sweeps.ensemble_command(TILE_XLA, [], 3) is None
 
 
 def test_summary_files_list_runs_best_first_then_errors(tmp_path):
     results = sample_results()
-    (tmp_path / core_sweeps.SUMMARY_MD).write_text("an older sweep's summary")
-    csv_path, md_path = core_sweeps.write_summary(TILE_SWEEPS, tmp_path, results, ensemble_top=3)
+    (tmp_path / sweeps.SUMMARY_MD).write_text("an older sweep's summary")
+    csv_path, md_path = sweeps.write_summary(TILE_XLA, tmp_path, results, ensemble_top=3)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        core_sweeps.SUMMARY_CSV,
-        core_sweeps.SUMMARY_MD,
+        sweeps.SUMMARY_CSV,
+        sweeps.SUMMARY_MD,
     ]
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -355,7 +354,7 @@ def test_run_one_reports_success_and_failures_without_raising():
         log("epoch 0")
         return record
 
-    ok = core_sweeps.run_one(TILE_SWEEPS, 0, 2, args, train, lines.append)
+    ok = sweeps.run_one(TILE_XLA, 0, 2, args, train, lines.append)
     assert ok["status"] == "ok" and ok["val_error"] == {"1": 0.5, "5": 0.25, "10": 0.125}
     assert ok["val_opa"] == 0.7 and ok["best_epoch"] == 1 and ok["wall_s"] >= 0
     assert ok["model_dir"] == f"/o/model_{args.run_hash()}"
@@ -368,10 +367,9 @@ def test_run_one_reports_success_and_failures_without_raising():
         raise ValueError("shapes differ")
 
     assert (
-        core_sweeps.run_one(TILE_SWEEPS, 1, 2, args, refused, lines.append)["error"]
-        == "--losses: bad spec"
+        sweeps.run_one(TILE_XLA, 1, 2, args, refused, lines.append)["error"] == "--losses: bad spec"
     )
-    crash = core_sweeps.run_one(TILE_SWEEPS, 1, 2, args, crashed, lines.append)
+    crash = sweeps.run_one(TILE_XLA, 1, 2, args, crashed, lines.append)
     assert crash["status"] == "error" and crash["error"] == "ValueError: shapes differ"
     assert lines[-1].endswith("failed: ValueError: shapes differ")
 
@@ -446,7 +444,7 @@ def test_local_sweep_trains_in_worker_processes_and_reports_a_failed_run(tmp_pat
     )
     assert records[hashes[1]]["model_kwargs"] == {"op_embed_dim": 16, "hidden_dim": 16}
 
-    with open(out / core_sweeps.SUMMARY_CSV, newline="") as f:
+    with open(out / sweeps.SUMMARY_CSV, newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["status"] for r in rows] == ["ok", "ok", "error"]
     assert rows[2]["run_hash"] == hashes[2] and rows[2]["error"].startswith("--losses: ")
@@ -460,7 +458,7 @@ def test_local_sweep_trains_in_worker_processes_and_reports_a_failed_run(tmp_pat
             )
         validated = [v for v in record["train_curve"]["val_opa"] if v is not None]
         assert float(row["val_opa"]) == pytest.approx(max(validated), 1e-4)
-    md = (out / core_sweeps.SUMMARY_MD).read_text()
+    md = (out / sweeps.SUMMARY_MD).read_text()
     assert "3 runs: 2 trained, 1 failed" in md
     dirs = ",".join(str(out / f"model_{h}") for h in by_top5)
     assert f"python tiles_gen_predictions_csv.py --dir {dirs}" in md
@@ -495,7 +493,7 @@ def test_every_summary_column_is_what_the_run_files_say(tmp_path, monkeypatch):
     }
     walls = {0.1: 12.5, 0.2: 3.5, 0.3: 40.0}  # the summary shows tenths of a second
     clock = [100.0]
-    monkeypatch.setattr(core_sweeps.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(sweeps.time, "perf_counter", lambda: clock[0])
     results = []
     for index, (lr, record) in enumerate(records.items()):
         args = TrainArgs(lr=lr, run_id=f"r{index}", out_dir=str(tmp_path / "runs"))
@@ -504,8 +502,8 @@ def test_every_summary_column_is_what_the_run_files_say(tmp_path, monkeypatch):
             clock[0] += walls[lr]
             return record
 
-        results.append(core_sweeps.run_one(TILE_SWEEPS, index, 3, args, train, lambda _: None))
-    csv_path, md_path = core_sweeps.write_summary(TILE_SWEEPS, tmp_path, results, ensemble_top=2)
+        results.append(sweeps.run_one(TILE_XLA, index, 3, args, train, lambda _: None))
+    csv_path, md_path = sweeps.write_summary(TILE_XLA, tmp_path, results, ensemble_top=2)
 
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))

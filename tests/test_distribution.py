@@ -40,7 +40,7 @@ CHILD = textwrap.dedent(
             tf.config.list_physical_devices("CPU")[0],
             [tf.config.LogicalDeviceConfiguration()] * cpus)
     from baselines.core.distribution import make_strategy
-    from baselines.tiles.task import TrainArgs
+    from baselines.tiles.tile_args import TrainArgs
     from baselines.tiles.task import train
 
     kill_at = os.environ.get("KILL_AT")
@@ -109,7 +109,7 @@ def saved_weights(out_dir, run_hash: str) -> list[np.ndarray]:
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     """One uninterrupted toy run: its args, record and saved weights."""
-    from baselines.tiles.task import TrainArgs
+    from baselines.tiles.tile_args import TrainArgs
 
     whole = toy_args(tmp_path_factory.mktemp("whole"))
     _, record = run_child(whole)
@@ -118,7 +118,7 @@ def uninterrupted(tmp_path_factory):
 
 @pytest.mark.parametrize("when", ["after_backup", "before_backup"])
 def test_killed_run_resumes_and_ends_like_an_uninterrupted_one(tmp_path, when, uninterrupted):
-    from baselines.tiles.task import TrainArgs
+    from baselines.tiles.tile_args import TrainArgs
 
     whole, expected, expected_weights = uninterrupted
 
@@ -149,7 +149,7 @@ def test_run_killed_after_its_last_backup_ends_on_the_newest_state(tmp_path):
     (both are kept). With weight averaging from epoch 1 the two states differ for sure (the
     mean of epochs 1-4 against 1-3), so only the newest gives the uninterrupted run's
     final weights."""
-    from baselines.tiles.task import TrainArgs
+    from baselines.tiles.tile_args import TrainArgs
 
     changes = dict(epochs=4, early_stop=10, average_from=1, test_mode="metrics")
     whole = toy_args(tmp_path / "whole", **changes)
@@ -207,7 +207,7 @@ ONE_STEP = textwrap.dedent(
     from baselines.core.distribution import distributed, make_strategy
     from baselines.tiles.features import FeatureStats
     from baselines.core.keras_fit import EpochBatches, RankingTrainer
-    from baselines.tiles.graph import batch_source, graph_from_batch
+    from baselines.tiles.kernel_batches import batch_source, graph_from_batch
     from baselines.tiles.model_builder import build_model, create_variables
 
     tf.keras.utils.set_random_seed(0)

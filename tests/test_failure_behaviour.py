@@ -25,7 +25,7 @@ from baselines.core.submission import HEADER, write_csv_atomic
 from baselines.tiles import data, model_builder, run_records, task
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.model_builder import build_model, create_variables
-from baselines.tiles.task import TrainArgs
+from baselines.tiles.tile_args import TrainArgs
 
 
 def _enospc(*_args, **_kwargs):

@@ -22,7 +22,7 @@ from baselines.core.runner import set_determinism
 from baselines.tiles import data
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.graph import batch_source, graph_from_batch
+from baselines.tiles.kernel_batches import batch_source, graph_from_batch
 from baselines.tiles.model_builder import build_model, create_variables
 
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from baselines.tiles import data
-from baselines.tiles.graph import (
+from baselines.tiles.kernel_batches import (
     _component_ids,
     assemble_batch,
     graph_from_batch,

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from baselines.core.layers.readout import folding_pays
-from baselines.tiles.graph import dummy_batch, graph_from_batch, to_tensors
+from baselines.tiles.kernel_batches import dummy_batch, graph_from_batch, to_tensors
 from baselines.tiles.layers import (
     ChebConv,
     ConfigScoringHead,
@@ -318,7 +318,7 @@ def test_per_dim_config_encoder_matches_its_formula(sample_root, heads, dim_layo
     """On the toy set and the real samples: tuple roots, all-zero configs, 1-config kernels."""
     from baselines.tiles import data
     from baselines.tiles.features import FeatureStats
-    from baselines.tiles.graph import assemble_batch
+    from baselines.tiles.kernel_batches import assemble_batch
     from baselines.tiles.layers import PerDimConfigEncoder
 
     raw = data.load_split(sample_root / "valid", progress=False)

@@ -36,11 +36,11 @@ from baselines.layout.batching import (
 )
 from baselines.layout.codebook import Codebook, read_rows
 from baselines.layout.graph import LayoutGraph
+from baselines.layout.layout_args import LayoutTrainArgs
 from baselines.layout.models import LayoutSAGE
 from baselines.layout.prune import prune_to_configurable
 from baselines.layout.run_data import load_run_split
 from baselines.layout.scoring import GraphScorer
-from baselines.layout.task import LayoutTrainArgs
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = REPO / "data" / "layout_toy"

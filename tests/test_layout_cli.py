@@ -17,7 +17,7 @@ from conftest import run_repo_script as run
 
 from baselines.core.errors import PipelineError
 from baselines.layout.codebook import Codebook
-from baselines.layout.task import LayoutTrainArgs
+from baselines.layout.layout_args import LayoutTrainArgs
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = REPO / "data" / "layout_toy"

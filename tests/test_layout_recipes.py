@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from baselines.layout.task import LayoutTrainArgs
+from baselines.layout.layout_args import LayoutTrainArgs
 
 RECIPES = Path(__file__).resolve().parents[1] / "configs" / "layout"
 

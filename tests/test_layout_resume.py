@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from conftest import one_line_error, read_run_file
 
-from baselines.layout.task import LayoutTrainArgs
+from baselines.layout.layout_args import LayoutTrainArgs
 
 # Child processes, a few seconds of training each: the slow tier.
 pytestmark = pytest.mark.slow
@@ -139,8 +139,8 @@ def sample_tau(out: Path, run_hash: str) -> float:
     """Mean tau of the saved model over validation's fixed sample, computed here."""
     from baselines.core.keras_fit import EpochBatches
     from baselines.layout.batching import batch_source, prepare_graphs, to_model_inputs
+    from baselines.layout.layout_args import BUNDLED_TOY_ROOT
     from baselines.layout.run_data import load_run_split, restore_layout_model
-    from baselines.layout.task import BUNDLED_TOY_ROOT
 
     record = read_run(out, run_hash)
     args = LayoutTrainArgs.from_dict(record["args"])

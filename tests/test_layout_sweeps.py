@@ -1,4 +1,4 @@
-"""layout_beam_experiments.py and baselines/layout/task.py: layout sweeps, ranked by tau."""
+"""layout_beam_experiments.py and baselines/jobs/layout_spec.py: layout sweeps, ranked by tau."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from conftest import read_run_file as read_run
 from conftest import run_repo_script
 
 import layout_beam_experiments as beam_script
-from baselines.core import sweeps as core
 from baselines.core.errors import PipelineError
-from baselines.layout.task import LAYOUT_SWEEPS, LayoutTrainArgs
+from baselines.jobs import sweeps
+from baselines.jobs.layout_spec import ANY_LAYOUT
+from baselines.layout.layout_args import LayoutTrainArgs
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = str(REPO / "layout_beam_experiments.py")
@@ -81,7 +82,7 @@ def test_bad_grid_entries_are_refused(tmp_path, content, message):
     path = tmp_path / "grid.json"
     path.write_text(content)
     with pytest.raises(PipelineError, match=message):
-        core.load_sweep(LAYOUT_SWEEPS, str(path))
+        sweeps.load_sweep(ANY_LAYOUT, str(path))
 
 
 @pytest.mark.parametrize(
@@ -149,7 +150,7 @@ def test_summary_ranks_by_tau_higher_first_then_failures(tmp_path):
         result(4, 0.40, 0.60, seed=4),  # ties with seed 2 on tau, higher OPA
         result(5, -0.20, 0.40, seed=5),
     ]
-    csv_path, md_path = core.write_summary(LAYOUT_SWEEPS, tmp_path, results, ensemble_top=3)
+    csv_path, md_path = sweeps.write_summary(ANY_LAYOUT, tmp_path, results, ensemble_top=3)
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["seed"] for r in rows] == ["4", "2", "0", "5", "3", "1"]
@@ -171,8 +172,8 @@ def test_the_ensemble_keeps_to_the_best_runs_collection():
         result(1, 0.6, 0.7, seed=0, source="xla"),
         result(2, 0.3, 0.7, seed=1, source="xla"),
     ]
-    ok, _ = core.split_results(LAYOUT_SWEEPS, results)
-    assert core.ensemble_command(LAYOUT_SWEEPS, ok, 3) == (
+    ok, _ = sweeps.split_results(ANY_LAYOUT, results)
+    assert sweeps.ensemble_command(ANY_LAYOUT, ok, 3) == (
         f"python layout_gen_predictions_csv.py --dir {results[1]['model_dir']},"
         f"{results[2]['model_dir']}"
     )
@@ -207,7 +208,7 @@ def test_toy_seed_sweep_trains_as_layout_train_and_reports_a_failed_run(tmp_path
     assert all((out / f"model_{h}" / "saved_model.pb").is_file() for h in hashes[:2])
     assert not list(out.glob(f"*{hashes[2]}*"))
 
-    with open(out / core.SUMMARY_CSV, newline="") as f:
+    with open(out / sweeps.SUMMARY_CSV, newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["status"] for r in rows] == ["ok", "ok", "error"]
     assert rows[2]["run_hash"] == hashes[2] and rows[2]["error"].startswith("--model: ")
@@ -217,7 +218,7 @@ def test_toy_seed_sweep_trains_as_layout_train_and_reports_a_failed_run(tmp_path
         val = records[row["run_hash"]]["val"]
         assert float(row["val_tau"]) == pytest.approx(val["kendall_tau"], abs=5e-5)
         assert float(row["val_opa"]) == pytest.approx(val["opa"], abs=5e-5)
-    md = (out / core.SUMMARY_MD).read_text()
+    md = (out / sweeps.SUMMARY_MD).read_text()
     assert "3 runs: 2 trained, 1 failed" in md
     dirs = ",".join(str(out / f"model_{h}") for h in by_tau)
     command = f"python layout_gen_predictions_csv.py --dir {dirs}"

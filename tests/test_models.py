@@ -12,7 +12,12 @@ from baselines.core.saved_model import save_model
 from baselines.tiles import data, features, model_builder
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.graph import assemble_batch, graph_from_batch, sample_config_slots, to_tensors
+from baselines.tiles.kernel_batches import (
+    assemble_batch,
+    graph_from_batch,
+    sample_config_slots,
+    to_tensors,
+)
 from baselines.tiles.layers import ChebConv
 from baselines.tiles.model_builder import build_from_record, load_trained_model
 from baselines.tiles.predict import ConfigScorer

@@ -9,6 +9,7 @@ import tomllib
 from conftest import ROOT
 
 KEYS = {"name", "area", "file", "find", "replace", "tests"}
+OPTIONAL = {"rename_to"}
 
 
 def test_every_mutation_applies_once_and_names_existing_tests():
@@ -18,7 +19,7 @@ def test_every_mutation_applies_once_and_names_existing_tests():
     assert len(names) == len(set(names)), "a mutation name is used twice"
     problems = []
     for e in entries:
-        if set(e) != KEYS:
+        if not KEYS <= set(e) <= KEYS | OPTIONAL:
             problems.append(f"{e.get('name')}: keys {sorted(e)}")
             continue
         path = ROOT / e["file"]
@@ -27,8 +28,10 @@ def test_every_mutation_applies_once_and_names_existing_tests():
             problems.append(
                 f"{e['name']}: `find` occurs {text.count(e['find'])} times in {e['file']}"
             )
-        if e["find"] == e["replace"]:
+        if e["find"] == e["replace"] and "rename_to" not in e:
             problems.append(f"{e['name']}: `replace` changes nothing")
+        if "rename_to" in e and (ROOT / e["rename_to"]).exists():
+            problems.append(f"{e['name']}: `rename_to` {e['rename_to']} exists already")
         tests = list(e["tests"])
         # pytest options ride along ("-m", "not slow"): only the paths are checked.
         paths = [t for i, t in enumerate(tests) if not t.startswith("-")

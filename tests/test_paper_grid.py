@@ -7,16 +7,22 @@ import pytest
 import tensorflow as tf
 
 from baselines.core import metrics
-from baselines.tiles import data, model_builder, task
+from baselines.jobs.tile_spec import PAPER_MODEL_GRID
+from baselines.tiles import data, model_builder
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.graph import BATCH_SIGNATURE, assemble_batch, graph_from_batch, to_tensors
+from baselines.tiles.kernel_batches import (
+    BATCH_SIGNATURE,
+    assemble_batch,
+    graph_from_batch,
+    to_tensors,
+)
 
 # Upstream's names -> what each must set in the built model (upstream's meanings).
 DEFAULTS = {"num_gnns": 3, "op_embed_dim": 64, "hidden_dim": 64, "mlp_layers": 2}
 
 
-@pytest.mark.parametrize("model_name, kwargs", task.PAPER_MODEL_GRID)
+@pytest.mark.parametrize("model_name, kwargs", PAPER_MODEL_GRID)
 def test_every_paper_grid_row_builds_with_upstreams_meaning(model_name, kwargs):
     model = model_builder.build_model(model_name, 8, kwargs)
     model.build()
@@ -32,9 +38,7 @@ def test_every_paper_grid_row_builds_with_upstreams_meaning(model_name, kwargs):
 
 def test_a_paper_grid_row_trains_one_compiled_step():
     """MLP with mlp_layers 3 (a row the grid lacked before), one step of the paper's loss."""
-    model_name, kwargs = next(
-        (m, kw) for m, kw in task.PAPER_MODEL_GRID if kw.get("mlp_layers") == 3
-    )
+    model_name, kwargs = next((m, kw) for m, kw in PAPER_MODEL_GRID if kw.get("mlp_layers") == 3)
     raw = data.load_split(BUNDLED_TOY_ROOT / "valid", progress=False)
     split = FeatureStats.fit_split(raw).normalize_split(raw)
     k = 8

@@ -16,7 +16,7 @@ from conftest import run_repo_script
 from baselines.tiles import data
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.graph import assemble_batch, graph_from_batch, to_tensors
+from baselines.tiles.kernel_batches import assemble_batch, graph_from_batch, to_tensors
 from baselines.tiles.model_builder import load_trained_model
 from baselines.tiles.predict import ConfigScorer, SavedRanker, plan_calls
 

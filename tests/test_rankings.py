@@ -30,7 +30,8 @@ from baselines.tiles import data
 from baselines.tiles.model_builder import build_from_record
 from baselines.tiles.predict import SavedRanker, ranking_rows
 from baselines.tiles.run_records import read_run_file
-from baselines.tiles.task import TrainArgs, train
+from baselines.tiles.task import train
+from baselines.tiles.tile_args import TrainArgs
 
 LINEAR_MLP = '{"hidden_dim": 8, "op_embedding_dim": 4, "activation": "linear"}'
 

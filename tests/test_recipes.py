@@ -14,7 +14,7 @@ from conftest import ROOT
 import tiles_train
 from baselines.core.errors import PipelineError
 from baselines.core.flagfile import expand_flagfiles
-from baselines.tiles.task import TrainArgs
+from baselines.tiles.tile_args import TrainArgs
 
 KNOWN = {"model", "epochs", "lr", "toy_data"}
 

@@ -19,7 +19,7 @@ import pytest
 from baselines.core.conductor import choose_run_hash
 from baselines.core.distribution import is_chief
 from baselines.core.task import Loaded
-from baselines.tiles.task import TrainArgs
+from baselines.tiles.tile_args import TrainArgs
 
 # Fields that say only where things are read or written, never what is
 # trained. Every other field changes the trained model or the recorded

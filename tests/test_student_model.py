@@ -258,7 +258,7 @@ def test_a_layer_only_a_call_builds_is_rebuilt_and_its_weights_copied(tmp_path, 
     import tensorflow as tf
 
     from baselines.core.saved_model import copy_saved_variables, save_model, variable_paths
-    from baselines.tiles import graph as graph_lib
+    from baselines.tiles import kernel_batches as graph_lib
     from baselines.tiles import model_builder
     from baselines.tiles.model_builder import restore_model
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from baselines.core import submission_job as job_lib
 from baselines.core.errors import PipelineError
-from baselines.core.submission_pipeline import local_workers, training_lanes
+from baselines.jobs import submission_job as job_lib
+from baselines.jobs.submission_pipeline import local_workers, training_lanes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ def test_missing_collections_are_named_with_their_download_command(tmp_path):
     with pytest.raises(PipelineError) as e:
         job_lib.plan_job(str(root), str(tmp_path / "out"))
     message = str(e.value)
-    for name in job_lib.LAYOUT:
+    for name in job_lib.LAYOUT_COLLECTIONS:
         source, search = name.split(":")[1:]
         assert f"{name} (no .npz in {root}/npz/layout/{source}/{search}/" in message
     assert "tile:xla (" not in message
@@ -134,7 +134,7 @@ def _rows(path: Path) -> list[tuple[str, str]]:
 
 def _toy_test_ids() -> set[str]:
     ids = {f"tile:xla:{p.stem}" for p in (ROOT / "data" / "tile_xla_toy" / "test").glob("*.npz")}
-    for name in job_lib.LAYOUT:
+    for name in job_lib.LAYOUT_COLLECTIONS:
         _, source, search = name.split(":")
         folder = ROOT / "data" / "layout_toy" / source / search / "test"
         ids |= {f"{name}:{p.stem}" for p in folder.glob("*.npz")}

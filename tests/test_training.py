@@ -21,9 +21,10 @@ from baselines.core.runner import ResumableEarlyStopping, set_determinism
 from baselines.tiles import data
 from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.graph import batch_source, graph_from_batch, to_tensors
+from baselines.tiles.kernel_batches import batch_source, graph_from_batch, to_tensors
 from baselines.tiles.model_builder import build_model, create_variables
-from baselines.tiles.task import TrainArgs, train
+from baselines.tiles.task import train
+from baselines.tiles.tile_args import TrainArgs
 
 BASELINE_DEFAULTS = {
     "model": "EarlyJoinSAGE",

@@ -93,12 +93,12 @@ def table(name: str) -> str:
     if name == "model-kwargs":
         return model_kwargs_table()
     if name == "tiles_beam_experiments.py":
-        from baselines.tiles.task import TrainArgs
+        from baselines.tiles.tile_args import TrainArgs
 
         # Its training flags are tiles_train.py's (listed there), set in every run.
         return flag_table(PARSERS[name](), skip=lambda flag: flag in TrainArgs.flag_names())
     if name == "layout_beam_experiments.py":
-        from baselines.layout.task import LayoutTrainArgs
+        from baselines.layout.layout_args import LayoutTrainArgs
 
         # Its training flags are layout_train.py's (listed there), set in every run.
         return flag_table(

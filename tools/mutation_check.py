@@ -9,7 +9,8 @@ copied to a scratch folder with no `../shared` beside it, so the check runs as
 on a clean clone without the real samples. The tests each mutation names are
 first run unmutated (they must pass), then once per mutation with its one-line
 change applied. A mutation is caught when its tests fail; it survives when
-they pass. A mutation whose text is not found exactly once, or whose tests end
+they pass. With `rename_to`, the changed file is moved there (a module renamed). A
+mutation whose text is not found exactly once, or whose tests end
 in an error other than failing tests (collection error, timeout), is reported
 as broken: the list needs fixing. Writes `<out>/mutation.{json,md}` and exits
 non-zero unless every mutation was caught.
@@ -45,6 +46,7 @@ class Mutation:
     find: str
     replace: str
     tests: tuple[str, ...]
+    rename_to: str = ""  # the changed file moves here (a module renamed)
 
 
 def read_mutations(path: Path) -> list[Mutation]:
@@ -112,10 +114,14 @@ def check(mutations: list[Mutation], scratch: Path, timeout: float) -> list[dict
                 )
             )
             continue
-        path.write_text(original.replace(m.find, m.replace))
+        target = repo / m.rename_to if m.rename_to else path
+        if m.rename_to:
+            path.unlink()
+        target.write_text(original.replace(m.find, m.replace))
         try:
             code, seconds, tail = run_tests(repo, m.tests, timeout)
         finally:
+            target.unlink()
             path.write_text(original)
         if code == TESTS_FAILED:
             result = "caught"

@@ -20,7 +20,6 @@ import tensorflow as tf
 
 from baselines.core import distribution, metrics
 from baselines.core.errors import PipelineError
-from baselines.core.fused_adam import FusedAdam, FusedAdamW
 from baselines.core.io_utils import describe_write_error, remove_stale_temporaries
 from baselines.core.keras_fit import RankingTrainer, capped_configs, compile_trainer
 from baselines.core.run_files import RUN_IN_MODEL
@@ -39,38 +38,6 @@ from baselines.core.tensorboard import HParams
 
 # Written into tb_<hash>/ when a run starts: which data the folder's logs are of.
 DATA_MARKER = "data_identity.json"
-
-
-def learning_rate(
-    lr: float, schedule: str, epochs: int, steps_per_epoch: int, warmup_epochs: int = 0
-) -> float | tf.keras.optimizers.schedules.LearningRateSchedule:
-    """`lr` (constant), or Keras' cosine decay over every training step.
-
-    With warm-up, the rate rises linearly from lr / 100 to lr over
-    `warmup_epochs`, then decays along a cosine to lr / 100 at the last step.
-    """
-    if schedule != "cosine":
-        return lr
-    total = max(2, epochs * steps_per_epoch)
-    warmup = min(warmup_epochs * steps_per_epoch, total - 1)
-    return tf.keras.optimizers.schedules.CosineDecay(
-        initial_learning_rate=lr / 100 if warmup else lr,
-        decay_steps=total - warmup,
-        alpha=0.01,
-        warmup_target=lr if warmup else None,
-        warmup_steps=warmup,
-    )
-
-
-def make_optimizer(rate, clip_norm: float | None, weight_decay: float | None = None):
-    """Adam, or AdamW with `weight_decay`, at `rate` (a float or a schedule).
-
-    Keras' optimizers with fewer ops per variable (`fused_adam`): the same
-    updates, a shorter step on CPU.
-    """
-    if weight_decay is not None:
-        return FusedAdamW(learning_rate=rate, weight_decay=weight_decay, clipnorm=clip_norm)
-    return FusedAdam(learning_rate=rate, clipnorm=clip_norm)
 
 
 def effective_epochs(

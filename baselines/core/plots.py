@@ -157,7 +157,7 @@ ALL = "ALL"  # the program of error_table's rows over every kernel
 def per_program_errors(rows: Sequence[Mapping], ks: Sequence[int] = (1, 5, 10)) -> Figure:
     """Top-k error of every model per program: one panel per k, one bar per model.
 
-    `rows` are `baselines.tiles.task.error_table`'s (keys model, program,
+    `rows` are `baselines.tiles.error_table.error_table`'s (keys model, program,
     top<k>_err, ...). x: the programs, "ALL" (every kernel) first, then the
     others in the rows' order; bars: the models in the rows' order.
     """

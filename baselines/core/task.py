@@ -91,7 +91,7 @@ class Task(abc.ABC):
 
     def optimizer(self, args: Any, epochs: int, steps_per_epoch: int):
         """Adam at `--lr`, clipped to `--clip_norm`."""
-        from baselines.core.conductor import make_optimizer
+        from baselines.core.optimizers import make_optimizer
 
         return make_optimizer(args.lr, args.clip_norm)
 

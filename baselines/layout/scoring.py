@@ -21,8 +21,10 @@ from baselines.layout.batching import (
     to_tensors,
 )
 from baselines.layout.graph import LayoutGraph
+from baselines.layout.layout_args import LayoutTrainArgs
 from baselines.layout.metrics import kendall_tau, slowdown_at_k
 from baselines.layout.models import LayoutModel
+from baselines.layout.run_data import load_run_split, restore_layout_model
 
 SLOWDOWN_KS = (1, 10, 100)
 SCORE_CHUNK = 256  # configurations per scoring call, at most
@@ -185,9 +187,6 @@ def score_runs(
     files' own. With `cache_dir`, the folder is read through the memory-mapped
     split cache.
     """
-    from baselines.layout.run_data import load_run_split, restore_layout_model
-    from baselines.layout.task import LayoutTrainArgs
-
     by_hops: dict[int | None, tuple[list[LayoutGraph], list]] = {}
     members = []
     for model_dir, record in models:

@@ -1,206 +1,31 @@
-"""The layout task: its training flags and how a sweep summarizes its runs.
+"""The layout task: the conductor's hooks (`LayoutTask`) and `train`, one run through them.
 
-`LayoutTrainArgs`: flags and defaults are upstream `layout_train.py`'s
-(`--source` ... `--losses`); `--seed`, `--data_root`, `--out_dir`,
-`--cache_dir`, `--prune_hops`, `--drop_duplicates` and `--average_from` are
-this project's. `split_kwargs()` and `train_kwargs()` are what a run passes to
-`load_run_split` and what bench/layout_toy.py passes to `train_layout`, so a
-recipe file trains the same run in both.
-
-`LayoutTask`: the layout collection as the conductor (`core/conductor.py`)
-takes it; `train` runs one layout run through it, `train_layout` fits a model
-on graphs already read.
-
-`LAYOUT_SWEEPS`: the layout parts of `baselines/core/sweeps.py`. The ensemble
-command takes the best runs of the best run's collection, as
-`layout_gen_predictions_csv.py` ranks one source and search at a time.
-Nothing here imports TensorFlow or Beam.
+Its flags are `layout_args.LayoutTrainArgs`. `train_layout` fits a model on
+graphs already read. Nothing here imports TensorFlow at import time: the hooks
+import the modules they use.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.core.args_record import (
-    TOY_MAX_FILES,
-    ArgsRecord,
-    check_training_flags,
-    flag,
-    parse_json_object,
-)
 from baselines.core.data_roots import DataPlace
 from baselines.core.errors import PipelineError
 from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
-from baselines.core.submission import LAYOUT_SEARCHES, LAYOUT_SOURCES
-from baselines.core.sweeps import SweepKind
 from baselines.core.task import Loaded, Task
 from baselines.layout.graph import LayoutGraph
-
-# The bundled synthetic toy set (relative to the repository), every entry script's default.
-DEFAULT_DATA_ROOT = "data/layout_toy"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BUNDLED_TOY_ROOT = REPO_ROOT / DEFAULT_DATA_ROOT
-
-
-@dataclasses.dataclass(frozen=True)
-class LayoutTrainArgs(ArgsRecord):
-    """Every layout_train.py flag."""
-
-    NOT_HASHED = frozenset({"out_dir", "cache_dir"})
-    HASHED_WHEN_SET = frozenset({"average_from", "toy_data"})
-
-    source: str = flag("xla", f"layout source: {', '.join(LAYOUT_SOURCES)}")
-    search: str = flag("random", f"layout search: {', '.join(LAYOUT_SEARCHES)}")
-    epochs: int = flag(50, "maximum training epochs")
-    early_stop: int = flag(25, "stop after this many epochs without a validation OPA gain")
-    configs: int = flag(16, "configurations sampled per graph per training step (at least 2)")
-    max_configs: int | None = flag(
-        None, "keep at most this many configurations per train/valid graph (None = all)"
-    )
-    batch: int = flag(8, "graphs per training batch")
-    lr: float = flag(1e-3, "learning rate (Adam)")
-    clip_norm: float = flag(1e-2, "gradient clip norm")
-    keep_nodes: int = flag(
-        5000,
-        "segment training: per graph and step, the gradient flows through one random "
-        "segment of this many nodes (the forward pass sees the whole graph)",
-    )
-    model: str = flag("ResModel", "model class: a class of baselines/layout/models.py")
-    model_kwargs_json: str = flag("{}", "JSON object of model constructor kwargs")
-    losses: str = flag(
-        "ListMLELoss:1",
-        "weighted losses, Name:weight,... (ListMLELoss, PListMLELoss, PairwiseHingeLoss, MSE)",
-    )
-    seed: int = flag(0, "random seed: same seed and data give the same run (on CPU)")
-    data_root: str = flag(
-        DEFAULT_DATA_ROOT,
-        "folder holding {xla,nlp}/{default,random}/{train,valid,test}, e.g. "
-        "~/data/tpugraphs/npz/layout (default: the bundled synthetic TOY set)",
-    )
-    toy_data: bool = flag(False, f"use the first {TOY_MAX_FILES} files of each split")
-    out_dir: str = flag(
-        "~/out/tpugraphs_layout", "where model_<hash>/ and run_<hash>.jsonz go (not hashed)"
-    )
-    cache_dir: str | None = flag(
-        None,
-        "folder for memory-mapped caches of the read splits, reused by later runs "
-        "(None = no cache; not hashed)",
-    )
-    prune_hops: int | None = flag(
-        1, "keep configurable nodes and their k-hop neighbourhood (None or -1 = no pruning)"
-    )
-    drop_duplicates: bool = flag(True, "drop repeated configurations of train/valid graphs")
-    average_from: int | None = flag(
-        None,
-        "end on the mean of the weights after this epoch (counted from 1) and every later "
-        "one, instead of the best epoch's (None = the best epoch's)",
-    )
-
-    def __post_init__(self) -> None:
-        self.parse_optional_ints("max_configs", "prune_hops", "average_from")
-        if self.prune_hops == -1:  # no pruning
-            object.__setattr__(self, "prune_hops", None)
-        if isinstance(self.cache_dir, str) and self.cache_dir.strip().lower() in ("", "none"):
-            object.__setattr__(self, "cache_dir", None)
-
-    def split_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of `run_data.load_run_split` (reductions of train/valid graphs)."""
-        return dict(
-            max_files=TOY_MAX_FILES if self.toy_data else None,
-            prune_hops=self.prune_hops,
-            drop_duplicates=self.drop_duplicates,
-            max_configs=self.max_configs,
-            seed=self.seed,
-            cache_dir=self.cache_dir,
-        )
-
-    def train_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of `train_layout` (all but the graphs, model, progress)."""
-        return dict(
-            epochs=self.epochs,
-            configs=self.configs,
-            batch=self.batch,
-            lr=self.lr,
-            clip_norm=self.clip_norm,
-            seed=self.seed,
-            losses=self.losses,
-            early_stop=self.early_stop,
-            keep_nodes=self.keep_nodes,
-            average_from=self.average_from,
-        )
-
-    def model_kwargs(self) -> dict[str, Any]:
-        return parse_json_object("model_kwargs_json", self.model_kwargs_json, '{"hidden_dim": 16}')
-
-    def collection_dir(self, root: Path) -> Path:
-        return root / self.source / self.search
-
-    def check_flags(self) -> None:
-        """Checks every value, one line per problem, without TensorFlow (the model and its
-        kwargs are checked when it is built, before any data is read)."""
-        from baselines.core.cli import did_you_mean
-
-        for name, allowed in (("source", LAYOUT_SOURCES), ("search", LAYOUT_SEARCHES)):
-            value = getattr(self, name)
-            if value not in allowed:
-                raise PipelineError(
-                    f"--{name}: {value!r} is not one of {', '.join(allowed)}"
-                    f"{did_you_mean(value, list(allowed))}"
-                )
-        check_training_flags(self)
-        if self.keep_nodes < 1:
-            raise PipelineError(f"--keep_nodes: must be at least 1, got {self.keep_nodes}")
-        if self.max_configs is not None and self.max_configs < 2:
-            raise PipelineError(
-                f"--max_configs: must be at least 2 (or None = all), got {self.max_configs}"
-            )
-        if self.prune_hops is not None and self.prune_hops < 0:
-            raise PipelineError(
-                f"--prune_hops: must be >= 0, or None/-1 for no pruning, got {self.prune_hops}"
-            )
-        if self.seed < 0:
-            raise PipelineError(f"--seed: must be >= 0, got {self.seed}")
-
-
-def resolve_layout_root(data_root: str) -> tuple[Path, bool]:
-    """(the data root, whether it is the bundled toy set); a missing root is one line."""
-    if data_root == DEFAULT_DATA_ROOT:
-        return BUNDLED_TOY_ROOT, True
-    root = Path(data_root).expanduser()
-    if not root.is_dir():
-        raise PipelineError(
-            f"--data_root: {root} does not exist; pass the folder holding "
-            "{xla,nlp}/{default,random}/{train,valid,test} (e.g. ~/data/tpugraphs/npz/layout)"
-        )
-    return root, root.resolve() == BUNDLED_TOY_ROOT.resolve()
-
-
-def toy_banner(root: Path) -> str:
-    return (
-        f"!!! TOY DATA: --data_root is the bundled synthetic layout toy set {root}; "
-        "its results say nothing about real TPU programs !!!"
-    )
-
-
-def check_run(args: LayoutTrainArgs, log=None) -> tuple[Path, bool, Path]:
-    """(data root, whether it is the bundled toy set, output folder) of a run, after every
-    check that needs no TensorFlow: the flags, the data root, a writable --out_dir and
-    the cache folder (its stale temporaries removed, said through `log`)."""
-    from baselines.core.io_utils import check_writable_dir
-    from baselines.layout.cache import prepare_cache_dir
-
-    args.check_flags()
-    root, toy = resolve_layout_root(args.data_root)
-    out = Path(args.out_dir).expanduser()
-    check_writable_dir(out, "--out_dir")
-    prepare_cache_dir(args.cache_dir, log)
-    return root, toy, out
-
+from baselines.layout.layout_args import (
+    BUNDLED_TOY_ROOT,
+    DEFAULT_DATA_ROOT,
+    LayoutTrainArgs,
+    check_run,
+    resolve_layout_root,
+    toy_banner,
+)
+from baselines.layout.run_data import load_run_split, max_configs_note
 
 LAYOUT_PLACE = DataPlace(
     default=DEFAULT_DATA_ROOT,
@@ -427,8 +252,6 @@ def load_train_graphs(
     args: LayoutTrainArgs, folder: Path, log
 ) -> tuple[list[LayoutGraph], list[LayoutGraph]]:
     """The train and validation graphs of a run, reduced as its args say."""
-    from baselines.layout.run_data import load_run_split, max_configs_note
-
     reduce = dict(**args.split_kwargs(), log=log)
     train_graphs = load_run_split(folder / "train", training=True, **reduce)
     valid_graphs = load_run_split(folder / "valid", training=True, **reduce)
@@ -514,62 +337,3 @@ def train_layout(
         record["val"] = evaluate_graphs(model, loaded.valid)
         record["timings"]["val_eval_s"] = time.perf_counter() - clock
     return record
-
-
-def summarize(run: Mapping[str, Any]) -> dict[str, Any]:
-    """A layout run record's summary fields: validation tau and OPA, best epoch, epochs.
-
-    Both metrics rank every configuration of every validation graph with the
-    best epoch's weights (`run["val"]`).
-    """
-    return dict(
-        val_tau=float(run["val"]["kendall_tau"]),
-        val_opa=float(run["val"]["opa"]),
-        best_epoch=int(run.get("best_epoch", -1)),
-        epochs_run=len(run.get("train_curve", {}).get("epoch", [])),
-    )
-
-
-def metric_cells(result: Mapping[str, Any]) -> list[float]:
-    """The summary's metric cells: [val_tau, val_opa]."""
-    return [result["val_tau"], result["val_opa"]]
-
-
-def _higher_first(value: float) -> tuple[bool, float]:
-    return (math.isnan(value), -value if not math.isnan(value) else 0.0)
-
-
-def sort_key(result: Mapping[str, Any]) -> tuple:
-    """Best first: validation Kendall's tau, higher first, then OPA (NaN last), then the hash."""
-    return (
-        _higher_first(result["val_tau"]),
-        _higher_first(result["val_opa"]),
-        result["run_hash"],
-    )
-
-
-def done_line(result: Mapping[str, Any]) -> str:
-    """The log line's end for a trained run: "val Kendall tau 0.3200, OPA 0.6600"."""
-    return f"val Kendall tau {result['val_tau']:.4f}, OPA {result['val_opa']:.4f}"
-
-
-def collection(result: Mapping[str, Any]) -> tuple[str, str]:
-    """A run's (source, search): an ensemble ranks one collection."""
-    return result["flags"]["source"], result["flags"]["search"]
-
-
-LAYOUT_SWEEPS = SweepKind(
-    name="layout",
-    args_type=LayoutTrainArgs,
-    train_script="layout_train.py",
-    train_function="baselines.layout.task:train",
-    predict_script="layout_gen_predictions_csv.py",
-    metric_columns=("val_tau", "val_opa"),
-    metric_cells=metric_cells,
-    summarize=summarize,
-    sort_key=sort_key,
-    ranking="validation Kendall's tau, higher first",
-    done_line=done_line,
-    sweep_example='[{"model": "ResModel"}, {"model": "LayoutSAGE", "lr": 0.003}]',
-    ensemble_key=collection,
-)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from baselines.core.errors import PipelineError
-from baselines.tiles.task import DEFAULT_DATA_ROOT
+from baselines.tiles.tile_args import DEFAULT_DATA_ROOT
 
 BUNDLED_TOY_ROOT = Path(__file__).resolve().parents[2] / "data" / "tile_xla_toy"
 

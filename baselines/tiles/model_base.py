@@ -16,7 +16,7 @@ from baselines.core.cost_model import CostModel
 from baselines.core.model_lookup import check_bool, check_int, reductions
 from baselines.tiles.analytic import NUM_ESTIMATES
 from baselines.tiles.data import CONFIG_FEAT_DIM, OPCODE_VOCAB_SIZE
-from baselines.tiles.graph import analytic_features, config_features, configs_per_kernel
+from baselines.tiles.kernel_batches import analytic_features, config_features, configs_per_kernel
 from baselines.tiles.layers import ConfigScoringHead, KernelPooling, OpEncoder, PointwiseDense
 
 

@@ -18,7 +18,12 @@ from baselines.core.errors import PipelineError
 from baselines.core.saved_model import copy_saved_variables, saved_variable_shapes, variable_paths
 from baselines.tiles.data import OPCODE_VOCAB_SIZE
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.graph import BATCH_SIGNATURE, dummy_batch, graph_from_batch, to_tensors
+from baselines.tiles.kernel_batches import (
+    BATCH_SIGNATURE,
+    dummy_batch,
+    graph_from_batch,
+    to_tensors,
+)
 from baselines.tiles.model_base import TileModel
 from baselines.tiles.run_records import read_run_for_model
 

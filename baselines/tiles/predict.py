@@ -26,7 +26,7 @@ from baselines.core.ranking import ranking_cell
 from baselines.core.submission import TILE_PREFIX
 from baselines.tiles.data import TileSplit
 from baselines.tiles.features import FeatureStats
-from baselines.tiles.graph import (
+from baselines.tiles.kernel_batches import (
     BATCH_SIGNATURE,
     assemble_batch,
     configs_per_kernel,

@@ -1,4 +1,4 @@
-"""The submission job (`submission_job.py`) as one Apache Beam pipeline, and its options.
+"""The submission job (`jobs/submission_job.py`) as one Apache Beam pipeline, and its options.
 
     Create (lane, (collection, seed)) -> GroupByKey(lane) -> train each
         -> GroupByKey(collection) -> evaluate + rank -> ToList -> join
@@ -20,31 +20,28 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from baselines.core.beam import DIRECT_RUNNERS, _beam_parse, make_pipeline
 from baselines.core.errors import PipelineError
-from baselines.core.submission_job import TILE, Collection, Job, join_step, rank_step, train_step
+from baselines.jobs.beam import DIRECT_RUNNERS, _beam_parse, make_pipeline
+from baselines.jobs.collections import CollectionSpec
+from baselines.jobs.submission_job import Job, join_step, rank_step, train_step
 
 TRAINING_BUDGET_GB = 8.0  # peak RSS one recommended training may reach at the real size
 
 
-def training_weight(c: Collection) -> float:
-    """A training's rough cost at the real size, relative to an xla layout collection's.
+def training_lanes(runs: Sequence[tuple[CollectionSpec, int]], lanes: int) -> list[int]:
+    """The lane of each run: longest first, each into the lane with the least work so far.
 
     On 2 cores a recommended training (cold load included) takes about 26 min on tile:xla,
-    15 min on an nlp layout collection and 5 min on an xla one (docs/performance.md).
+    15 min on an nlp layout collection and 5 min on an xla one (docs/performance.md): the
+    collections' `training_weight`s 5, 3 and 1.
     """
-    return 5.0 if c.name == TILE else 3.0 if ":nlp:" in c.name else 1.0
-
-
-def training_lanes(runs: Sequence[tuple[Collection, int]], lanes: int) -> list[int]:
-    """The lane of each run: longest first, each into the lane with the least work so far."""
     load = [0.0] * lanes
     lane_of = [0] * len(runs)
-    order = sorted(range(len(runs)), key=lambda i: -training_weight(runs[i][0]))
+    order = sorted(range(len(runs)), key=lambda i: -runs[i][0].training_weight)
     for i in order:
         lane = min(range(lanes), key=lambda k: (load[k], k))
         lane_of[i] = lane
-        load[lane] += training_weight(runs[i][0])
+        load[lane] += runs[i][0].training_weight
     return lane_of
 
 

@@ -14,12 +14,14 @@ in a child process whose wall time and peak RSS are recorded:
 Every step first looks for its own finished outputs (a run's files by its hash, a
 step's `.done.json` record naming its inputs) and then does nothing, so a rerun
 after completion trains nothing and rewrites nothing; a killed training resumes
-at its last epoch (the conductor's backups). `baselines/core/submission_pipeline.py`
-runs the steps as an Apache Beam pipeline. Nothing here imports TensorFlow or Beam.
+at its last epoch (the conductor's backups). What differs between collections is
+their spec (`jobs/collections.py`). `jobs/submission_pipeline.py` runs the steps
+as an Apache Beam pipeline. Nothing here imports TensorFlow or Beam.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import hashlib
 import json
@@ -33,14 +35,20 @@ from pathlib import Path
 from typing import Any
 
 from baselines.core.errors import PipelineError
+from baselines.core.flagfile import expand_flagfiles
 from baselines.core.io_utils import atomic_write_text
+from baselines.core.run_files import read_run
+from baselines.core.submission import COLLECTIONS
+from baselines.jobs.beam import build_parser
+from baselines.jobs.collections import ROOT, CollectionSpec
+from baselines.jobs.layout_spec import LAYOUT_COLLECTIONS, layout_collection
+from baselines.jobs.tile_spec import TILE_XLA
 
-ROOT = Path(__file__).resolve().parents[2]
-TILE = "tile:xla"
-LAYOUT = ("layout:xla:default", "layout:xla:random", "layout:nlp:default", "layout:nlp:random")
-COLLECTIONS = (TILE, *LAYOUT)
-TOY_TILE_ROOT = ROOT / "data" / "tile_xla_toy"
-TOY_LAYOUT_ROOT = ROOT / "data" / "layout_toy"
+# Every collection of the submission, in its order: name -> spec.
+SPECS: dict[str, CollectionSpec] = {
+    TILE_XLA.name: TILE_XLA,
+    **{name: layout_collection(name) for name in LAYOUT_COLLECTIONS},
+}
 SPLITS = ("train", "valid", "test")
 DONE = ".done.json"  # a finished step's record: its inputs, outputs, time and memory
 
@@ -48,78 +56,33 @@ Log = Callable[[str], None]
 
 
 @dataclasses.dataclass(frozen=True)
-class Collection:
-    """How one collection is trained, evaluated and ranked by the project's scripts."""
-
-    name: str  # "tile:xla", "layout:nlp:default"
-    folder: Path  # its train/valid/test folders
-    data_flags: tuple[str, ...]  # the data flags every script of it gets
-    recipe: Path
-
-    @property
-    def is_tile(self) -> bool:
-        return self.name == TILE
-
-    @property
-    def slug(self) -> str:  # its folder under the job's --out
-        return self.name.replace(":", "_")
-
-    @property
-    def scripts(self) -> tuple[str, str, str]:
-        """(train, evaluate, predict) scripts."""
-        kind = "tiles" if self.is_tile else "layout"
-        return (f"{kind}_train.py", f"{kind}_evaluate.py", f"{kind}_gen_predictions_csv.py")
-
-    @property
-    def kind(self) -> str:  # "tile" or "layout": its scripts' cache folder under the job's --out
-        return "tile" if self.is_tile else "layout"
-
-    @property
-    def download_command(self) -> str:
-        return f"python echo_download_commands.py --collections {self.kind}"
-
-
-@dataclasses.dataclass(frozen=True)
 class Job:
     """What one command asks for, checked before anything runs."""
 
-    collections: tuple[Collection, ...]
+    collections: tuple[CollectionSpec, ...]
     seeds: int
     out: Path
+    data_root: Path  # --data_root (absolute); unused with the toy sets
     train_flags: tuple[str, ...]  # given to every training (e.g. --epochs=2)
     join_flags: tuple[str, ...]  # create_kaggle_csv.py's data flags (roots, sample)
     toy: bool
 
-    def runs(self) -> list[tuple[Collection, int]]:
+    def runs(self) -> list[tuple[CollectionSpec, int]]:
         return [(c, seed) for c in self.collections for seed in range(self.seeds)]
 
-    def cache_flag(self, c: Collection) -> str:
+    def folder(self, c: CollectionSpec) -> Path:
+        """A collection's train/valid/test folders' parent."""
+        return c.folder(self.data_root, self.toy)
+
+    def data_flags(self, c: CollectionSpec) -> tuple[str, ...]:
+        """The data flags every script of a collection gets."""
+        return c.data_flags(self.data_root, self.toy)
+
+    def cache_flag(self, c: CollectionSpec) -> str:
         """The job's own cache of loaded splits: each seed's training and the ranking read the
         npz files of a collection once (caches are content-addressed, so concurrent writers
         are safe)."""
         return f"--cache_dir={self.out / 'cache' / c.kind}"
-
-
-def collection_of(name: str, data_root: Path, toy: bool) -> Collection:
-    """A collection's folders and data flags under a data root (or the bundled toy sets)."""
-    tile_root, layout_root = data_roots(data_root, toy)
-    if name == TILE:
-        flags = (f"--data_root={tile_root}",) + (("--toy_data=True",) if toy else ())
-        return Collection(name, tile_root, flags, ROOT / "configs" / "recommended.flags")
-    _, source, search = name.split(":")
-    return Collection(
-        name,
-        layout_root / source / search,
-        (f"--data_root={layout_root}",),
-        ROOT / "configs" / "layout" / "recommended.flags",
-    )
-
-
-def data_roots(data_root: Path, toy: bool) -> tuple[Path, Path]:
-    """The tile:xla and layout data roots under a data root (or the bundled toy sets)."""
-    if toy:
-        return TOY_TILE_ROOT, TOY_LAYOUT_ROOT
-    return data_root / "npz" / "tile" / "xla", data_root / "npz" / "layout"
 
 
 def parse_collections(text: str) -> tuple[str, ...]:
@@ -134,13 +97,14 @@ def parse_collections(text: str) -> tuple[str, ...]:
     return tuple(n for n in COLLECTIONS if n in names)
 
 
-def missing_data(collections: Sequence[Collection]) -> dict[str, str]:
+def missing_data(job: Job) -> dict[str, str]:
     """{collection: what is missing} for each collection with a split folder without .npz."""
     missing = {}
-    for c in collections:
-        empty = [s for s in SPLITS if not any((c.folder / s).glob("*.npz"))]
+    for c in job.collections:
+        folder = job.folder(c)
+        empty = [s for s in SPLITS if not any((folder / s).glob("*.npz"))]
         if empty:
-            missing[c.name] = f"no .npz in {c.folder}/{{{','.join(empty)}}}"
+            missing[c.name] = f"no .npz in {folder}/{{{','.join(empty)}}}"
     return missing
 
 
@@ -159,8 +123,19 @@ def plan_job(
     if epochs is not None and epochs < 1:
         raise PipelineError(f"--epochs: must be at least 1, got {epochs}")
     root = Path(data_root).expanduser().absolute()
-    chosen = [collection_of(n, root, toy) for n in parse_collections(collections)]
-    missing = missing_data(chosen)
+    chosen = tuple(SPECS[n] for n in parse_collections(collections))
+    # create_kaggle_csv.py finds Kaggle's sample beside the data; without one (the toy
+    # or synthetic sets) --allow_missing takes the IDs from the test folders. The join's
+    # --no_dummy_rows refuses any ID without a ranking either way. It takes every
+    # collection's root, chosen or not.
+    roots = {c.join_flag: c.root(root, toy) for c in SPECS.values()}
+    join = [f"{flag}={path}" for flag, path in roots.items()] + ["--allow_missing"]
+    if sample is not None:
+        join.append(f"--sample={Path(sample).expanduser().absolute()}")
+    train = (f"--epochs={epochs}",) if epochs is not None else ()
+    out_dir = Path(out).expanduser().absolute()
+    job = Job(chosen, seeds, out_dir, root, train, tuple(join), toy)
+    missing = missing_data(job)
     if missing:
         commands = sorted(
             {f"{c.download_command} --dest {root}" for c in chosen if c.name in missing}
@@ -172,16 +147,7 @@ def plan_job(
             + "; ".join(f"{name} ({what})" for name, what in missing.items())
             + f"; print the download commands with `{' && '.join(commands)}`{leave}"
         )
-    tile_root, layout_root = data_roots(root, toy)
-    # create_kaggle_csv.py finds Kaggle's sample beside the data; without one (the toy
-    # or synthetic sets) --allow_missing takes the IDs from the test folders. The join's
-    # --no_dummy_rows refuses any ID without a ranking either way.
-    join = [f"--data_root={tile_root}", f"--layout_root={layout_root}", "--allow_missing"]
-    if sample is not None:
-        join.append(f"--sample={Path(sample).expanduser().absolute()}")
-    train = (f"--epochs={epochs}",) if epochs is not None else ()
-    out_dir = Path(out).expanduser().absolute()
-    return Job(tuple(chosen), seeds, out_dir, train, tuple(join), toy)
+    return job
 
 
 # ---------------------------------------------------------------------------
@@ -258,45 +224,34 @@ def model_identity(model_dir: str) -> str:
 # The three steps.
 
 
-def run_hash_of(c: Collection, flags: Sequence[str]) -> str:
+def run_hash_of(c: CollectionSpec, flags: Sequence[str]) -> str:
     """The run hash the training script gives these flags (parsed as it parses them)."""
-    from baselines.core.beam import build_parser
-    from baselines.core.flagfile import expand_flagfiles
-    from baselines.layout.task import LAYOUT_SWEEPS
-    from baselines.tiles.task import TILE_SWEEPS
-
-    kind = TILE_SWEEPS if c.is_tile else LAYOUT_SWEEPS
-    names = kind.args_type.flag_names()
-    given, unknown = build_parser(kind, "").parse_known_args(expand_flagfiles(flags, names))
+    names = c.args_type.flag_names()
+    given, unknown = build_parser(c, "").parse_known_args(expand_flagfiles(flags, names))
     if unknown:
-        raise PipelineError(f"{c.scripts[0]}: unknown flags {' '.join(unknown)}")
-    return kind.args_type(**{k: v for k, v in vars(given).items() if k in names}).run_hash()
+        raise PipelineError(f"{c.train_script}: unknown flags {' '.join(unknown)}")
+    return c.args_type(**{k: v for k, v in vars(given).items() if k in names}).run_hash()
 
 
-def finished_run(c: Collection, out_dir: Path, run_hash: str) -> str | None:
+def finished_run(c: CollectionSpec, out_dir: Path, run_hash: str) -> str | None:
     """`model_<hash>` if it holds a finished, readable run of the collection, else None."""
-    from baselines.core.run_files import read_run
-
     model_dir = out_dir / f"model_{run_hash}"
     if not (out_dir / f"run_{run_hash}.jsonz").is_file() or not model_dir.is_dir():
         return None
     try:
-        read_run(model_dir, "tile" if c.is_tile else "layout", required=())
+        read_run(model_dir, c.kind, required=())
     except PipelineError:
         return None
     return str(model_dir)
 
 
-def train_step(job: Job, c: Collection, seed: int, threads: int | None, log: Log) -> dict:
+def train_step(job: Job, c: CollectionSpec, seed: int, threads: int | None, log: Log) -> dict:
     """One (collection, seed) training, unless its run is finished already (by its hash)."""
     out_dir = job.out / c.slug
     step_dir = out_dir / f"seed_{seed}"
-    flags = [f"--flagfile={c.recipe}", *c.data_flags, *job.train_flags, f"--seed={seed}"]
-    if not c.is_tile:
-        _, source, search = c.name.split(":")
-        flags += [f"--source={source}", f"--search={search}"]
-    flags += [f"--out_dir={out_dir}", job.cache_flag(c)]
-    inputs = {"script": c.scripts[0], "flags": flags}
+    flags = [f"--flagfile={c.recipe}", *job.data_flags(c), *job.train_flags, f"--seed={seed}"]
+    flags += [*c.collection_flags, f"--out_dir={out_dir}", job.cache_flag(c)]
+    inputs = {"script": c.train_script, "flags": flags}
     label = f"train {c.name} seed {seed}"
     done = read_done(step_dir, inputs)
     if done is not None:
@@ -308,7 +263,7 @@ def train_step(job: Job, c: Collection, seed: int, threads: int | None, log: Log
         log(f"{label}: reused {finished}")
         return {**done, "collection": c.name, "seed": seed, "reused": True}
     log(f"{label}: started")
-    cost = run_child([c.scripts[0], *flags], step_dir / "train.log", threads)
+    cost = run_child([c.train_script, *flags], step_dir / "train.log", threads)
     saved = re.findall(r"^saved model: (.+)$", (step_dir / "train.log").read_text(), re.M)
     if not saved:
         raise PipelineError(f"{label}: no saved model in {step_dir / 'train.log'}")
@@ -318,30 +273,33 @@ def train_step(job: Job, c: Collection, seed: int, threads: int | None, log: Log
     return {**done, "collection": c.name, "seed": seed, "reused": False}
 
 
-def rank_step(job: Job, c: Collection, model_dirs: Sequence[str], threads: int | None, log: Log):
+def rank_step(
+    job: Job, c: CollectionSpec, model_dirs: Sequence[str], threads: int | None, log: Log
+):
     """Evaluates the seeds and their ensemble on valid, then ranks test with the ensemble."""
     step_dir = job.out / c.slug
     dirs = ",".join(sorted(model_dirs))
-    _, evaluate, predict = c.scripts
     csv_path = step_dir / "predictions.csv"
     evaluation = step_dir / "evaluation"
     inputs = {
         "models": {d: model_identity(d) for d in sorted(model_dirs)},
-        "data": list(c.data_flags),
+        "data": list(job.data_flags(c)),
     }
     done = read_done(step_dir, inputs)
     if done is not None:
         log(f"rank {c.name}: reused {csv_path}")
         return {**done, "collection": c.name, "reused": True}
     log(f"rank {c.name}: evaluating {len(model_dirs)} runs and ranking the test split")
-    data = [f for f in c.data_flags if f.startswith("--data_root=")] + [job.cache_flag(c)]
+    data = [f for f in job.data_flags(c) if f.startswith("--data_root=")] + [job.cache_flag(c)]
     eval_cost = run_child(
-        [evaluate, f"--dirs={dirs}", *data, f"--output={evaluation}"],
+        [c.evaluate_script, f"--dirs={dirs}", *data, f"--output={evaluation}"],
         step_dir / "evaluate.log",
         threads,
     )
     rank_cost = run_child(
-        [predict, f"--dir={dirs}", *data, f"--output={csv_path}"], step_dir / "predict.log", threads
+        [c.predict_script, f"--dir={dirs}", *data, f"--output={csv_path}"],
+        step_dir / "predict.log",
+        threads,
     )
     done = write_done(
         step_dir,
@@ -386,42 +344,32 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
-# Each collection's validation metrics in the report: evaluation.csv's columns, headings.
-TILE_METRICS = {"top1_err": "top-1 error", "top5_err": "top-5 error", "opa": "OPA"}
-LAYOUT_METRICS = {"kendall_tau": "Kendall's tau", "slowdown_1": "slowdown@1"}
-
-
-def _overall_rows(csv_path: Path, is_tile: bool) -> list[dict[str, str]]:
+def _overall_rows(csv_path: Path, c: CollectionSpec) -> list[dict[str, str]]:
     """evaluation.csv's rows over every kernel or graph (every configuration, for layout)."""
-    import csv
-
     with open(csv_path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    if is_tile:
-        return [r for r in rows if r["program"] == "ALL"]
-    return [r for r in rows if (r["configs"], r["level"]) == ("all", "all")]
+    return [r for r in rows if all(r[k] == v for k, v in c.overall_row.items())]
 
 
-def collection_section(job: Job, c: Collection) -> list[str]:
+def collection_section(job: Job, c: CollectionSpec) -> list[str]:
     """A collection's report section: seeds and ensemble on validation, its figures."""
     rank = _read_json(job.out / c.slug / DONE)
     seeds = {}
     for seed in range(job.seeds):
         done = _read_json(job.out / c.slug / f"seed_{seed}" / DONE)
         seeds[Path(done.get("model_dir", "?")).name] = seed
-    metrics = TILE_METRICS if c.is_tile else LAYOUT_METRICS
+    metrics = c.report_metrics
     lines = [f"## {c.name}", "", "| run | " + " | ".join(metrics.values()) + " |"]
     lines.append("|---|" + "---|" * len(metrics))
     evaluation = Path(rank.get("evaluation", job.out / c.slug / "evaluation"))
-    rows = _overall_rows(Path(f"{evaluation}.csv"), c.is_tile)
+    rows = _overall_rows(Path(f"{evaluation}.csv"), c)
     order = {**seeds, "ensemble": job.seeds}  # seeds in order, the ensemble last
     for row in sorted(rows, key=lambda r: order.get(r["model"].split()[-1], -1)):
         model = row["model"].split()[-1]
         name = "ensemble" if model == "ensemble" else f"seed {seeds.get(model, '?')} ({model[:14]})"
         lines.append(f"| {name} | " + " | ".join(row[k] for k in metrics) + " |")
-    figure = "per_program" if c.is_tile else "tau_per_graph"
-    alt = f"{c.name}: {figure.replace('_', ' ')}, every run and the ensemble"
-    lines += ["", f"![{alt}]({c.slug}/{evaluation.name}_{figure}.png)", ""]
+    alt = f"{c.name}: {c.figure.replace('_', ' ')}, every run and the ensemble"
+    lines += ["", f"![{alt}]({c.slug}/{evaluation.name}_{c.figure}.png)", ""]
     return lines
 
 

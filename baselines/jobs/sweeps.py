@@ -2,10 +2,10 @@
 
 A sweep is a list of flag dicts (keys = the training script's flag names) on
 top of base flags; the flags given on the command line win in every run
-(`expand_runs`). A `SweepKind` holds what differs between collections;
-`baselines/tiles/task.py` and `baselines/layout/task.py` define theirs.
+(`expand_runs`). What differs between collections is the collection's spec
+(`jobs/collections.py`: `tile_spec.TILE_XLA`, `layout_spec.ANY_LAYOUT`).
 
-The command line and the Beam pipeline that runs a sweep are `core/beam.py`'s.
+The command line and the Beam pipeline that runs a sweep are `jobs/beam.py`'s.
 Nothing here imports TensorFlow or Beam.
 """
 
@@ -26,12 +26,11 @@ from typing import Any
 
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_write_text, read_user_text
+from baselines.jobs.collections import CollectionSpec, Result
 
 SUMMARY_CSV = "sweep_summary.csv"
 SUMMARY_MD = "sweep_summary.md"
 DEBUG_RUNS = 2  # --debug trains the first two runs, as upstream's script does
-
-Result = Mapping[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,37 +40,6 @@ class Sweep:
     name: str
     base: dict[str, Any]
     entries: tuple[dict[str, Any], ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepKind:
-    """What one collection's sweeps need; the rest of this module is the same for all.
-
-    `metric_cells(result)` gives the values of `metric_columns` for a trained
-    run; `summarize(record)` turns a training function's run record into
-    those result fields plus `best_epoch` and `epochs_run`; `sort_key(result)`
-    orders trained runs best first; `done_line(result)` is the log line of a
-    trained run. `named_sweeps` are the `--sweep` names besides `seeds`;
-    `ensemble_key(result)`, when given, keeps the ensemble to runs whose key is
-    the best run's (one layout collection).
-    """
-
-    name: str
-    args_type: type
-    train_script: str
-    train_function: str  # "module:function", imported in the Beam workers
-    predict_script: str
-    metric_columns: tuple[str, ...]
-    metric_cells: Callable[[Result], Sequence[float]]
-    summarize: Callable[[Mapping[str, Any]], dict[str, Any]]
-    sort_key: Callable[[Result], tuple]
-    ranking: str
-    done_line: Callable[[Result], str]
-    named_sweeps: Mapping[str, Callable[[], Sweep]] = dataclasses.field(default_factory=dict)
-    named_help: str = ""  # --sweep's help on the named sweeps, e.g. "paper (the paper's grid), "
-    default_sweep: str | None = None
-    sweep_example: str = '[{"seed": 0}, {"seed": 1, "lr": 0.01}]'
-    ensemble_key: Callable[[Result], Any] | None = None
 
 
 def seeds_sweep(num_seeds: int) -> Sweep:
@@ -85,13 +53,13 @@ def _field_types(args_type: type) -> dict[str, str]:
     return {f.name: str(f.type) for f in dataclasses.fields(args_type)}
 
 
-def check_flag_value(kind: SweepKind, name: str, value: Any, where: str) -> Any:
+def check_flag_value(spec: CollectionSpec, name: str, value: Any, where: str) -> Any:
     """`value` for flag `name` if its JSON type fits the flag's type, else PipelineError.
 
     A dict is taken for `model_kwargs_json` (stored as its JSON text); null
     for a flag that may be None.
     """
-    kind_of = _field_types(kind.args_type)[name]
+    kind_of = _field_types(spec.args_type)[name]
     optional = kind_of.endswith(" | None")
     kind_of = kind_of.removesuffix(" | None")
     if name == "model_kwargs_json" and isinstance(value, dict):
@@ -111,7 +79,7 @@ def check_flag_value(kind: SweepKind, name: str, value: Any, where: str) -> Any:
     return float(value) if kind_of == "float" else value
 
 
-def read_sweep_file(kind: SweepKind, path: Path | str) -> Sweep:
+def read_sweep_file(spec: CollectionSpec, path: Path | str) -> Sweep:
     """A JSON list of flag dicts (keys = the training script's flag names), checked."""
     path = Path(path).expanduser()
     text = read_user_text(path, "--sweep", "sweep file ")
@@ -123,11 +91,11 @@ def read_sweep_file(kind: SweepKind, path: Path | str) -> Sweep:
         ) from None
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise PipelineError(
-            f"--sweep: {path} must hold a JSON list of objects of flags, e.g. {kind.sweep_example}"
+            f"--sweep: {path} must hold a JSON list of objects of flags, e.g. {spec.sweep_example}"
         )
     if not entries:
         raise PipelineError(f"--sweep: {path} lists no runs")
-    known = kind.args_type.flag_names()
+    known = spec.args_type.flag_names()
     checked = []
     for number, entry in enumerate(entries, 1):
         where = f"--sweep: {path} run {number}"
@@ -139,29 +107,31 @@ def read_sweep_file(kind: SweepKind, path: Path | str) -> Sweep:
                 f"{where}: unknown flag {', '.join(unknown)}{hint}; known flags: "
                 f"{', '.join(sorted(known))}"
             )
-        checked.append({k: check_flag_value(kind, k, v, where) for k, v in entry.items()})
+        checked.append({k: check_flag_value(spec, k, v, where) for k, v in entry.items()})
     return Sweep(str(path), {}, tuple(checked))
 
 
-def load_sweep(kind: SweepKind, name: str | None, num_seeds: int | None = None) -> Sweep:
-    """One of `kind.named_sweeps`, `seeds` (with `num_seeds`), or a JSON sweep file's path."""
-    choices = ", ".join([*kind.named_sweeps, "seeds"]) + " or a FILE.json"
+def load_sweep(spec: CollectionSpec, name: str | None, num_seeds: int | None = None) -> Sweep:
+    """One of `spec.named_sweeps`, `seeds` (with `num_seeds`), or a JSON sweep file's path."""
+    choices = ", ".join([*spec.named_sweeps, "seeds"]) + " or a FILE.json"
     if name is None:
         raise PipelineError(f"--sweep: give one of {choices}")
     if num_seeds is not None and name != "seeds":
         raise PipelineError("--num_seeds: only for --sweep=seeds")
-    if name in kind.named_sweeps:
-        return kind.named_sweeps[name]()
+    if name in spec.named_sweeps:
+        return spec.named_sweeps[name]()
     if name == "seeds":
         if num_seeds is None:
             raise PipelineError("--sweep=seeds needs --num_seeds N (seeds 0..N-1)")
         return seeds_sweep(num_seeds)
     if name.endswith(".json") or Path(name).expanduser().is_file():
-        return read_sweep_file(kind, name)
+        return read_sweep_file(spec, name)
     raise PipelineError(f"--sweep: unknown sweep '{name}'; use {choices}")
 
 
-def expand_runs(kind: SweepKind, sweep: Sweep, overrides: Mapping[str, Any]) -> tuple[list, int]:
+def expand_runs(
+    spec: CollectionSpec, sweep: Sweep, overrides: Mapping[str, Any]
+) -> tuple[list, int]:
     """One args record per entry (base < entry < overrides) and how many repeats were dropped.
 
     Two entries that end up with the same flags (the same run hash) would
@@ -171,7 +141,7 @@ def expand_runs(kind: SweepKind, sweep: Sweep, overrides: Mapping[str, Any]) -> 
         raise PipelineError("--seed: not with --sweep=seeds, which sets the seed of every run")
     runs: dict[str, Any] = {}
     for entry in sweep.entries:
-        args = kind.args_type(**{**sweep.base, **entry, **overrides})
+        args = spec.args_type(**{**sweep.base, **entry, **overrides})
         runs.setdefault(args.run_hash(), args)
     return list(runs.values()), len(sweep.entries) - len(runs)
 
@@ -193,7 +163,7 @@ def one_line(text: Any) -> str:
 
 
 def run_one(
-    kind: SweepKind,
+    spec: CollectionSpec,
     index: int,
     total: int,
     args: Any,
@@ -202,7 +172,7 @@ def run_one(
 ) -> dict[str, Any]:
     """Trains one run with `train(args, progress=False, log=...)`; a result either way.
 
-    The result is `status` "ok" with `kind.summarize(record)`'s fields and the
+    The result is `status` "ok" with `spec.summarize(record)`'s fields and the
     wall time, or `status` "error" with the failure in one line: one failed run
     must not stop the sweep.
     """
@@ -227,23 +197,25 @@ def run_one(
     if record.get("run_hash", run_hash) != run_hash:  # named with its data identity
         result["run_hash"] = record["run_hash"]
         result["model_dir"] = str(Path(args.out_dir).expanduser() / f"model_{record['run_hash']}")
-    result.update(status="ok", **kind.summarize(record), wall_s=time.perf_counter() - started)
-    log(f"{label} done in {result['wall_s']:.0f} s: {kind.done_line(result)}")
+    result.update(status="ok", **spec.summarize(record), wall_s=time.perf_counter() - started)
+    log(f"{label} done in {result['wall_s']:.0f} s: {spec.done_line(result)}")
     return result
 
 
-def split_results(kind: SweepKind, results: Iterable[Result]) -> tuple[list[Result], list[Result]]:
-    """Trained runs best first (by `kind.sort_key`), failed runs in sweep order."""
+def split_results(
+    spec: CollectionSpec, results: Iterable[Result]
+) -> tuple[list[Result], list[Result]]:
+    """Trained runs best first (by `spec.sort_key`), failed runs in sweep order."""
     results = list(results)
-    ok = sorted((r for r in results if r["status"] == "ok"), key=kind.sort_key)
+    ok = sorted((r for r in results if r["status"] == "ok"), key=spec.sort_key)
     failed = sorted((r for r in results if r["status"] != "ok"), key=lambda r: r["index"])
     return ok, failed
 
 
-def differing_flags(kind: SweepKind, results: Iterable[Result]) -> list[str]:
+def differing_flags(spec: CollectionSpec, results: Iterable[Result]) -> list[str]:
     """Flags whose value is not the same in every run, in the args record's field order."""
     results = list(results)
-    names = [f.name for f in dataclasses.fields(kind.args_type)]
+    names = [f.name for f in dataclasses.fields(spec.args_type)]
     return [
         n
         for n in names
@@ -251,23 +223,23 @@ def differing_flags(kind: SweepKind, results: Iterable[Result]) -> list[str]:
     ]
 
 
-def ensemble_dirs(kind: SweepKind, ranked: Sequence[Result], top: int) -> list[str]:
+def ensemble_dirs(spec: CollectionSpec, ranked: Sequence[Result], top: int) -> list[str]:
     """The model folders of the best `top` trained runs (`ranked`: best first).
 
-    With `kind.ensemble_key`, only runs that share the best run's key take part.
+    With `spec.ensemble_key`, only runs that share the best run's key take part.
     """
-    if kind.ensemble_key is not None and ranked:
-        best = kind.ensemble_key(ranked[0])
-        ranked = [r for r in ranked if kind.ensemble_key(r) == best]
+    if spec.ensemble_key is not None and ranked:
+        best = spec.ensemble_key(ranked[0])
+        ranked = [r for r in ranked if spec.ensemble_key(r) == best]
     return [r["model_dir"] for r in ranked[:top]]
 
 
-def ensemble_command(kind: SweepKind, ranked: Sequence[Result], top: int) -> str | None:
+def ensemble_command(spec: CollectionSpec, ranked: Sequence[Result], top: int) -> str | None:
     """The command that ensembles the best `top` trained runs (None without any)."""
-    dirs = ensemble_dirs(kind, ranked, top)
+    dirs = ensemble_dirs(spec, ranked, top)
     if not dirs:
         return None
-    return f"python {kind.predict_script} --dir " + shlex.quote(",".join(dirs))
+    return f"python {spec.predict_script} --dir " + shlex.quote(",".join(dirs))
 
 
 def number(value: float, digits: int = 4) -> str:
@@ -275,32 +247,34 @@ def number(value: float, digits: int = 4) -> str:
     return "nan" if math.isnan(value) else f"{value:.{digits}f}"
 
 
-def summary_rows(kind: SweepKind, results: Iterable[Result]) -> tuple[list[str], list[list[str]]]:
+def summary_rows(
+    spec: CollectionSpec, results: Iterable[Result]
+) -> tuple[list[str], list[list[str]]]:
     """Header and rows: trained runs best first, then failed runs in sweep order."""
     results = list(results)
-    ok, failed = split_results(kind, results)
-    flags = differing_flags(kind, results)
-    header = ["rank", "status", "run_hash", *flags, *kind.metric_columns, "best_epoch"]
+    ok, failed = split_results(spec, results)
+    flags = differing_flags(spec, results)
+    header = ["rank", "status", "run_hash", *flags, *spec.metric_columns, "best_epoch"]
     header += ["wall_s", "model_dir", "error"]
     rows = []
     for rank, r in enumerate(ok, 1):
         rows.append(
             [str(rank), "ok", r["run_hash"], *(str(r["flags"][f]) for f in flags)]
-            + [number(v) for v in kind.metric_cells(r)]
+            + [number(v) for v in spec.metric_cells(r)]
             + [str(r["best_epoch"]), f"{r['wall_s']:.1f}", r["model_dir"], ""]
         )
     for r in failed:
         rows.append(
             ["", "error", r["run_hash"], *(str(r["flags"][f]) for f in flags)]
-            + [""] * (len(kind.metric_columns) + 2)
+            + [""] * (len(spec.metric_columns) + 2)
             + ["", r["error"]]
         )
     return header, rows
 
 
-def summary_csv(kind: SweepKind, results: Iterable[Result]) -> str:
+def summary_csv(spec: CollectionSpec, results: Iterable[Result]) -> str:
     """The summary as CSV text."""
-    header, rows = summary_rows(kind, results)
+    header, rows = summary_rows(spec, results)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header)
@@ -312,17 +286,17 @@ def _cell(text: str) -> str:
     return one_line(text).replace("|", "\\|") or " "
 
 
-def summary_markdown(kind: SweepKind, results: Iterable[Result], ensemble_top: int) -> str:
+def summary_markdown(spec: CollectionSpec, results: Iterable[Result], ensemble_top: int) -> str:
     """The summary as markdown: the ranked table, the failures, the ensemble command."""
     results = list(results)
-    ok, failed = split_results(kind, results)
-    header, rows = summary_rows(kind, results)
+    ok, failed = split_results(spec, results)
+    header, rows = summary_rows(spec, results)
     keep = [i for i, name in enumerate(header) if name not in ("status", "model_dir", "error")]
     lines = [
         "# Sweep summary",
         "",
         f"{len(results)} runs: {len(ok)} trained, {len(failed)} failed. Trained runs sorted "
-        f"by {kind.ranking} (val OPA: the best epoch's; wall s: the whole run).",
+        f"by {spec.ranking} (val OPA: the best epoch's; wall s: the whole run).",
         "",
     ]
     if ok:
@@ -331,7 +305,7 @@ def summary_markdown(kind: SweepKind, results: Iterable[Result], ensemble_top: i
         lines += ["| " + " | ".join(_cell(row[i]) for i in keep) + " |" for row in rows[: len(ok)]]
         lines.append("")
     if failed:
-        flags = differing_flags(kind, results)
+        flags = differing_flags(spec, results)
         lines += ["## Failed runs", ""]
         lines.append("| run_hash | " + " | ".join([*flags, "error"]) + " |")
         lines.append("|" + "---|" * (len(flags) + 2))
@@ -339,9 +313,9 @@ def summary_markdown(kind: SweepKind, results: Iterable[Result], ensemble_top: i
             cells = [r["run_hash"], *(str(r["flags"][f]) for f in flags), r["error"]]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
         lines.append("")
-    command = ensemble_command(kind, ok, ensemble_top)
+    command = ensemble_command(spec, ok, ensemble_top)
     if command:
-        count = len(ensemble_dirs(kind, ok, ensemble_top))
+        count = len(ensemble_dirs(spec, ok, ensemble_top))
         lines += [
             f"## Ensemble of the best {count}",
             "",
@@ -354,15 +328,15 @@ def summary_markdown(kind: SweepKind, results: Iterable[Result], ensemble_top: i
 
 
 def write_summary(
-    kind: SweepKind, out_dir: Path | str, results: Iterable[Result], ensemble_top: int
+    spec: CollectionSpec, out_dir: Path | str, results: Iterable[Result], ensemble_top: int
 ) -> tuple[Path, Path]:
     """Writes sweep_summary.csv and sweep_summary.md into `out_dir`, each atomically."""
     results = list(results)
     out_dir = Path(out_dir).expanduser()
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out_dir / SUMMARY_CSV, out_dir / SUMMARY_MD
-    atomic_write_text(csv_path, summary_csv(kind, results))
-    atomic_write_text(md_path, summary_markdown(kind, results, ensemble_top))
+    atomic_write_text(csv_path, summary_csv(spec, results))
+    atomic_write_text(md_path, summary_markdown(spec, results, ensemble_top))
     return csv_path, md_path
 
 

@@ -1,6 +1,6 @@
 """A sweep's command line and its Apache Beam pipeline, for any collection.
 
-`main` is the entry scripts' whole body. Each run of a sweep (`core/sweeps.py`)
+`main` is the entry scripts' whole body. Each run of a sweep (`jobs/sweeps.py`)
 is one element of the pipeline, and the summary is written once every run has
 ended. Beam is imported only inside the functions that run the pipeline.
 """
@@ -24,12 +24,12 @@ from typing import Any
 from baselines.core.cli import HelpFormatter, add_field_flags, parse_bool
 from baselines.core.errors import PipelineError
 from baselines.core.flagfile import expand_flagfiles
-from baselines.core.sweeps import (
+from baselines.jobs.collections import ROOT, CollectionSpec
+from baselines.jobs.sweeps import (
     DEBUG_RUNS,
     SUMMARY_CSV,
     SUMMARY_MD,
     Sweep,
-    SweepKind,
     count_failed,
     expand_runs,
     load_sweep,
@@ -38,7 +38,6 @@ from baselines.core.sweeps import (
     write_summary,
 )
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository: Beam workers import from it
 DIRECT_RUNNERS = ("DirectRunner", "SwitchingDirectRunner")
 # Local defaults; the workers' Beam log lines above ERROR are start-up noise.
 DIRECT_DEFAULTS = {
@@ -48,7 +47,7 @@ DIRECT_DEFAULTS = {
 }
 
 
-def build_parser(kind: SweepKind, doc: str) -> argparse.ArgumentParser:
+def build_parser(spec: CollectionSpec, doc: str) -> argparse.ArgumentParser:
     """The sweep script's parser: the training flags (given ones override), the sweep's own."""
     parser = argparse.ArgumentParser(
         description=doc.split("\n\n")[0],
@@ -60,14 +59,14 @@ def build_parser(kind: SweepKind, doc: str) -> argparse.ArgumentParser:
     # No default: a flag not given is absent, so it leaves the sweep's value alone.
     add_field_flags(
         parser,
-        kind.args_type,
+        spec.args_type,
         default=lambda field: argparse.SUPPRESS,
-        help=lambda field: f"{kind.train_script}'s --{field.name}, set in every run",
+        help=lambda field: f"{spec.train_script}'s --{field.name}, set in every run",
     )
     parser.add_argument(
         "--sweep",
-        default=kind.default_sweep,
-        help=f"{kind.named_help}seeds (--num_seeds N of the recipe given by the "
+        default=spec.default_sweep,
+        help=f"{spec.named_help}seeds (--num_seeds N of the recipe given by the "
         "other flags), or FILE.json (a list of flag dicts)",
     )
     parser.add_argument("--num_seeds", type=int, default=None, help="seeds 0..N-1 (--sweep=seeds)")
@@ -109,7 +108,7 @@ def _beam_parse(options) -> dict:
         raise PipelineError(f"Beam pipeline option: {reason}") from None
 
 
-def beam_options(kind: SweepKind, beam_args: list[str]):
+def beam_options(spec: CollectionSpec, beam_args: list[str]):
     """(PipelineOptions, runner, parsed options) from the flags that are not training flags.
 
     On the local runner the defaults are two worker processes; options Beam
@@ -139,11 +138,11 @@ def beam_options(kind: SweepKind, beam_args: list[str]):
             )
     unknown = sorted(set(options.get_all_options(retain_unknown_options=True)) - set(parsed))
     for name in unknown:
-        near = difflib.get_close_matches(name, sorted(kind.args_type.flag_names()), n=1)
+        near = difflib.get_close_matches(name, sorted(spec.args_type.flag_names()), n=1)
         if runner in DIRECT_RUNNERS or near:
             hint = f"; did you mean --{near[0]}?" if near else ""
             raise PipelineError(
-                f"unknown flag --{name}: neither a training flag ({kind.args_type.__name__}) "
+                f"unknown flag --{name}: neither a training flag ({spec.args_type.__name__}) "
                 f"nor a Beam pipeline option{hint}"
             )
     return options, runner, parsed
@@ -166,7 +165,7 @@ def make_pipeline(options, runner: str):
 
         encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
         info = beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)
-        # Local worker processes import `baselines` from this repository.
+        # Local worker processes import `baselines` from this repository (ROOT).
         path = os.environ.get("PYTHONPATH", "")
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), path) if p)
         return beam.Pipeline(
@@ -186,7 +185,7 @@ def import_train_function(path: str) -> Callable[..., Mapping[str, Any]]:
 
 
 def sweep_pipeline(
-    kind: SweepKind, pipeline, runs: list, out_dir: Path, ensemble_top: int, tf_threads: int
+    spec: CollectionSpec, pipeline, runs: list, out_dir: Path, ensemble_top: int, tf_threads: int
 ) -> None:
     """Create -> Reshuffle (spread over workers) -> train each -> one summary."""
     import apache_beam as beam
@@ -212,13 +211,13 @@ def sweep_pipeline(
                     pass
 
         def process(self, element):
-            train = import_train_function(kind.train_function)
+            train = import_train_function(spec.train_function)
             index, args = element
             log = lambda line: print(line, flush=True)  # noqa: E731
-            yield run_one(kind, index, total, args, train, log)
+            yield run_one(spec, index, total, args, train, log)
 
     def write(results):
-        csv_path, md_path = write_summary(kind, out_dir, results, ensemble_top)
+        csv_path, md_path = write_summary(spec, out_dir, results, ensemble_top)
         print(f"wrote {csv_path} and {md_path}", flush=True)
 
     _ = (
@@ -243,29 +242,29 @@ class Plan:
     beam_args: list[str]
 
 
-def plan(kind: SweepKind, argv: list[str], doc: str) -> Plan:
+def plan(spec: CollectionSpec, argv: list[str], doc: str) -> Plan:
     """Parses and checks the command line (no Beam, no TensorFlow yet)."""
-    argv = expand_flagfiles(argv, kind.args_type.flag_names())
-    flags, beam_args = build_parser(kind, doc).parse_known_args(argv)
+    argv = expand_flagfiles(argv, spec.args_type.flag_names())
+    flags, beam_args = build_parser(spec, doc).parse_known_args(argv)
     if flags.ensemble_top < 1:
         raise PipelineError(f"--ensemble_top: must be at least 1, got {flags.ensemble_top}")
     if flags.tf_threads is not None and flags.tf_threads < 0:
         raise PipelineError(f"--tf_threads: must be 0 or more, got {flags.tf_threads}")
-    overrides = {k: v for k, v in vars(flags).items() if k in kind.args_type.flag_names()}
-    sweep = load_sweep(kind, flags.sweep, flags.num_seeds)
-    runs, repeats = expand_runs(kind, sweep, overrides)
+    overrides = {k: v for k, v in vars(flags).items() if k in spec.args_type.flag_names()}
+    sweep = load_sweep(spec, flags.sweep, flags.num_seeds)
+    runs, repeats = expand_runs(spec, sweep, overrides)
     if flags.debug:
         runs = runs[:DEBUG_RUNS]
     return Plan(sweep, runs, repeats, summary_dir(runs), flags, beam_args)
 
 
-def main(kind: SweepKind, argv: list[str], doc: str) -> int:
+def main(spec: CollectionSpec, argv: list[str], doc: str) -> int:
     """Plans, runs the sweep on Beam, prints the summary; 1 if a run failed."""
     for name in ("apache_beam", None):  # Beam's start-up warnings; runs print their own lines
         logging.getLogger(name).setLevel(logging.ERROR)
-    todo = plan(kind, argv, doc)
+    todo = plan(spec, argv, doc)
     runs, out_dir = todo.runs, todo.out_dir
-    options, runner, parsed = beam_options(kind, todo.beam_args)
+    options, runner, parsed = beam_options(spec, todo.beam_args)
     local = runner in DIRECT_RUNNERS
     workers = max(1, int(parsed.get("direct_num_workers") or os.cpu_count() or 1))
     workers = 1 if parsed.get("direct_running_mode") == "in_memory" else workers
@@ -282,7 +281,7 @@ def main(kind: SweepKind, argv: list[str], doc: str) -> int:
     note = f" ({todo.repeats} repeated runs dropped)" if todo.repeats else ""
     count = f"{len(runs)} run{'s' * (len(runs) > 1)}"
     print(f"sweep {todo.sweep.name}: {count}{note} on {where}; out_dir {out_dir}", flush=True)
-    sweep_pipeline(kind, pipeline, runs, out_dir, todo.flags.ensemble_top, tf_threads)
+    sweep_pipeline(spec, pipeline, runs, out_dir, todo.flags.ensemble_top, tf_threads)
     started = time.time()
     try:
         pipeline.run().wait_until_finish()

@@ -1,0 +1,65 @@
+"""Top-K errors of saved models and of their ensemble, overall and per program.
+
+A program is the file-name prefix before the trailing hash ("benchmarks" upstream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from baselines.core import metrics
+from baselines.core.errors import PipelineError
+from baselines.core.tables import cell, csv_table, markdown_table
+from baselines.tiles.data import TileSplit
+
+COLUMNS = (
+    "model",
+    "program",
+    "kernels",
+    "top1_err",
+    "top5_err",
+    "top10_err",
+    "kaggle_score",
+    "opa",
+)
+
+
+def error_table(
+    split: TileSplit, scores_by_model: Mapping[str, Sequence[np.ndarray]]
+) -> list[dict]:
+    """Rows of COLUMNS: per model, "ALL" first, then each program by name."""
+    if not split.has_labels:
+        raise PipelineError(
+            f"split {split.name} has no runtimes (hidden labels); evaluate on valid instead"
+        )
+    ids = [str(t) for t in split.tile_ids]
+    runtimes = split.normalized_runtimes()
+    rows = []
+    for label, scores in scores_by_model.items():
+        groups = [("ALL", metrics.summarize(ids, scores, runtimes))]
+        groups += list(metrics.summarize_by_program(ids, scores, runtimes).items())
+        for program, m in groups:
+            rows.append(
+                {
+                    "model": label,
+                    "program": program,
+                    "kernels": int(m["kernels"]),
+                    "top1_err": m["1"],
+                    "top5_err": m["5"],
+                    "top10_err": m["10"],
+                    "kaggle_score": m["kaggle_score"],
+                    "opa": m["opa"],
+                }
+            )
+    return rows
+
+
+def markdown(rows: Sequence[dict]) -> str:
+    return markdown_table(COLUMNS, [[cell(r[c]) for c in COLUMNS] for r in rows])
+
+
+def csv_text(rows: Sequence[dict]) -> str:
+    """Every row, COLUMNS in order, floats to 4 decimals (as in the markdown)."""
+    return csv_table(COLUMNS, [[cell(r[c]) for c in COLUMNS] for r in rows])
