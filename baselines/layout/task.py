@@ -53,11 +53,10 @@ class LayoutRanking(RankingHooks):
         from baselines.layout.cache import prepare_cache_dir
 
         prepare_cache_dir(request.cache_dir)
-        options = request.options
-        if options is not None and (options.subset_size < 1 or options.subset_seed < 0):
+        size, seed = (getattr(request.options, k, 0) for k in ("subset_size", "subset_seed"))
+        if hasattr(request.options, "subset_size") and (size < 1 or seed < 0):
             raise PipelineError(
-                f"--subset_size must be >= 1 and --subset_seed >= 0, got {options.subset_size} "
-                f"and {options.subset_seed}"
+                f"--subset_size must be >= 1 and --subset_seed >= 0, got {size} and {seed}"
             )
 
     def default_output(self, models) -> Path:
