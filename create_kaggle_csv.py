@@ -45,11 +45,11 @@ if str(_HERE) not in sys.path:
 
 from baselines.core import submission
 from baselines.core.cli import entry_parser
+from baselines.core.data_roots import toy_banner
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import check_output_file, ensure_parent
 from baselines.layout.submission import check_layout_rankings
-from baselines.tiles.data_roots import BUNDLED_TOY_ROOT, toy_data_banner
-from baselines.tiles.tile_args import DEFAULT_DATA_ROOT
+from baselines.tiles.tile_args import DEFAULT_DATA_ROOT, TILE_PLACE
 from echo_download_commands import sample_submission_command
 
 SAMPLE_SEARCH_DEPTH = 4  # Parents of --data_root searched for sample_submission.csv.
@@ -139,8 +139,12 @@ def resolve_sample(
     if found is not None:
         return submission.read_sample_ids(found), str(found), found
     if not data_root.exists() and data_root == Path(DEFAULT_DATA_ROOT).expanduser().absolute():
-        log(toy_data_banner(f"no --data_root given and the default {data_root} does not exist"))
-        toy_test = BUNDLED_TOY_ROOT / "test"
+        log(
+            toy_banner(
+                TILE_PLACE, f"no --data_root given and the default {data_root} does not exist"
+            )
+        )
+        toy_test = TILE_PLACE.toy / "test"
         rows = submission.sample_ids_from_test_dirs(toy_test)
         return rows, f"the bundled toy set's test files ({toy_test}; not a Kaggle submission)", None
     tile_test = data_root / "test"

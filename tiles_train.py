@@ -24,11 +24,11 @@ from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
 prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import add_field_flags, entry_parser, field_help
+from baselines.core.data_roots import training_root
 from baselines.core.distribution import add_strategy_flag, check_strategy_environment
 from baselines.core.errors import run_cli
 from baselines.core.flagfile import expand_flagfiles
-from baselines.tiles.data_roots import resolve_data_root
-from baselines.tiles.tile_args import DEFAULT_DATA_ROOT, TrainArgs
+from baselines.tiles.tile_args import TILE_PLACE, TrainArgs
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,7 +63,7 @@ def main() -> int:
     # Flags first: importing TensorFlow takes seconds.
     args.check_flags()
     # A mistyped --data_root too (the toy-set banner is printed by train()).
-    resolve_data_root(args.data_root, DEFAULT_DATA_ROOT, log=lambda _: None)
+    training_root(TILE_PLACE, args.data_root, log=lambda _: None)
     check_strategy_environment(strategy_name, os.environ.get("TF_CONFIG"))
     from baselines.core.distribution import make_strategy
     from baselines.tiles.task import train  # validates args before loading data

@@ -65,13 +65,14 @@ def main() -> int:
     import numpy as np
 
     import layout_train
-    from baselines.layout.layout_args import resolve_layout_root
+    from baselines.core.data_roots import training_root
+    from baselines.layout.layout_args import LAYOUT_PLACE
     from baselines.layout.run_data import build_model, load_run_split
     from baselines.layout.task import train_layout
 
     recipes = args.recipes.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
-    root, _ = resolve_layout_root(args.data_root)
+    root, _, _ = training_root(LAYOUT_PLACE, args.data_root, log=lambda _: None)
     print("| collection | recipe | val tau per seed | mean ± std | train s (mean) |")
     print("|---|---|---|---|---|")
     verdicts = []

@@ -24,8 +24,7 @@ prepare_tensorflow_import(tile_thread_pools())
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
 from baselines.core.io_utils import atomic_write_text
-from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
-from baselines.tiles.tile_args import TrainArgs
+from baselines.tiles.tile_args import BUNDLED_TOY_ROOT, TrainArgs
 
 
 def main() -> int:

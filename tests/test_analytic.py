@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from baselines.tiles import analytic, data
-from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import ANALYTIC_COLUMN, FeatureStats
+from baselines.tiles.tile_args import BUNDLED_TOY_ROOT
 
 MIB16 = 16 * 2**20
 

@@ -13,7 +13,6 @@ import pytest
 import tensorflow as tf
 
 from baselines.tiles import data, model_builder
-from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.kernel_batches import (
     assemble_batch,
@@ -22,6 +21,7 @@ from baselines.tiles.kernel_batches import (
     to_tensors,
 )
 from baselines.tiles.model_base import TileModel
+from baselines.tiles.tile_args import BUNDLED_TOY_ROOT
 
 MODEL_NAMES = tuple(model_builder.model_classes())
 

@@ -13,9 +13,9 @@ import pytest
 from conftest import ROOT, numpy_feature_stats, signed_log
 
 from baselines.core import npz
+from baselines.core.data_roots import DataPlace, ranking_root, training_root
 from baselines.core.errors import PipelineError
-from baselines.tiles import data, data_roots
-from baselines.tiles.data_roots import BUNDLED_TOY_ROOT, resolve_data_root
+from baselines.tiles import data
 from baselines.tiles.features import FeatureStats, column_moments, layout_positions
 
 
@@ -79,43 +79,58 @@ def test_toy_data_keeps_first_100_files(tmp_path):
     assert len(data.load_splits(root, ("train",), progress=False)["train"]) == 103
 
 
+def _place(tmp_path, default: str):
+    toy = tmp_path / "toy"
+    toy.mkdir(exist_ok=True)
+    return DataPlace(default=default, toy=toy, holds="train/ valid/ test/", unit="kernels")
+
+
 def test_only_a_missing_default_data_root_falls_back_to_the_toy_set(tmp_path):
     lines = []
     default = tmp_path / "default_location"
-    root, toy = resolve_data_root(default, default, lines.append)
-    assert (root, toy) == (BUNDLED_TOY_ROOT, True)
+    place = _place(tmp_path, str(default))
+    assert training_root(place, str(default), lines.append) == (place.toy, True, True)
     assert len(lines) == 1 and "TOY DATA" in lines[0] and str(default) in lines[0]
     # A mistyped --data_root (not the default) is refused, never replaced by toy data.
     with pytest.raises(PipelineError, match="--data_root: .*nowhere does not exist"):
-        resolve_data_root(tmp_path / "nowhere", default, lines.append)
-    assert resolve_data_root(tmp_path, default, lines.append) == (tmp_path, False)
+        training_root(place, str(tmp_path / "nowhere"), lines.append)
+    assert training_root(place, str(tmp_path), lines.append) == (tmp_path, False, False)
     assert len(lines) == 1
+    # The toy set named by the flag is read as it is, and said to be the toy set.
+    assert training_root(place, str(place.toy), lines.append) == (place.toy, True, False)
+    assert len(lines) == 2 and "TOY DATA" in lines[1]
+
+
+def test_a_relative_default_is_the_repositorys_toy_set_from_any_folder(tmp_path, monkeypatch):
+    from baselines.layout.layout_args import LAYOUT_PLACE
+
+    monkeypatch.chdir(tmp_path)  # "data/layout_toy" is not there
+    root, toy, fell_back = training_root(LAYOUT_PLACE, LAYOUT_PLACE.default, lambda _: None)
+    assert root == ROOT / "data" / "layout_toy" and toy and not fell_back
 
 
 def test_prediction_takes_the_flag_then_the_run_root_then_the_default_then_the_toy_set(
-    tmp_path, monkeypatch
+    tmp_path,
 ):
     flag, run_root, default = (tmp_path / n for n in ("flag", "run_root", "default"))
-    monkeypatch.setattr(data_roots, "DEFAULT_DATA_ROOT", str(default))
+    place = _place(tmp_path, str(default))
     for folder in (flag, run_root, default):
         folder.mkdir()
-    assert data_roots.choose_data_root(str(flag), str(run_root)) == (flag, "--data_root")
-    assert data_roots.choose_data_root(None, str(run_root)) == (run_root, "the run file")
-    assert data_roots.choose_data_root(None, None) == (default, "the default")
+    assert ranking_root(place, str(flag), str(run_root)) == (flag, "--data_root", None)
+    assert ranking_root(place, None, str(run_root)) == (run_root, "the run file", None)
+    assert ranking_root(place, None, None) == (default, "the default", None)
     run_root.rmdir()
-    assert data_roots.choose_data_root(None, str(run_root)) == (default, "the default")
+    assert ranking_root(place, None, str(run_root)) == (default, "the default", None)
     default.rmdir()
-    root, origin = data_roots.choose_data_root(None, str(run_root))
-    assert root == BUNDLED_TOY_ROOT and origin.startswith("the bundled toy set")
-    assert "TOY DATA" in data_roots.toy_notice(root, origin)
-    # The toy set read because the run was trained on it is still announced;
-    # named by --data_root, or any other root, it is not.
-    assert "trained on it" in data_roots.toy_notice(BUNDLED_TOY_ROOT, "the run file")
-    assert data_roots.toy_notice(BUNDLED_TOY_ROOT, "--data_root") is None
-    assert data_roots.toy_notice(flag, "the run file") is None
+    root, origin, banner = ranking_root(place, None, str(run_root))
+    assert root == place.toy and origin == "no other data root exists"
+    assert "TOY DATA" in banner
+    # The toy set is announced however it was chosen.
+    assert "TOY DATA" in ranking_root(place, str(place.toy), None)[2]
+    assert "TOY DATA" in ranking_root(place, None, str(place.toy))[2]
     # A mistyped --data_root is refused even when the run's root exists.
     with pytest.raises(PipelineError, match="--data_root: .*nowhere does not exist"):
-        data_roots.choose_data_root(str(tmp_path / "nowhere"), str(flag))
+        ranking_root(place, str(tmp_path / "nowhere"), str(flag))
 
 
 # --- validation -------------------------------------------------------------------------

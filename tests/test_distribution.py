@@ -203,7 +203,7 @@ ONE_STEP = textwrap.dedent(
             [tf.config.LogicalDeviceConfiguration()] * cpus)
     from baselines.tiles import data
     from baselines.core import metrics
-    from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
+    from baselines.tiles.tile_args import BUNDLED_TOY_ROOT
     from baselines.core.distribution import distributed, make_strategy
     from baselines.tiles.features import FeatureStats
     from baselines.core.keras_fit import EpochBatches, RankingTrainer

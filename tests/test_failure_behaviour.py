@@ -4,6 +4,7 @@ unit under injected faults, full disks, stale temporaries, odd --configs values.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import errno
 import gzip
 import json
@@ -23,9 +24,8 @@ from baselines.core.run_files import model_fingerprint
 from baselines.core.saved_model import save_run
 from baselines.core.submission import HEADER, write_csv_atomic
 from baselines.tiles import data, model_builder, run_records, task
-from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.model_builder import build_model, create_variables
-from baselines.tiles.tile_args import TrainArgs
+from baselines.tiles.tile_args import BUNDLED_TOY_ROOT, TILE_PLACE, TrainArgs
 
 
 def _enospc(*_args, **_kwargs):
@@ -64,7 +64,7 @@ def test_toy_fallback_says_so_first_and_last_and_keeps_its_own_hash(tmp_path, mo
     """No --data_root and no default data: toy set, a banner at both ends, a hash of its
     own (so real data later never overwrites it), and --configs capped at the largest kernel."""
     default = tmp_path / "nothing_downloaded_yet"
-    monkeypatch.setattr(task, "DEFAULT_DATA_ROOT", str(default))
+    monkeypatch.setattr(task, "TILE_PLACE", dataclasses.replace(TILE_PLACE, default=str(default)))
     args = TrainArgs(
         model="MLP",
         epochs=1,

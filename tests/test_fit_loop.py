@@ -20,10 +20,10 @@ from baselines.core.keras_fit import (
 )
 from baselines.core.runner import set_determinism
 from baselines.tiles import data
-from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.kernel_batches import batch_source, graph_from_batch
 from baselines.tiles.model_builder import build_model, create_variables
+from baselines.tiles.tile_args import BUNDLED_TOY_ROOT
 
 
 @pytest.fixture(scope="module")

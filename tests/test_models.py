@@ -10,7 +10,6 @@ from conftest import write_random_root
 from baselines.core.errors import PipelineError
 from baselines.core.saved_model import save_model
 from baselines.tiles import data, features, model_builder
-from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.kernel_batches import (
     assemble_batch,
@@ -21,6 +20,7 @@ from baselines.tiles.kernel_batches import (
 from baselines.tiles.layers import ChebConv
 from baselines.tiles.model_builder import build_from_record, load_trained_model
 from baselines.tiles.predict import ConfigScorer
+from baselines.tiles.tile_args import BUNDLED_TOY_ROOT
 
 MODEL_NAMES = tuple(model_builder.model_classes())
 

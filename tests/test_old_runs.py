@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from baselines.tiles import data
-from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.predict import SavedRanker, ranking_rows
 from baselines.tiles.run_records import read_run_file
+from baselines.tiles.tile_args import BUNDLED_TOY_ROOT
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "old_run"
 OLD_RUNS = {

@@ -9,7 +9,6 @@ import tensorflow as tf
 from baselines.core import metrics
 from baselines.jobs.tile_spec import PAPER_MODEL_GRID
 from baselines.tiles import data, model_builder
-from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.kernel_batches import (
     BATCH_SIGNATURE,
@@ -17,6 +16,7 @@ from baselines.tiles.kernel_batches import (
     graph_from_batch,
     to_tensors,
 )
+from baselines.tiles.tile_args import BUNDLED_TOY_ROOT
 
 # Upstream's names -> what each must set in the built model (upstream's meanings).
 DEFAULTS = {"num_gnns": 3, "op_embed_dim": 64, "hidden_dim": 64, "mlp_layers": 2}

@@ -14,11 +14,11 @@ import pytest
 from conftest import run_repo_script
 
 from baselines.tiles import data
-from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.kernel_batches import assemble_batch, graph_from_batch, to_tensors
 from baselines.tiles.model_builder import load_trained_model
 from baselines.tiles.predict import ConfigScorer, SavedRanker, plan_calls
+from baselines.tiles.tile_args import BUNDLED_TOY_ROOT
 
 run_script = functools.partial(run_repo_script, timeout=600)
 

@@ -19,12 +19,11 @@ from baselines.core.errors import PipelineError
 from baselines.core.keras_fit import EpochBatches, RankingTrainer
 from baselines.core.runner import ResumableEarlyStopping, set_determinism
 from baselines.tiles import data
-from baselines.tiles.data_roots import BUNDLED_TOY_ROOT
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.kernel_batches import batch_source, graph_from_batch, to_tensors
 from baselines.tiles.model_builder import build_model, create_variables
 from baselines.tiles.task import train
-from baselines.tiles.tile_args import TrainArgs
+from baselines.tiles.tile_args import BUNDLED_TOY_ROOT, TrainArgs
 
 BASELINE_DEFAULTS = {
     "model": "EarlyJoinSAGE",

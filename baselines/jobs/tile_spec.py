@@ -16,7 +16,7 @@ from typing import Any
 
 from baselines.jobs.collections import ROOT, CollectionSpec
 from baselines.jobs.sweeps import Sweep
-from baselines.tiles.tile_args import TOP_KS, TrainArgs
+from baselines.tiles.tile_args import TILE_PLACE, TOP_KS, TrainArgs
 
 # The paper's hyperparameter grid (TpuGraphs paper, Table 5), as the
 # upstream sweep `tiles_beam_experiments.py` spells it, in upstream's loop
@@ -111,7 +111,7 @@ TILE_XLA = CollectionSpec(
     train_function="baselines.tiles.task:train",
     recipe=ROOT / "configs" / "recommended.flags",
     release_root="npz/tile/xla",
-    toy_root=ROOT / "data" / "tile_xla_toy",
+    toy_root=TILE_PLACE.toy,
     join_flag="--data_root",
     data_subdir="",
     toy_flags=("--toy_data=True",),

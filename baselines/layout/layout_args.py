@@ -22,6 +22,7 @@ from baselines.core.args_record import (
     parse_json_object,
 )
 from baselines.core.cli import did_you_mean
+from baselines.core.data_roots import DataPlace, training_root
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_writable_dir
 from baselines.core.submission import LAYOUT_SEARCHES, LAYOUT_SOURCES
@@ -30,7 +31,13 @@ from baselines.layout.cache import prepare_cache_dir
 # The bundled synthetic toy set (relative to the repository), every entry script's default.
 DEFAULT_DATA_ROOT = "data/layout_toy"
 REPO_ROOT = Path(__file__).resolve().parents[2]
-BUNDLED_TOY_ROOT = REPO_ROOT / DEFAULT_DATA_ROOT
+LAYOUT_PLACE = DataPlace(
+    default=DEFAULT_DATA_ROOT,
+    toy=REPO_ROOT / DEFAULT_DATA_ROOT,
+    holds="{xla,nlp}/{default,random}/{train,valid,test} (e.g. ~/data/tpugraphs/npz/layout)",
+    unit="programs",
+)
+BUNDLED_TOY_ROOT = LAYOUT_PLACE.toy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,32 +158,12 @@ class LayoutTrainArgs(ArgsRecord):
             raise PipelineError(f"--seed: must be >= 0, got {self.seed}")
 
 
-def resolve_layout_root(data_root: str) -> tuple[Path, bool]:
-    """(the data root, whether it is the bundled toy set); a missing root is one line."""
-    if data_root == DEFAULT_DATA_ROOT:
-        return BUNDLED_TOY_ROOT, True
-    root = Path(data_root).expanduser()
-    if not root.is_dir():
-        raise PipelineError(
-            f"--data_root: {root} does not exist; pass the folder holding "
-            "{xla,nlp}/{default,random}/{train,valid,test} (e.g. ~/data/tpugraphs/npz/layout)"
-        )
-    return root, root.resolve() == BUNDLED_TOY_ROOT.resolve()
-
-
-def toy_banner(root: Path) -> str:
-    return (
-        f"!!! TOY DATA: --data_root is the bundled synthetic layout toy set {root}; "
-        "its results say nothing about real TPU programs !!!"
-    )
-
-
 def check_run(args: LayoutTrainArgs, log=None) -> tuple[Path, bool, Path]:
     """(data root, whether it is the bundled toy set, output folder) of a run, after every
     check that needs no TensorFlow: the flags, the data root, a writable --out_dir and
     the cache folder (its stale temporaries removed, said through `log`)."""
     args.check_flags()
-    root, toy = resolve_layout_root(args.data_root)
+    root, toy, _ = training_root(LAYOUT_PLACE, args.data_root, log=lambda _: None)
     out = Path(args.out_dir).expanduser()
     check_writable_dir(out, "--out_dir")
     prepare_cache_dir(args.cache_dir, log)

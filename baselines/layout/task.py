@@ -12,27 +12,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from baselines.core.data_roots import DataPlace
+from baselines.core.data_roots import toy_banner, training_root
 from baselines.core.errors import PipelineError
 from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
 from baselines.core.task import Loaded, Task
 from baselines.layout.graph import LayoutGraph
 from baselines.layout.layout_args import (
-    BUNDLED_TOY_ROOT,
-    DEFAULT_DATA_ROOT,
+    LAYOUT_PLACE,
     LayoutTrainArgs,
     check_run,
-    resolve_layout_root,
-    toy_banner,
 )
 from baselines.layout.run_data import load_run_split, max_configs_note
-
-LAYOUT_PLACE = DataPlace(
-    default=DEFAULT_DATA_ROOT,
-    toy=BUNDLED_TOY_ROOT,
-    holds="{xla,nlp}/{default,random}/{train,valid,test} (e.g. ~/data/tpugraphs/npz/layout)",
-    unit="programs",
-)
 
 
 class LayoutRanking(RankingHooks):
@@ -154,16 +144,16 @@ class LayoutTask(Task):
         build_model(args.model, args.model_kwargs())
 
     def load(self, args: LayoutTrainArgs, progress: bool, log) -> Loaded:
-        root, toy = resolve_layout_root(args.data_root)
-        if toy:
-            log(toy_banner(root))
+        root, toy, _ = training_root(LAYOUT_PLACE, args.data_root, log)
         folder = args.collection_dir(root)
         log(f"layout:{args.source}:{args.search} from {folder}; run {args.run_hash()}")
         train_graphs, valid_graphs = load_train_graphs(args, folder, log)
         facts = dict(toy_data=toy, data_root=str(root), source=args.source, search=args.search)
         loaded = prepared(train_graphs, valid_graphs)
         loaded.facts.update(facts)
-        loaded.notice = toy_banner(root) if toy else None
+        loaded.notice = (
+            toy_banner(LAYOUT_PLACE, "--data_root is the bundled toy set") if toy else None
+        )
         return loaded
 
     def most_configs(self, loaded: Loaded) -> int:

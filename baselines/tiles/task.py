@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from baselines.core.data_roots import DataPlace
+from baselines.core.data_roots import toy_banner, training_root
 from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
 from baselines.core.submission import TILE_PREFIX
 from baselines.core.task import Loaded, Task
 from baselines.tiles.data import TileSplit
-from baselines.tiles.tile_args import DEFAULT_DATA_ROOT, TOP_KS, TrainArgs
+from baselines.tiles.tile_args import TILE_PLACE, TOP_KS, TrainArgs
 
 
 def program_balanced_weights(split: TileSplit) -> np.ndarray:
@@ -52,14 +52,6 @@ def sampling_weights(args: TrainArgs, split: TileSplit) -> np.ndarray | None:
     if args.sampling == "sqrt_configs":
         return config_count_weights(split)
     return None
-
-
-TILE_PLACE = DataPlace(
-    default=DEFAULT_DATA_ROOT,
-    toy=Path(__file__).resolve().parents[2] / "data" / "tile_xla_toy",
-    holds="train/ valid/ test/ (e.g. ~/data/tpugraphs/npz/tile/xla)",
-    unit="kernels",
-)
 
 
 def read_split(folder: Path, cache_dir: str | None, stats_dict: dict | None, estimates: bool):
@@ -188,11 +180,10 @@ class TileTask(Task):
     def load(self, args: TrainArgs, progress: bool, log) -> Loaded:
         """The three splits, normalized with the train split's feature statistics."""
         from baselines.tiles.data import OPCODE_VOCAB_SIZE, data_identity, load_splits
-        from baselines.tiles.data_roots import resolve_data_root, toy_data_banner
         from baselines.tiles.features import FeatureStats, uses_estimates
 
         splits = ("train", "valid", "test")
-        root, toy_fallback = resolve_data_root(args.data_root, DEFAULT_DATA_ROOT, log)
+        root, toy, toy_fallback = training_root(TILE_PLACE, args.data_root, log)
         raw = load_splits(
             root,
             splits,
@@ -216,7 +207,7 @@ class TileTask(Task):
             },
             identity=source["identity"],
             toy_fallback=toy_fallback,
-            notice=toy_data_banner(f"{args.data_root} does not exist") if toy_fallback else None,
+            notice=toy_banner(TILE_PLACE, f"the data root is {root}") if toy else None,
         )
 
     def most_configs(self, loaded: Loaded) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from baselines.core.args_record import ArgsRecord, check_training_flags, flag, parse_json_object
+from baselines.core.data_roots import DataPlace
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_writable_dir
 
@@ -20,6 +21,13 @@ LR_SCHEDULES = ("constant", "cosine")
 SAMPLINGS = ("uniform", "balanced", "sqrt_configs")
 # Where echo_download_commands.py puts tile:xla; every entry script's default.
 DEFAULT_DATA_ROOT = "~/data/tpugraphs/npz/tile/xla"
+TILE_PLACE = DataPlace(
+    default=DEFAULT_DATA_ROOT,
+    toy=Path(__file__).resolve().parents[2] / "data" / "tile_xla_toy",
+    holds="train/ valid/ test/ (e.g. ~/data/tpugraphs/npz/tile/xla)",
+    unit="kernels",
+)
+BUNDLED_TOY_ROOT = TILE_PLACE.toy
 
 
 @dataclasses.dataclass(frozen=True)
