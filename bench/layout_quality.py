@@ -21,7 +21,7 @@ files' are, instead of free permutations: another world, with sets of its own.
 
 For every collection, recipe (`configs/layout/<name>.flags`, or a path) and
 seed, the recipe trains as `layout_train.py --flagfile=<recipe>` would (its
-parser, `split_kwargs()`, `train_kwargs()`, model and kwargs; `--epochs`
+parser and `split_kwargs()`, through the conductor's `train_run`; `--epochs`
 overrides every recipe's) on the train split, with the valid split for early
 stopping, every split read through the layout cache in `<out>/cache`. Nothing
 is chosen on test: the test graphs are only scored, after training. A run's
@@ -387,28 +387,27 @@ class LayoutQuality:
 def train_and_score(run, folder: Path) -> dict[str, Any]:
     """Trains one run as layout_train.py does (in this process, nothing saved) and scores
     every configuration of its collection's valid and test graphs with the trained model."""
+    import dataclasses
+    import tempfile
+
     import tensorflow as tf
 
+    from baselines.core.conductor import train_run
     from baselines.layout.batching import prepare_graphs
-    from baselines.layout.run_data import build_model, load_run_split
+    from baselines.layout.run_data import load_run_split, read_layout_run, restore_layout_model
     from baselines.layout.scoring import GraphScorer
-    from baselines.layout.task import load_train_graphs, train_layout
+    from baselines.layout.task import LayoutTask, load_train_graphs
 
     tf.get_logger().setLevel("ERROR")  # one traced scorer per model: retracing notes are noise
     quiet = lambda line: None  # noqa: E731
     train, valid = load_train_graphs(run, folder, quiet)
-    model = build_model(run.model, run.model_kwargs())
     started = time.perf_counter()
     # No final validation: every configuration of valid is scored below.
-    trained = train_layout(
-        train,
-        valid,
-        model,
-        **run.train_kwargs(),
-        progress=False,
-        log=quiet,
-        final_validation=False,
-    )
+    with tempfile.TemporaryDirectory() as out:
+        task = LayoutTask(graphs=(train, valid), validate_all=False)
+        trained = train_run(task, dataclasses.replace(run, out_dir=out), progress=False, log=quiet)
+        model_dir = Path(out) / f"model_{trained['run_hash']}"
+        model = restore_layout_model(model_dir, read_layout_run(model_dir))
     record: dict[str, Any] = {
         "wall_s": time.perf_counter() - started,
         "best_epoch": trained["best_epoch"],

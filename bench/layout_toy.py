@@ -7,10 +7,9 @@ A recipe is a flagfile of layout_train.py. For every collection and seed the
 bench parses `--flagfile=configs/layout/<recipe>.flags --source=.. --search=..
 --seed=..` (and `--epochs=N` when `--epochs` is given) with layout_train.py's
 own parser into `LayoutTrainArgs`, loads the train and valid graphs with its
-`split_kwargs()` (pruning, duplicates, max_configs) and trains with its
-`train_kwargs()` (configs, batch, lr, clip, epochs, early stop, losses,
-keep_nodes) and its model and kwargs: what layout_train.py trains with that
-file. The score is the mean Kendall's tau over the collection's valid graphs
+`split_kwargs()` (pruning, duplicates, max_configs) and trains them through
+the conductor's `train_run` with those args: what layout_train.py trains with
+that file. The score is the mean Kendall's tau over the collection's valid graphs
 (held-out program families), ranking all their configurations; test graphs are
 never read. The recipe's own --source/--search/--seed/--data_root are
 overridden.
@@ -28,8 +27,10 @@ compare recipes on this toy world only.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -65,10 +66,11 @@ def main() -> int:
     import numpy as np
 
     import layout_train
+    from baselines.core.conductor import train_run
     from baselines.core.data_roots import training_root
     from baselines.layout.layout_args import LAYOUT_PLACE
-    from baselines.layout.run_data import build_model, load_run_split
-    from baselines.layout.task import train_layout
+    from baselines.layout.run_data import load_run_split
+    from baselines.layout.task import LayoutTask
 
     recipes = args.recipes.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -97,9 +99,14 @@ def main() -> int:
                 split = dict(**run.split_kwargs(), log=None)
                 train = load_run_split(folder / "train", training=True, **split)
                 valid = load_run_split(folder / "valid", training=True, **split)
-                model = build_model(run.model, run.model_kwargs())
                 started = time.perf_counter()
-                record = train_layout(train, valid, model, **run.train_kwargs(), progress=False)
+                with tempfile.TemporaryDirectory() as out:  # the run's files, not kept
+                    record = train_run(
+                        LayoutTask(graphs=(train, valid)),
+                        dataclasses.replace(run, out_dir=out),
+                        progress=False,
+                        log=lambda _: None,
+                    )
                 walls.append(time.perf_counter() - started)
                 taus[recipe].append(record["val"]["kendall_tau"])
             cells = ", ".join(f"{t:.3f}" for t in taus[recipe])

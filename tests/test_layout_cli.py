@@ -131,7 +131,7 @@ def test_each_row_lists_the_config_its_graph_scored_fastest_first(trained, tmp_p
 
 
 def test_rebuilt_model_scores_like_the_trained_one(trained):
-    """Per-graph validation tau of the rebuilt model equals the one train_layout measured."""
+    """Per-graph validation tau of the rebuilt model equals the one the run measured."""
     _, done = trained
     model_dir, _ = saved_paths(done.stdout)
     from baselines.layout.batching import prepare_graphs
@@ -181,12 +181,26 @@ def test_same_seed_same_run_and_hash_follows_result_flags(trained, tmp_path):
         {"toy_data": True},
     ):
         assert LayoutTrainArgs(**change).run_hash() != base.run_hash(), change
-    # A flag added after runs were saved is hashed only when set: an unset one keeps
-    # the names (and the benchmarks' cached runs) of the runs saved before it.
-    fields = {k: v for k, v in base.to_dict().items() if k not in ("out_dir", "cache_dir")}
-    del fields["average_from"], fields["toy_data"]
-    before = hashlib.md5(json.dumps(fields, sort_keys=True).encode()).hexdigest()
-    assert base.run_hash() == before
+    # Flags added after runs were saved are hashed only off their defaults: the runs
+    # saved before them keep their names. Those runs hashed exactly these fields.
+    hashed_before = (
+        "source", "search", "epochs", "early_stop", "configs", "max_configs", "batch", "lr",
+        "clip_norm", "keep_nodes", "model", "model_kwargs_json", "losses", "seed", "data_root",
+        "prune_hops", "drop_duplicates",
+    )  # fmt: skip
+    for args in (base, LayoutTrainArgs(seed=3, model="LayoutSAGE", prune_hops=None)):
+        fields = {k: getattr(args, k) for k in hashed_before}
+        before = hashlib.md5(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+        assert args.run_hash() == before
+    for change in (
+        {"optimizer": "adamw"},
+        {"weight_decay": 0.1, "optimizer": "adamw"},
+        {"lr_schedule": "cosine"},
+        {"warmup_epochs": 2, "lr_schedule": "cosine"},
+        {"max_train_steps": 10},
+        {"eval_every": 2},
+    ):
+        assert LayoutTrainArgs(**change).run_hash() != base.run_hash(), change
     assert LayoutTrainArgs(prune_hops="-1").prune_hops is None
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from pathlib import Path
 
@@ -35,31 +34,12 @@ def test_baseline_recipe_is_upstreams_defaults_on_whole_graphs():
     assert args.prune_hops is None and args.drop_duplicates is False
 
 
-def test_train_kwargs_name_every_training_parameter_but_where_and_how_it_runs():
-    """bench/layout_toy.py passes train_kwargs() to train_layout, which makes its
-    LayoutTrainArgs from them: a training flag missing there would silently keep
-    its default. Every field not listed below (what the data, the model and the
-    files are, all read before training) must come through."""
+def test_split_kwargs_name_every_parameter_of_reading_a_run_split():
+    """A run reads its splits with split_kwargs(): a reading parameter missing there would
+    silently keep its default."""
     from baselines.layout.run_data import load_run_split
 
-    not_training = {
-        "source", "search", "model", "model_kwargs_json", "data_root", "toy_data",
-        "out_dir", "cache_dir", "max_configs", "prune_hops", "drop_duplicates",
-    }  # fmt: skip
-    defaults = LayoutTrainArgs()
-    changed = {}
-    for field in dataclasses.fields(LayoutTrainArgs):
-        value = getattr(defaults, field.name)
-        if field.name in not_training:
-            continue
-        if isinstance(value, bool):
-            changed[field.name] = not value
-        elif isinstance(value, (int, float)) or value is None:
-            changed[field.name] = (value or 0) + 3
-        else:
-            changed[field.name] = value + ",MSE:1"
-    args = LayoutTrainArgs(**changed)
-    assert LayoutTrainArgs(**args.train_kwargs()) == args
+    args = LayoutTrainArgs()
     split = set(inspect.signature(load_run_split).parameters) - {"folder", "training", "log"}
     assert set(args.split_kwargs()) == split
 

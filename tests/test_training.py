@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import subprocess
@@ -62,6 +63,27 @@ def test_run_hash_is_deterministic_and_covers_every_arg():
     assert len(a.run_hash()) == 32
     assert a.run_hash() != TrainArgs(model="MLP", toy_data=True, seed=1).run_hash()
     assert a.run_hash() != TrainArgs(model="MLP", toy_data=True, lr=2e-3).run_hash()
+
+
+def test_tile_runs_keep_their_names_under_the_shared_training_flags():
+    """Tile runs hash every flag (out_dir and cache_dir too), average_from only when set;
+    the flags shared with layout kept their names and defaults."""
+    hashed = (
+        "model", "epochs", "max_train_steps", "early_stop", "configs", "batch", "losses", "lr",
+        "clip_norm", "model_kwargs_json", "test_mode", "out_dir", "results_csv",
+        "validate_batches", "run_id", "data_root", "cache_dir", "toy_data", "seed", "optimizer",
+        "weight_decay", "lr_schedule", "warmup_epochs", "sampling", "eval_every",
+    )  # fmt: skip
+    for args in (TrainArgs(), TrainArgs(model="MLP", optimizer="adamw", eval_every=2)):
+        fields = {k: getattr(args, k) for k in hashed}
+        assert (
+            args.run_hash() == hashlib.md5(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+        )
+    averaged = TrainArgs(average_from=3)
+    fields = {**{k: getattr(averaged, k) for k in hashed}, "average_from": 3}
+    assert (
+        averaged.run_hash() == hashlib.md5(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+    )
 
 
 @pytest.mark.slow

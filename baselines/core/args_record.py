@@ -20,17 +20,17 @@ class ArgsRecord:
 
     # Fields left out of the run hash (they say where things go, not what is trained).
     NOT_HASHED: ClassVar[frozenset[str]] = frozenset()
-    # Fields added after runs were saved: hashed only when set (not None or False),
-    # so that a run without them keeps the name (and cached results) it had before.
-    HASHED_WHEN_SET: ClassVar[frozenset[str]] = frozenset()
+    # Fields a collection gained after its runs were saved: hashed only when they differ
+    # from their default, so that a run without them keeps the name it had before.
+    ADDED_LATER: ClassVar[frozenset[str]] = frozenset()
 
     def run_hash(self) -> str:
         """md5 of the sorted JSON of the hashed fields: the `<hash>` of the run's files."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
         hashed = {
             k: v
             for k, v in self.to_dict().items()
-            if k not in self.NOT_HASHED
-            and not (k in self.HASHED_WHEN_SET and (v is None or v is False))
+            if k not in self.NOT_HASHED and not (k in self.ADDED_LATER and v == defaults[k])
         }
         return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
 
@@ -85,6 +85,60 @@ def flag(default: Any, help: str) -> Any:
     return dataclasses.field(default=default, metadata={"help": help})
 
 
+OPTIMIZERS = ("adam", "adamw")
+LR_SCHEDULES = ("constant", "cosine")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingArgs(ArgsRecord):
+    """The flags every collection's training takes, with one meaning: the optimizer, its
+    schedule, how often validation runs and the weight average. A collection's args
+    subclass this and add (or give other defaults to) the rest."""
+
+    lr: float = flag(1e-3, "learning rate (peak rate with --lr_schedule=cosine)")
+    optimizer: str = flag("adam", "adam or adamw (decoupled weight decay)")
+    weight_decay: float = flag(0.0, "AdamW weight decay (needs --optimizer=adamw)")
+    lr_schedule: str = flag("constant", "constant, or cosine (Keras CosineDecay over all steps)")
+    warmup_epochs: int = flag(0, "epochs of linear warm-up before the cosine decay")
+    max_train_steps: int = flag(
+        0,
+        "cap on training steps: a run trains min(--epochs, ceil(this / steps per epoch)) "
+        "epochs, its learning-rate schedule fitted to them (0 = no cap)",
+    )
+    eval_every: int = flag(
+        1,
+        "validate (OPA, model selection, early stop) every N epochs and after the last; "
+        "--early_stop still counts epochs",
+    )
+    average_from: int | None = flag(
+        None,
+        "end on the mean of the weights after this epoch (counted from 1) and every later "
+        "one, instead of the best epoch's (None = the best epoch's)",
+    )
+
+    def validation_epochs(self, epochs: int | None = None) -> list[int]:
+        """1-based epochs after which validation runs: every `eval_every`-th and the last."""
+        epochs = self.epochs if epochs is None else epochs
+        return sorted({*range(self.eval_every, epochs + 1, self.eval_every), epochs})
+
+    def optimizer_and_schedule_problem(self) -> str | None:
+        """What is wrong with the optimizer and schedule flags, or None."""
+        if self.eval_every < 1:
+            return f"--eval_every: must be at least 1, got {self.eval_every}"
+        for name, allowed in (("optimizer", OPTIMIZERS), ("lr_schedule", LR_SCHEDULES)):
+            if getattr(self, name) not in allowed:
+                return f"--{name}: '{getattr(self, name)}' is not one of {', '.join(allowed)}"
+        if self.weight_decay < 0 or (self.weight_decay > 0 and self.optimizer != "adamw"):
+            return f"--weight_decay: {self.weight_decay} needs --optimizer=adamw and a value >= 0"
+        if self.warmup_epochs < 0 or (self.warmup_epochs and self.lr_schedule != "cosine"):
+            return (
+                f"--warmup_epochs: {self.warmup_epochs} needs --lr_schedule=cosine and a value >= 0"
+            )
+        if self.max_train_steps < 0:
+            return f"--max_train_steps: must be 0 (no cap) or positive, got {self.max_train_steps}"
+        return None
+
+
 def check_training_flags(args: Any) -> None:
     """The checks every collection's training flags share, one line per problem.
 
@@ -109,6 +163,9 @@ def check_training_flags(args: Any) -> None:
             f"--lr and --clip_norm must be positive, got {args.lr} and {args.clip_norm}"
         )
     check_average_from(args.average_from, args.epochs)
+    problem = args.optimizer_and_schedule_problem()
+    if problem:
+        raise PipelineError(problem)
 
 
 def check_average_from(average_from: int | None, epochs: int) -> None:

@@ -40,27 +40,6 @@ from baselines.core.tensorboard import HParams
 DATA_MARKER = "data_identity.json"
 
 
-def effective_epochs(
-    epochs: int, max_train_steps: int, steps_per_epoch: int, log: Callable[[str], None]
-) -> int:
-    """`epochs`, or fewer where `max_train_steps` caps the run (said in a line).
-
-    A recipe's schedule is tuned as a number of optimizer steps; on a larger
-    train split the same epochs take proportionally more steps. The cap keeps
-    whole epochs: the smallest count that reaches `max_train_steps`.
-    """
-    if not max_train_steps:
-        return epochs
-    capped = -(-max_train_steps // steps_per_epoch)
-    if capped >= epochs:
-        return epochs
-    log(
-        f"note: --max_train_steps={max_train_steps} caps this run at {capped} epochs of "
-        f"{steps_per_epoch} steps (--epochs={epochs}); the schedule spans the {capped}"
-    )
-    return capped
-
-
 def _claimed_identities(out_dir: Path, run_hash: str) -> list[str | None]:
     """Data identities of what already uses `run_hash` in `out_dir` (None: unknown)."""
     claims: list[str | None] = []

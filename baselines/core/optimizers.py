@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import tensorflow as tf
 
 from baselines.core.fused_adam import FusedAdam, FusedAdamW
@@ -37,3 +39,24 @@ def make_optimizer(rate, clip_norm: float | None, weight_decay: float | None = N
     if weight_decay is not None:
         return FusedAdamW(learning_rate=rate, weight_decay=weight_decay, clipnorm=clip_norm)
     return FusedAdam(learning_rate=rate, clipnorm=clip_norm)
+
+
+def effective_epochs(
+    epochs: int, max_train_steps: int, steps_per_epoch: int, log: Callable[[str], None]
+) -> int:
+    """`epochs`, or fewer where `max_train_steps` caps the run (said in a line).
+
+    A recipe's schedule is tuned as a number of optimizer steps; on a larger
+    train split the same epochs take proportionally more steps. The cap keeps
+    whole epochs: the smallest count that reaches `max_train_steps`.
+    """
+    if not max_train_steps:
+        return epochs
+    capped = -(-max_train_steps // steps_per_epoch)
+    if capped >= epochs:
+        return epochs
+    log(
+        f"note: --max_train_steps={max_train_steps} caps this run at {capped} epochs of "
+        f"{steps_per_epoch} steps (--epochs={epochs}); the schedule spans the {capped}"
+    )
+    return capped

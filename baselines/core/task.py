@@ -86,14 +86,21 @@ class Task(abc.ABC):
     def schedule(
         self, args: Any, steps_per_epoch: int, log: Callable[[str], None]
     ) -> tuple[int, int | list[int]]:
-        """(epochs to train, Keras `validation_freq`)."""
-        return args.epochs, 1
+        """(epochs to train, Keras `validation_freq`): `--epochs` as `--max_train_steps`
+        caps them, validation every `--eval_every` epochs and after the last."""
+        from baselines.core.optimizers import effective_epochs
+
+        epochs = effective_epochs(args.epochs, args.max_train_steps, steps_per_epoch, log)
+        return epochs, args.validation_epochs(epochs)
 
     def optimizer(self, args: Any, epochs: int, steps_per_epoch: int):
-        """Adam at `--lr`, clipped to `--clip_norm`."""
-        from baselines.core.optimizers import make_optimizer
+        """Adam or AdamW (`--optimizer`), at a constant rate or along `--lr_schedule`,
+        clipped to `--clip_norm`."""
+        from baselines.core.optimizers import learning_rate, make_optimizer
 
-        return make_optimizer(args.lr, args.clip_norm)
+        rate = learning_rate(args.lr, args.lr_schedule, epochs, steps_per_epoch, args.warmup_epochs)
+        decay = args.weight_decay if args.optimizer == "adamw" else None
+        return make_optimizer(rate, args.clip_norm, decay)
 
     def callbacks(
         self, val_batches: EpochBatches

@@ -3,9 +3,9 @@
 `LayoutTrainArgs`: flags and defaults are upstream `layout_train.py`'s
 (`--source` ... `--losses`); `--seed`, `--data_root`, `--out_dir`,
 `--cache_dir`, `--prune_hops`, `--drop_duplicates` and `--average_from` are
-this project's. `split_kwargs()` and `train_kwargs()` are what a run passes to
-`load_run_split` and what bench/layout_toy.py passes to `train_layout`, so a
-recipe file trains the same run in both.
+this project's; the optimizer and schedule flags are every collection's
+(`core.args_record.TrainingArgs`). `split_kwargs()` is what a run passes to
+`load_run_split`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from baselines.core.args_record import (
     TOY_MAX_FILES,
-    ArgsRecord,
+    TrainingArgs,
     check_training_flags,
     flag,
     parse_json_object,
@@ -41,11 +41,15 @@ BUNDLED_TOY_ROOT = LAYOUT_PLACE.toy
 
 
 @dataclasses.dataclass(frozen=True)
-class LayoutTrainArgs(ArgsRecord):
+class LayoutTrainArgs(TrainingArgs):
     """Every layout_train.py flag."""
 
     NOT_HASHED = frozenset({"out_dir", "cache_dir"})
-    HASHED_WHEN_SET = frozenset({"average_from", "toy_data"})
+    # Hashed only off their defaults: runs saved before these flags keep their names.
+    ADDED_LATER = frozenset(
+        {"average_from", "toy_data", "optimizer", "weight_decay", "lr_schedule"}
+        | {"warmup_epochs", "max_train_steps", "eval_every"}
+    )
 
     source: str = flag("xla", f"layout source: {', '.join(LAYOUT_SOURCES)}")
     search: str = flag("random", f"layout search: {', '.join(LAYOUT_SEARCHES)}")
@@ -56,7 +60,6 @@ class LayoutTrainArgs(ArgsRecord):
         None, "keep at most this many configurations per train/valid graph (None = all)"
     )
     batch: int = flag(8, "graphs per training batch")
-    lr: float = flag(1e-3, "learning rate (Adam)")
     clip_norm: float = flag(1e-2, "gradient clip norm")
     keep_nodes: int = flag(
         5000,
@@ -88,11 +91,6 @@ class LayoutTrainArgs(ArgsRecord):
         1, "keep configurable nodes and their k-hop neighbourhood (None or -1 = no pruning)"
     )
     drop_duplicates: bool = flag(True, "drop repeated configurations of train/valid graphs")
-    average_from: int | None = flag(
-        None,
-        "end on the mean of the weights after this epoch (counted from 1) and every later "
-        "one, instead of the best epoch's (None = the best epoch's)",
-    )
 
     def __post_init__(self) -> None:
         self.parse_optional_ints("max_configs", "prune_hops", "average_from")
@@ -110,21 +108,6 @@ class LayoutTrainArgs(ArgsRecord):
             max_configs=self.max_configs,
             seed=self.seed,
             cache_dir=self.cache_dir,
-        )
-
-    def train_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of `train_layout` (all but the graphs, model, progress)."""
-        return dict(
-            epochs=self.epochs,
-            configs=self.configs,
-            batch=self.batch,
-            lr=self.lr,
-            clip_norm=self.clip_norm,
-            seed=self.seed,
-            losses=self.losses,
-            early_stop=self.early_stop,
-            keep_nodes=self.keep_nodes,
-            average_from=self.average_from,
         )
 
     def model_kwargs(self) -> dict[str, Any]:

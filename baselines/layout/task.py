@@ -1,7 +1,7 @@
 """The layout task: the conductor's hooks (`LayoutTask`) and `train`, one run through them.
 
-Its flags are `layout_args.LayoutTrainArgs`. `train_layout` fits a model on
-graphs already read. Nothing here imports TensorFlow at import time: the hooks
+Its flags are `layout_args.LayoutTrainArgs`; `LayoutRanking` is what the ranking
+driver is handed. Nothing here imports TensorFlow at import time: the hooks
 import the modules they use.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from baselines.core.data_roots import toy_banner, training_root
 from baselines.core.errors import PipelineError
@@ -129,6 +128,13 @@ class LayoutTask(Task):
     """
 
     collection, unit = "layout", "graph"
+
+    def __init__(self, graphs=None, validate_all: bool = True):
+        """`graphs`: (train, valid) graphs already read (e.g. a benchmark's), used instead of
+        reading `--data_root`; `validate_all=False` leaves out the final validation over
+        every configuration (no "val" in the record)."""
+        self.graphs, self.validate_all = graphs, validate_all
+
     hparams_metrics = (
         ("epoch_kendall_tau", "validation", "val Kendall tau (sampled configs)"),
         ("epoch_opa", "validation", "val OPA"),
@@ -144,6 +150,10 @@ class LayoutTask(Task):
         build_model(args.model, args.model_kwargs())
 
     def load(self, args: LayoutTrainArgs, progress: bool, log) -> Loaded:
+        if self.graphs is not None:
+            loaded = prepared(*self.graphs)
+            loaded.facts.update(source=args.source, search=args.search, data_root=None)
+            return loaded
         root, toy, _ = training_root(LAYOUT_PLACE, args.data_root, log)
         folder = args.collection_dir(root)
         log(f"layout:{args.source}:{args.search} from {folder}; run {args.run_hash()}")
@@ -202,6 +212,8 @@ class LayoutTask(Task):
         """Kendall's tau, OPA and slowdown over every configuration of every valid graph."""
         from baselines.layout.scoring import evaluate_graphs
 
+        if not self.validate_all:
+            return {}, None
         clock = time.perf_counter()
         val = evaluate_graphs(model, loaded.valid)
         seconds = time.perf_counter() - clock
@@ -264,65 +276,3 @@ def train(args: LayoutTrainArgs, *, strategy=None, progress: bool = False, log=p
     from baselines.core.conductor import train_run
 
     return train_run(LayoutTask(), args, strategy=strategy, progress=progress, log=log)
-
-
-def train_layout(
-    train_graphs: Sequence[LayoutGraph],
-    valid_graphs: Sequence[LayoutGraph],
-    model,
-    *,
-    progress: bool = True,
-    strategy=None,
-    backup_dir: Path | None = None,
-    tb_dir: Path | None = None,
-    log=print,
-    final_validation: bool = True,
-    hparams=None,
-    **recipe,
-) -> dict[str, Any]:
-    """Trains `model` in place on given graphs; its record (curve, best epoch, validation).
-
-        record = train_layout(train, valid, ResModel(16), epochs=10, configs=16, batch=4,
-                              lr=1e-3, clip_norm=1e-2, seed=0, keep_nodes=None)
-        record["val"]["kendall_tau"]        # mean over validation graphs
-
-    `recipe`: LayoutTrainArgs fields (`keep_nodes=None` trains through every
-    node). Pass an unbuilt model: its variables are made after the seed is set.
-    `final_validation=False` leaves out ranking every configuration (no "val").
-    """
-    import tensorflow as tf
-
-    from baselines.core import distribution
-    from baselines.core.conductor import fit_model
-    from baselines.core.runner import RunFiles, set_determinism
-    from baselines.layout.scoring import evaluate_graphs
-
-    args = LayoutTrainArgs(**recipe)
-    strategy = strategy or tf.distribute.get_strategy()
-    set_determinism(args.seed)
-    loaded = prepared(train_graphs, valid_graphs)
-    fitted = fit_model(
-        LayoutTask(),
-        args,
-        loaded,
-        model=model,
-        strategy=strategy,
-        files=RunFiles(backup_dir, tb_dir, hparams),
-        progress=f"train {type(model).__name__}" if progress else None,
-        log=log,
-    )
-    trained = ("batch", "lr", "clip_norm", "seed", "losses", "keep_nodes", "average_from")
-    record = {
-        "model": type(model).__name__,
-        "model_kwargs": model.get_config(),
-        **{k: getattr(args, k) for k in trained},
-        **loaded.facts,
-        **fitted.record_fields(strategy.num_replicas_in_sync),
-    }
-    if not distribution.is_chief(strategy):  # the chief validates
-        return {**record, "chief": False}
-    if final_validation:
-        clock = time.perf_counter()
-        record["val"] = evaluate_graphs(model, loaded.valid)
-        record["timings"]["val_eval_s"] = time.perf_counter() - clock
-    return record

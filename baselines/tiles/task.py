@@ -6,7 +6,6 @@ time: the hooks import the modules they use.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -236,21 +235,6 @@ class TileTask(Task):
             num_replicas=replicas,
         )
         return train, valid
-
-    def schedule(self, args: TrainArgs, steps_per_epoch: int, log) -> tuple[int, list[int]]:
-        """`--epochs` as `--max_train_steps` caps them; validation every `--eval_every`."""
-        from baselines.core.conductor import effective_epochs
-
-        epochs = effective_epochs(args.epochs, args.max_train_steps, steps_per_epoch, log)
-        return epochs, dataclasses.replace(args, epochs=epochs).validation_epochs()
-
-    def optimizer(self, args: TrainArgs, epochs: int, steps_per_epoch: int):
-        """Adam or AdamW, at a constant rate or along `--lr_schedule`."""
-        from baselines.core.optimizers import learning_rate, make_optimizer
-
-        rate = learning_rate(args.lr, args.lr_schedule, epochs, steps_per_epoch, args.warmup_epochs)
-        decay = args.weight_decay if args.optimizer == "adamw" else None
-        return make_optimizer(rate, args.clip_norm, decay)
 
     def build_model(self, args: TrainArgs, configs: int):
         from baselines.tiles.model_builder import build_model, create_variables

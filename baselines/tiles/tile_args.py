@@ -10,14 +10,17 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from baselines.core.args_record import ArgsRecord, check_training_flags, flag, parse_json_object
+from baselines.core.args_record import (
+    TrainingArgs,
+    check_training_flags,
+    flag,
+    parse_json_object,
+)
 from baselines.core.data_roots import DataPlace
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_writable_dir
 
 TEST_MODES = ("predictions", "metrics")
-OPTIMIZERS = ("adam", "adamw")
-LR_SCHEDULES = ("constant", "cosine")
 SAMPLINGS = ("uniform", "balanced", "sqrt_configs")
 # Where echo_download_commands.py puts tile:xla; every entry script's default.
 DEFAULT_DATA_ROOT = "~/data/tpugraphs/npz/tile/xla"
@@ -31,18 +34,13 @@ BUNDLED_TOY_ROOT = TILE_PLACE.toy
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainArgs(ArgsRecord):
+class TrainArgs(TrainingArgs):
     """Every tiles_train.py flag; `docs/usage.md`'s flag table is generated from these helps."""
 
-    HASHED_WHEN_SET = frozenset({"average_from"})
+    ADDED_LATER = frozenset({"average_from"})
 
     model: str = flag("EarlyJoinSAGE", "model class: a class of baselines/tiles/models.py")
     epochs: int = flag(100, "maximum training epochs")
-    max_train_steps: int = flag(
-        0,
-        "cap on training steps: a run trains min(--epochs, ceil(this / steps per epoch)) "
-        "epochs, its learning-rate schedule fitted to them (0 = no cap)",
-    )
     early_stop: int = flag(20, "stop after this many epochs without a validation OPA gain")
     configs: int = flag(
         10,
@@ -54,7 +52,6 @@ class TrainArgs(ArgsRecord):
         "ListMLELoss:1,MSE:0.02",
         "weighted losses, Name:weight,... (ListMLELoss, PListMLELoss, PairwiseHingeLoss, MSE)",
     )
-    lr: float = flag(1e-3, "learning rate (peak rate with --lr_schedule=cosine)")
     clip_norm: float = flag(1e-3, "gradient clip norm (per variable, as Keras clipnorm)")
     model_kwargs_json: str = flag("{}", "JSON object of model constructor kwargs")
     test_mode: str = flag(
@@ -78,25 +75,14 @@ class TrainArgs(ArgsRecord):
     )
     toy_data: bool = flag(False, "use the first 100 files of each split")
     seed: int = flag(0, "random seed: same seed and data give the same run")
-    # Beyond the baseline (its behaviour at these defaults):
-    optimizer: str = flag("adam", "adam (the baseline) or adamw (decoupled weight decay)")
-    weight_decay: float = flag(0.0, "AdamW weight decay (needs --optimizer=adamw)")
-    lr_schedule: str = flag(
-        "constant", "constant (the baseline) or cosine (Keras CosineDecay over all steps)"
-    )
-    warmup_epochs: int = flag(0, "epochs of linear warm-up before the cosine decay")
+    # Beyond the baseline (its behaviour at this default):
     sampling: str = flag(
         "uniform",
         "uniform: every train kernel once per epoch; balanced: kernels drawn so that every "
         "program is seen equally often; sqrt_configs: kernels drawn in proportion to the "
         "square root of their config count",
     )
-    average_from: int | None = flag(
-        None,
-        "end on the mean of the weights after this epoch (counted from 1) and every later "
-        "one, instead of the best epoch's (None = the best epoch's)",
-    )
-    # Upstream's flag and default.
+    # Upstream's default.
     eval_every: int = flag(
         5,
         "validate (OPA, model selection, early stop) every N epochs and after the last; "
@@ -108,10 +94,6 @@ class TrainArgs(ArgsRecord):
 
     def model_kwargs(self) -> dict[str, Any]:
         return parse_json_object("model_kwargs_json", self.model_kwargs_json, '{"hidden_dim": 128}')
-
-    def validation_epochs(self) -> list[int]:
-        """1-based epochs after which validation runs: every `eval_every`-th and the last."""
-        return sorted({*range(self.eval_every, self.epochs + 1, self.eval_every), self.epochs})
 
     def validate(self) -> None:
         """Checks everything that can be checked before loading data.
@@ -130,28 +112,9 @@ class TrainArgs(ArgsRecord):
         check_training_flags(self)
         if self.test_mode not in TEST_MODES:
             raise PipelineError(f"--test_mode: '{self.test_mode}' is not one of {TEST_MODES}")
-        if self.eval_every < 1:
-            raise PipelineError(f"--eval_every: must be at least 1, got {self.eval_every}")
-        for name, allowed in (
-            ("optimizer", OPTIMIZERS),
-            ("lr_schedule", LR_SCHEDULES),
-            ("sampling", SAMPLINGS),
-        ):
-            if getattr(self, name) not in allowed:
-                raise PipelineError(
-                    f"--{name}: '{getattr(self, name)}' is not one of {', '.join(allowed)}"
-                )
-        if self.weight_decay < 0 or (self.weight_decay > 0 and self.optimizer != "adamw"):
+        if self.sampling not in SAMPLINGS:
             raise PipelineError(
-                f"--weight_decay: {self.weight_decay} needs --optimizer=adamw and a value >= 0"
-            )
-        if self.warmup_epochs < 0 or (self.warmup_epochs and self.lr_schedule != "cosine"):
-            raise PipelineError(
-                f"--warmup_epochs: {self.warmup_epochs} needs --lr_schedule=cosine and a value >= 0"
-            )
-        if self.max_train_steps < 0:
-            raise PipelineError(
-                f"--max_train_steps: must be 0 (no cap) or positive, got {self.max_train_steps}"
+                f"--sampling: '{self.sampling}' is not one of {', '.join(SAMPLINGS)}"
             )
         check_writable_dir(Path(self.out_dir).expanduser(), "--out_dir")
         if self.results_csv and self.test_mode == "predictions":
