@@ -5,12 +5,15 @@
     python kaggle_submission.py --toy_data=True --seeds=2 --epochs=2 --out out/kaggle_toy
     python kaggle_submission.py --collections=tile:xla,layout:xla:default --seeds=1
 
-Trains each collection's recommended recipe (configs/recommended.flags,
-configs/layout/recommended.flags) with seeds 0..N-1, evaluates the seeds and
-their ensemble on the validation split, ranks the test split with the ensemble,
-and joins the five predictions CSVs into `<out>/predictions_kaggle.csv` (never a
-dummy row). `<out>/report.md` has one table per collection (the validation
-metric of each seed and of the ensemble), the figures, and the time and peak
+Trains each collection's candidate recipes (--tile_candidates and
+--layout_candidates: baseline and recommended by default) with seeds 0..N-1,
+scores every candidate's seed ensemble and the blend of all on the whole
+validation split, and submits the recommended recipe unless another option
+beats it by more than two standard errors of the paired per-kernel or per-graph
+difference (test labels are never read). The five predictions CSVs are joined
+into `<out>/predictions_kaggle.csv` (never a dummy row); `<out>/report.md` says
+per collection what was chosen and why, with each option's validation figure
+per seed, its paired difference and a figure per item, and the time and peak
 memory of every step. The data root holds `npz/tile/xla` and `npz/layout`, as
 echo_download_commands.py unpacks them; a collection whose files are missing is
 named, with the command that downloads it, before anything runs.
@@ -51,7 +54,16 @@ def build_parser():
         default="all",
         help=f"all, or some of {','.join(COLLECTIONS)} (comma-separated)",
     )
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per collection")
+    parser.add_argument(
+        "--seeds", type=int, default=3, help="seeds 0..N-1 per collection and candidate"
+    )
+    for kind, folder in (("tile", "configs/"), ("layout", "configs/layout/")):
+        parser.add_argument(
+            f"--{kind}_candidates",
+            default="baseline,recommended",
+            help=f"{kind} recipes to train and choose among on validation: flagfile names "
+            f"in {folder} or paths, comma-separated (recommended is kept unless beaten)",
+        )
     parser.add_argument(
         "--toy_data",
         type=parse_bool,
@@ -77,11 +89,12 @@ def main() -> int:
     args, beam_args = build_parser().parse_known_args()
     job = plan_job(
         args.data_root, args.out, args.collections, args.seeds, args.toy_data, args.epochs,
-        args.sample,
+        args.sample, {"tile": args.tile_candidates, "layout": args.layout_candidates},
     )  # fmt: skip
     names = ", ".join(c.name for c in job.collections)
     seeds = f"{job.seeds} seed{'s' * (job.seeds > 1)}"
-    print(f"submission job: {names}; {seeds} each; out {job.out}", flush=True)
+    kinds = "; ".join(f"{k} candidates {','.join(v)}" for k, v in job.candidates.items())
+    print(f"submission job: {names}; {kinds}; {seeds} each; out {job.out}", flush=True)
     from baselines.jobs.submission_pipeline import run_pipeline
 
     started = time.perf_counter()

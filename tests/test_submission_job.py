@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
+import math
 import os
 import subprocess
 import sys
@@ -50,7 +52,9 @@ def test_missing_collections_are_named_with_their_download_command(tmp_path):
     assert message.endswith("or leave them out with --collections=tile:xla")
     # Left out, nothing is missing.
     job = job_lib.plan_job(str(root), str(tmp_path / "out"), collections="tile:xla", seeds=2)
-    assert [(c.name, seed) for c, seed in job.runs()] == [("tile:xla", 0), ("tile:xla", 1)]
+    assert [(c.name, cand, seed) for c, cand, seed in job.runs()] == [
+        ("tile:xla", cand, seed) for cand in ("baseline", "recommended") for seed in (0, 1)
+    ]
 
 
 @pytest.mark.parametrize("kwargs, says", [({"seeds": 0}, "--seeds"), ({"epochs": 0}, "--epochs")])
@@ -67,8 +71,9 @@ def test_local_workers_are_bounded_by_cores_memory_and_trainings():
 
 
 def test_trainings_are_dealt_into_lanes_longest_first():
-    job = job_lib.plan_job("", "out", toy=True, seeds=1)
-    names = [c.name for c, _ in job.runs()]
+    one = {"tile": "recommended", "layout": "recommended"}
+    job = job_lib.plan_job("", "out", toy=True, seeds=1, candidates=one)
+    names = [c.name for c, _, _ in job.runs()]
     assert names == list(job_lib.COLLECTIONS)
     # Weights 5 (tile), 1, 1 (xla), 3, 3 (nlp), dealt longest first into the lighter lane:
     # tile -> 0 (5 | 0), nlp:default -> 1 (5 | 3), nlp:random -> 1 (5 | 6),
@@ -77,11 +82,11 @@ def test_trainings_are_dealt_into_lanes_longest_first():
     assert training_lanes(job.runs(), 1) == [0] * 5
     assert sorted(training_lanes(job.runs(), 5)) == [0, 1, 2, 3, 4]
     # Three seeds: tile 15, nlp 18, xla 6 over 2 lanes -> 20 and 19, never one lane's 39.
-    runs = job_lib.plan_job("", "out", toy=True, seeds=3).runs()
+    runs = job_lib.plan_job("", "out", toy=True, seeds=3, candidates=one).runs()
     lanes = training_lanes(runs, 2)
     weight = {"tile:xla": 5, "layout:xla:default": 1, "layout:xla:random": 1}
     loads = [0, 0]
-    for (c, _), lane in zip(runs, lanes):
+    for (c, _, _), lane in zip(runs, lanes):
         loads[lane] += weight.get(c.name, 3)
     assert sorted(loads) == [19, 20]
 
@@ -161,23 +166,25 @@ def _check_submission(out: Path, stdout: str) -> None:
 
 
 def _check_report(out: Path) -> None:
-    """report.md: each collection's validation table (its evaluation.csv's values), a figure,
-    and every step's time and memory."""
+    """report.md: each collection's choice table (each option's mean over the validation
+    items of evaluation_items.csv, recomputed here), its figures, and every step's time
+    and memory."""
     report = (out / "report.md").read_text()
     for name in job_lib.COLLECTIONS:
-        folder = out / name.replace(":", "_")
-        with open(folder / "evaluation.csv", newline="") as f:
-            rows = list(csv.DictReader(f))
-        if name == "tile:xla":
-            value = next(r["top5_err"] for r in rows if r["program"] == "ALL")
-        else:
-            value = next(
-                r["kendall_tau"] for r in rows if (r["configs"], r["level"]) == ("all",) * 2
-            )
+        items: dict[str, list[float]] = {}
+        with open(out / name.replace(":", "_") / "evaluation_items.csv", newline="") as f:
+            for row in csv.DictReader(f):
+                items.setdefault(row["label"], []).append(float(row["figure"]))
         section = report.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
-        assert "| seed 0 (model_" in section and f" {value} |" in section, section
-        assert f"![{name}" in section
-        assert f"| train {name} seed 0 |" in report and f"| rank {name} (test) |" in report
+        assert "Submitted: **" in section and f"![{name}" in section, section
+        for option in ("baseline", "recommended", "blend"):
+            defined = [v for v in items[option] if math.isfinite(v)]
+            mean = sum(defined) / len(defined)
+            row = next(line for line in section.splitlines() if line.startswith(f"| {option} |"))
+            assert f"| {mean:.4f} |" in row, (row, mean)
+        for candidate in ("baseline", "recommended"):
+            assert f"| train {name} {candidate} seed 0 |" in report
+        assert f"| rank {name} (test) |" in report
 
 
 def test_the_toy_job_end_to_end_then_rerun_then_resumed(tmp_path):
@@ -199,19 +206,19 @@ def test_the_toy_job_end_to_end_then_rerun_then_resumed(tmp_path):
     before = _files(out)
     stdout, seconds = _job(out)
     assert _files(out) == before
-    assert "started" not in stdout and stdout.count(": reused ") == 5 + 5 + 1
+    assert "started" not in stdout and stdout.count(": reused ") == 5 * 2 + 5 + 1
     assert "unchanged: " in stdout
     assert seconds < 60
 
-    seed_dir = out / "tile_xla" / "seed_0"
+    seed_dir = out / "tile_xla" / "recommended" / "seed_0"
     (seed_dir / job_lib.DONE).unlink()
     (out / "tile_xla" / job_lib.DONE).unlink()
     train_log = (seed_dir / "train.log").stat().st_mtime_ns
     submitted = _rows(out / "predictions_kaggle.csv")
     stdout, _ = _job(out)
-    assert "started" not in stdout and "train tile:xla seed 0: reused " in stdout
+    assert "started" not in stdout and "train tile:xla recommended seed 0: reused " in stdout
     assert (seed_dir / "train.log").stat().st_mtime_ns == train_log
-    assert "rank tile:xla: wrote" in stdout
+    assert "choice tile:xla: " in stdout
     assert _rows(out / "predictions_kaggle.csv") == submitted  # the same models, the same ranks
 
 
@@ -258,6 +265,9 @@ class StubChildren:
         self.calls: list[str] = []
         self.costs: dict[str, dict[str, float]] = {}
         self.weights: dict[tuple[str, int], str] = {}
+        # Validation figure per item of each evaluated option (a candidate or "blend"),
+        # and of each model folder name; 0.5 where not given.
+        self.figures: dict[str, list[float]] = {}
 
     def __call__(self, cmd, log_path: Path, threads=None) -> dict[str, float]:
         flags = dict(a[2:].split("=", 1) for a in cmd[1:] if a.startswith("--") and "=" in a)
@@ -265,12 +275,13 @@ class StubChildren:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log = ""
         if cmd[0].endswith("_train.py"):
-            slug, seed = log_path.parents[1].name, int(flags["seed"])
-            step = f"train {slug.replace('_', ':')} seed {seed}"
-            model = Path(flags["out_dir"]) / f"model_s{seed}"
+            slug, candidate = log_path.parents[2].name, log_path.parents[1].name
+            seed = int(flags["seed"])
+            step = f"train {slug.replace('_', ':')} {candidate} seed {seed}"
+            model = Path(flags["out_dir"]) / f"model_{candidate[0]}{seed}"
             model.mkdir(parents=True, exist_ok=True)
             (model / "weights").write_text(self.weights[(slug, seed)])
-            (model.parent / f"run_s{seed}.jsonz").write_text(f"run of seed {seed}")
+            (model.parent / f"run_{candidate[0]}{seed}.jsonz").write_text(f"run of seed {seed}")
             log = f"saved model: {model}\n"
         elif cmd[0].endswith("_evaluate.py"):
             step = f"evaluate {slug.replace('_', ':')} (valid)"
@@ -283,6 +294,14 @@ class StubChildren:
                 head = "model,configs,level,kendall_tau,slowdown_1"
             Path(flags["output"] + ".csv").write_text("\n".join([head, *rows]) + "\n")
             Path(flags["output"] + ".md").write_text("evaluation\n")
+            labels = [f"model {Path(m).name}" for m in flags["dirs"].split(",")]
+            labels += [*json.loads(flags["groups_json"]), "blend"]
+            items = ["label,item,figure"] + [
+                f"{label},k{i},{v}"
+                for label in labels
+                for i, v in enumerate(self.figures.get(label, [0.5] * 4))
+            ]
+            Path(flags["output"] + "_items.csv").write_text("\n".join(items) + "\n")
         elif cmd[0].endswith("_gen_predictions_csv.py"):
             step = f"rank {slug.replace('_', ':')} (test)"
             models = flags["dir"].split(",")
@@ -312,8 +331,9 @@ def stub_job(tmp_path, monkeypatch):
     # The stub's run files are no real runs: a training is found by its step record only.
     monkeypatch.setattr(job_lib, "finished_run", lambda *a: None)
     job = job_lib.plan_job(
-        str(tmp_path), str(tmp_path / "out"), "tile:xla,layout:xla:default", seeds=2, toy=True
-    )
+        str(tmp_path), str(tmp_path / "out"), "tile:xla,layout:xla:default", seeds=2, toy=True,
+        candidates={"tile": "recommended", "layout": "recommended"},
+    )  # fmt: skip
     for c in job.collections:
         for seed in range(2):
             stub.weights[(c.slug, seed)] = f"{c.slug}-w{seed}-v1"
@@ -324,16 +344,18 @@ def _run_stub_job(job) -> list[str]:
     """Trains, ranks and joins `job` through the job's own steps; the submission's rows."""
     ranked = []
     for c in job.collections:
-        trained = [job_lib.train_step(job, c, s, None, lambda _: None) for s in range(job.seeds)]
-        models = [t["model_dir"] for t in trained]
-        ranked.append(job_lib.rank_step(job, c, models, None, lambda _: None))
+        trained: dict[str, list[str]] = {}
+        for _, candidate, seed in [r for r in job.runs() if r[0] is c]:
+            done = job_lib.train_step(job, c, candidate, seed, None, lambda _: None)
+            trained.setdefault(done["candidate"], []).append(done["model_dir"])
+        ranked.append(job_lib.rank_step(job, c, trained, None, lambda _: None))
     job_lib.join_step(job, ranked, lambda _: None)
     return (job.out / "predictions_kaggle.csv").read_text().splitlines()[1:]
 
 
 def _expected_rows(job, stub, seeds: int) -> list[str]:
     return [
-        f"{c.slug}:model_s{s},{stub.weights[(c.slug, s)]}"
+        f"{c.slug}:model_r{s},{stub.weights[(c.slug, s)]}"
         for c in job.collections
         for s in range(seeds)
     ]
@@ -374,10 +396,10 @@ def test_a_model_replaced_in_its_folder_is_ranked_again_and_submitted(stub_job):
     csv_path = folder / "predictions.csv"
     before = csv_path.stat()
     stub.weights[("layout_xla_default", 1)] = "layout_xla_default-w1-v2"
-    (folder / "model_s1" / "weights").write_text("layout_xla_default-w1-v2")
+    (folder / "model_r1" / "weights").write_text("layout_xla_default-w1-v2")
     rows = _run_stub_job(job)
     assert rows == _expected_rows(job, stub, 2)
-    assert "layout_xla_default:model_s1,layout_xla_default-w1-v2" in rows
+    assert "layout_xla_default:model_r1,layout_xla_default-w1-v2" in rows
     assert stub.calls == [
         "evaluate layout:xla:default (valid)",
         "rank layout:xla:default (test)",
@@ -421,3 +443,78 @@ def test_each_report_row_shows_its_own_steps_time_and_memory(stub_job):
     }
     assert rows == expected
     assert len(set(rows.values())) == 2 * 2 + 2 * 2 + 1
+
+
+@pytest.fixture
+def two_candidates(tmp_path, monkeypatch):
+    """(tile:xla with candidates baseline and recommended, 2 seeds each; the stub)."""
+    stub = StubChildren()
+    monkeypatch.setattr(job_lib, "run_child", stub)
+    monkeypatch.setattr(job_lib, "finished_run", lambda *a: None)
+    job = job_lib.plan_job(str(tmp_path), str(tmp_path / "out"), "tile:xla", seeds=2, toy=True)
+    assert job.candidates["tile"] == ("baseline", "recommended")
+    for seed in range(2):
+        stub.weights[("tile_xla", seed)] = f"w{seed}"
+    return job, stub
+
+
+def _submitted_models(job) -> list[str]:
+    rows = (job.out / "predictions_kaggle.csv").read_text().splitlines()[1:]
+    return sorted(row.split(",")[0].split(":")[1] for row in rows)
+
+
+def test_an_option_beyond_the_noise_on_validation_is_submitted_and_reported(two_candidates):
+    """baseline beats recommended by +0.10 on every one of 4 items (standard error 0.0082):
+    the ranking is made with baseline's two seeds, and the report says so with the paired
+    difference worked out by hand."""
+    job, stub = two_candidates
+    stub.figures = {"recommended": [0.5, 0.4, 0.3, 0.4], "baseline": [0.6, 0.52, 0.38, 0.5]}
+    _run_stub_job(job)
+    assert _submitted_models(job) == ["model_b0", "model_b1"]
+    path, _ = job_lib.write_report(job, wall_s=1.0, where="stub")
+    section = path.read_text().split("## tile:xla\n", 1)[1].split("\n## ", 1)[0]
+    assert "Submitted: **baseline**." in section
+    row = next(line for line in section.splitlines() if line.startswith("| baseline |"))
+    assert "| +0.1000 | 0.0082 | 4 | yes |" in row
+    assert "| train tile:xla baseline seed 1 |" in path.read_text()
+
+
+def test_a_difference_within_the_noise_keeps_the_recommended_recipe(two_candidates):
+    """baseline's mean is higher (+0.025) but its paired differences (+0.3, -0.25, +0.2,
+    -0.15) have a standard error of 0.13: recommended's seeds are submitted."""
+    job, stub = two_candidates
+    stub.figures = {"recommended": [0.5] * 4, "baseline": [0.8, 0.25, 0.7, 0.35]}
+    _run_stub_job(job)
+    assert _submitted_models(job) == ["model_r0", "model_r1"]
+    choice = json.loads((job.out / "tile_xla" / job_lib.DONE).read_text())["choice"]
+    assert choice["chosen"] == "recommended" and "cannot separate" in choice["reason"]
+
+
+def test_the_blend_is_submitted_with_every_candidates_models(two_candidates):
+    job, stub = two_candidates
+    stub.figures = {"recommended": [0.5, 0.4, 0.3, 0.4], "blend": [0.7, 0.62, 0.48, 0.6]}
+    _run_stub_job(job)
+    assert _submitted_models(job) == ["model_b0", "model_b1", "model_r0", "model_r1"]
+
+
+def test_a_rerun_that_adds_a_candidate_trains_only_that_candidate(two_candidates):
+    job, stub = two_candidates
+    _run_stub_job(job)
+    stub.calls.clear()
+    third = ROOT / "configs" / "ablation" / "try_plistmle.flags"
+    more = dataclasses.replace(
+        job, candidates={**job.candidates, "tile": (*job.candidates["tile"], str(third))}
+    )
+    _run_stub_job(more)
+    trained = [call for call in stub.calls if call.startswith("train ")]
+    assert trained == ["train tile:xla try_plistmle seed 0", "train tile:xla try_plistmle seed 1"]
+    assert "evaluate tile:xla (valid)" in stub.calls  # three candidates now: chosen again
+
+
+def test_a_missing_candidate_recipe_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(PipelineError, match="candidate recipe .*nosuch.flags does not exist"):
+        job_lib.plan_job(
+            str(tmp_path), str(tmp_path / "o"), toy=True, candidates={"layout": "nosuch"}
+        )
+    with pytest.raises(PipelineError, match="--tile_candidates: "):
+        job_lib.plan_job(str(tmp_path), str(tmp_path / "o"), toy=True, candidates={"tile": "a,,b"})

@@ -25,6 +25,7 @@ import csv
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import re
 import subprocess
@@ -37,9 +38,11 @@ from typing import Any
 from baselines.core.errors import PipelineError
 from baselines.core.flagfile import expand_flagfiles
 from baselines.core.io_utils import atomic_write_text
+from baselines.core.rank_run import BLEND, read_items_csv
 from baselines.core.run_files import read_run
 from baselines.core.submission import COLLECTIONS
 from baselines.jobs.beam import build_parser
+from baselines.jobs.choice import choose, option_names
 from baselines.jobs.collections import ROOT, CollectionSpec
 from baselines.jobs.layout_spec import LAYOUT_COLLECTIONS, layout_collection
 from baselines.jobs.tile_spec import TILE_XLA
@@ -50,6 +53,10 @@ SPECS: dict[str, CollectionSpec] = {
     **{name: layout_collection(name) for name in LAYOUT_COLLECTIONS},
 }
 SPLITS = ("train", "valid", "test")
+# The candidate recipes each collection trains by default (flagfile names under its
+# recipes' folder); the choice keeps "recommended" unless validation says otherwise.
+DEFAULT_CANDIDATES = ("baseline", "recommended")
+DEFAULT_OPTION = "recommended"
 DONE = ".done.json"  # a finished step's record: its inputs, outputs, time and memory
 
 Log = Callable[[str], None]
@@ -66,9 +73,25 @@ class Job:
     train_flags: tuple[str, ...]  # given to every training (e.g. --epochs=2)
     join_flags: tuple[str, ...]  # create_kaggle_csv.py's data flags (roots, sample)
     toy: bool
+    candidates: dict[str, tuple[str, ...]] = dataclasses.field(
+        default_factory=lambda: {"tile": DEFAULT_CANDIDATES, "layout": DEFAULT_CANDIDATES}
+    )  # per kind ("tile", "layout"): the candidate recipes' flagfile names or paths
 
-    def runs(self) -> list[tuple[CollectionSpec, int]]:
-        return [(c, seed) for c in self.collections for seed in range(self.seeds)]
+    def runs(self) -> list[tuple[CollectionSpec, str, int]]:
+        """(collection, candidate, seed) of every training."""
+        return [
+            (c, candidate, seed)
+            for c in self.collections
+            for candidate in self.candidates[c.kind]
+            for seed in range(self.seeds)
+        ]
+
+    def recipe(self, c: CollectionSpec, candidate: str) -> Path:
+        """A candidate's flagfile: a path, or a name in the collection's recipes' folder."""
+        path = Path(candidate).expanduser()
+        return (
+            path.absolute() if path.suffix == ".flags" else c.recipe.parent / f"{candidate}.flags"
+        )
 
     def folder(self, c: CollectionSpec) -> Path:
         """A collection's train/valid/test folders' parent."""
@@ -97,6 +120,34 @@ def parse_collections(text: str) -> tuple[str, ...]:
     return tuple(n for n in COLLECTIONS if n in names)
 
 
+def candidate_name(candidate: str) -> str:
+    """A candidate's name in folders and reports: its flagfile's stem."""
+    return Path(candidate).stem
+
+
+def parse_candidates(flag: str, text: str) -> tuple[str, ...]:
+    """A --*_candidates list: comma-separated flagfile names or paths, each once."""
+    items = tuple(item.strip() for item in text.split(","))
+    names = [candidate_name(item) for item in items]
+    if not text.strip() or any(not item for item in items) or len(set(names)) != len(names):
+        raise PipelineError(
+            f"{flag}: {text!r} is not a list of distinct recipe names, e.g. baseline,recommended"
+        )
+    return items
+
+
+def missing_recipes(job: Job) -> list[str]:
+    """The candidates' flagfiles that do not exist."""
+    return sorted(
+        {
+            str(job.recipe(c, candidate))
+            for c in job.collections
+            for candidate in job.candidates[c.kind]
+            if not job.recipe(c, candidate).is_file()
+        }
+    )
+
+
 def missing_data(job: Job) -> dict[str, str]:
     """{collection: what is missing} for each collection with a split folder without .npz."""
     missing = {}
@@ -116,6 +167,7 @@ def plan_job(
     toy: bool = False,
     epochs: int | None = None,
     sample: str | None = None,
+    candidates: dict[str, str] | None = None,
 ) -> Job:
     """The job of one command line, or a PipelineError naming what is missing and how to get it."""
     if seeds < 1:
@@ -134,7 +186,16 @@ def plan_job(
         join.append(f"--sample={Path(sample).expanduser().absolute()}")
     train = (f"--epochs={epochs}",) if epochs is not None else ()
     out_dir = Path(out).expanduser().absolute()
-    job = Job(chosen, seeds, out_dir, root, train, tuple(join), toy)
+    given = {"tile": ",".join(DEFAULT_CANDIDATES), "layout": ",".join(DEFAULT_CANDIDATES)}
+    given.update(candidates or {})
+    parsed = {kind: parse_candidates(f"--{kind}_candidates", text) for kind, text in given.items()}
+    job = Job(chosen, seeds, out_dir, root, train, tuple(join), toy, parsed)
+    absent = missing_recipes(job)
+    if absent:
+        raise PipelineError(
+            f"candidate recipe {absent[0]} does not exist; name a flagfile of configs/ "
+            "(tile) or configs/layout/ (layout), or give its path"
+        )
     missing = missing_data(job)
     if missing:
         commands = sorted(
@@ -245,23 +306,28 @@ def finished_run(c: CollectionSpec, out_dir: Path, run_hash: str) -> str | None:
     return str(model_dir)
 
 
-def train_step(job: Job, c: CollectionSpec, seed: int, threads: int | None, log: Log) -> dict:
-    """One (collection, seed) training, unless its run is finished already (by its hash)."""
+def train_step(
+    job: Job, c: CollectionSpec, candidate: str, seed: int, threads: int | None, log: Log
+) -> dict:
+    """One (collection, candidate, seed) training, unless its run is finished already (by its
+    hash)."""
     out_dir = job.out / c.slug
-    step_dir = out_dir / f"seed_{seed}"
-    flags = [f"--flagfile={c.recipe}", *job.data_flags(c), *job.train_flags, f"--seed={seed}"]
+    name = candidate_name(candidate)
+    step_dir = out_dir / name / f"seed_{seed}"
+    recipe = job.recipe(c, candidate)
+    flags = [f"--flagfile={recipe}", *job.data_flags(c), *job.train_flags, f"--seed={seed}"]
     flags += [*c.collection_flags, f"--out_dir={out_dir}", job.cache_flag(c)]
     inputs = {"script": c.train_script, "flags": flags}
-    label = f"train {c.name} seed {seed}"
+    label = f"train {c.name} {name} seed {seed}"
     done = read_done(step_dir, inputs)
     if done is not None:
         log(f"{label}: reused {done['model_dir']}")
-        return {**done, "collection": c.name, "seed": seed, "reused": True}
+        return {**done, "collection": c.name, "candidate": name, "seed": seed, "reused": True}
     finished = finished_run(c, out_dir, run_hash_of(c, flags))
     if finished is not None:  # trained before its step record was written
         done = write_done(step_dir, inputs, [finished], model_dir=finished, wall_s=None)
         log(f"{label}: reused {finished}")
-        return {**done, "collection": c.name, "seed": seed, "reused": True}
+        return {**done, "collection": c.name, "candidate": name, "seed": seed, "reused": True}
     log(f"{label}: started")
     cost = run_child([c.train_script, *flags], step_dir / "train.log", threads)
     saved = re.findall(r"^saved model: (.+)$", (step_dir / "train.log").read_text(), re.M)
@@ -270,48 +336,83 @@ def train_step(job: Job, c: CollectionSpec, seed: int, threads: int | None, log:
     model_dir = saved[-1].strip()
     done = write_done(step_dir, inputs, [model_dir], model_dir=model_dir, **cost)
     log(f"{label}: done in {cost['wall_s']:.0f} s, peak RSS {cost['peak_rss_mb']:.0f} MB")
-    return {**done, "collection": c.name, "seed": seed, "reused": False}
+    return {**done, "collection": c.name, "candidate": name, "seed": seed, "reused": False}
 
 
 def rank_step(
-    job: Job, c: CollectionSpec, model_dirs: Sequence[str], threads: int | None, log: Log
+    job: Job, c: CollectionSpec, trained: dict[str, list[str]], threads: int | None, log: Log
 ):
-    """Evaluates the seeds and their ensemble on valid, then ranks test with the ensemble."""
+    """Evaluates every candidate's seed ensemble and their blend on the whole validation
+    split, chooses one on validation alone (`choice.choose`), then ranks test with it.
+
+    `trained`: {candidate name: its model folders}.
+    """
     step_dir = job.out / c.slug
-    dirs = ",".join(sorted(model_dirs))
+    trained = {name: sorted(dirs) for name, dirs in trained.items()}
+    every = sorted(d for dirs in trained.values() for d in dirs)
     csv_path = step_dir / "predictions.csv"
     evaluation = step_dir / "evaluation"
     inputs = {
-        "models": {d: model_identity(d) for d in sorted(model_dirs)},
+        "models": {n: {d: model_identity(d) for d in dirs} for n, dirs in trained.items()},
         "data": list(job.data_flags(c)),
     }
     done = read_done(step_dir, inputs)
     if done is not None:
-        log(f"rank {c.name}: reused {csv_path}")
+        log(f"rank {c.name}: reused {csv_path} ({done['choice']['chosen']})")
         return {**done, "collection": c.name, "reused": True}
-    log(f"rank {c.name}: evaluating {len(model_dirs)} runs and ranking the test split")
+    log(f"rank {c.name}: evaluating {len(every)} runs of {len(trained)} candidates on valid")
     data = [f for f in job.data_flags(c) if f.startswith("--data_root=")] + [job.cache_flag(c)]
+    groups = f"--groups_json={json.dumps(trained)}"
     eval_cost = run_child(
-        [c.evaluate_script, f"--dirs={dirs}", *data, f"--output={evaluation}"],
+        [c.evaluate_script, f"--dirs={','.join(every)}", *data, groups, f"--output={evaluation}"],
         step_dir / "evaluate.log",
         threads,
     )
+    choice = choose_option(trained, Path(f"{evaluation}_items.csv"))
+    chosen = every if choice["chosen"] == BLEND else trained[choice["chosen"]]
     rank_cost = run_child(
-        [c.predict_script, f"--dir={dirs}", *data, f"--output={csv_path}"],
+        [c.predict_script, f"--dir={','.join(chosen)}", *data, f"--output={csv_path}"],
         step_dir / "predict.log",
         threads,
     )
+    outputs = [str(csv_path), f"{evaluation}.csv", f"{evaluation}.md", f"{evaluation}_items.csv"]
     done = write_done(
         step_dir,
         inputs,
-        [str(csv_path), f"{evaluation}.csv", f"{evaluation}.md"],
+        outputs,
         csv=str(csv_path),
         evaluation=str(evaluation),
+        choice=choice,
         evaluate=eval_cost,
         predict=rank_cost,
     )
-    log(f"rank {c.name}: wrote {csv_path}")
+    log(f"choice {c.name}: {choice['chosen']}: {choice['reason']}")
     return {**done, "collection": c.name, "reused": False}
+
+
+def choose_option(trained: dict[str, list[str]], items_csv: Path) -> dict[str, Any]:
+    """The choice among the candidates and their blend, from the validation figures per item
+    (`<evaluation>_items.csv`), with each seed's mean figure for the report."""
+    items = read_items_csv(items_csv)
+    options = option_names(list(trained))
+    default = DEFAULT_OPTION if DEFAULT_OPTION in trained else next(iter(trained))
+    choice = choose({o: items[o] for o in options}, default)
+    seeds = {
+        name: [_mean(items[f"model {Path(d).name}"]) for d in dirs]
+        for name, dirs in trained.items()
+    }
+    return {
+        "chosen": choice.chosen,
+        "default": choice.default,
+        "reason": choice.reason,
+        "options": [dataclasses.asdict(cmp) for cmp in choice.comparisons],
+        "seeds": seeds,
+    }
+
+
+def _mean(values: dict[str, float]) -> float:
+    defined = [v for v in values.values() if math.isfinite(v)]
+    return sum(defined) / len(defined) if defined else float("nan")
 
 
 def join_step(job: Job, ranked: Sequence[dict], log: Log) -> dict:
@@ -351,24 +452,51 @@ def _overall_rows(csv_path: Path, c: CollectionSpec) -> list[dict[str, str]]:
     return [r for r in rows if all(r[k] == v for k, v in c.overall_row.items())]
 
 
+def _cell(value: float, signed: bool = False) -> str:
+    if not math.isfinite(value):
+        return "-"
+    return f"{value:+.4f}" if signed else f"{value:.4f}"
+
+
+def choice_table(choice: dict[str, Any], figure: str) -> list[str]:
+    """The choice of a collection: each option's validation figure (per seed for a
+    candidate), its paired difference against the default and its standard error."""
+    default, chosen = choice["default"], choice["chosen"]
+    lines = [
+        f"| option | {figure} per seed | mean ± std over seeds | mean over items | "
+        f"paired difference vs {default} | standard error | items | chosen |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for option in choice["options"]:
+        name = option["option"]
+        seeds = [v for v in choice["seeds"].get(name, []) if math.isfinite(v)]
+        per_seed = ", ".join(f"{v:.4f}" for v in seeds) or "-"
+        spread = "-"
+        if seeds:
+            mean = sum(seeds) / len(seeds)
+            std = math.sqrt(sum((v - mean) ** 2 for v in seeds) / len(seeds))
+            spread = f"{mean:.4f} ± {std:.4f}"
+        diff = "0 (the default)" if name == default else _cell(option["diff"], signed=True)
+        mark = "yes" if name == chosen else ""
+        lines.append(
+            f"| {name} | {per_seed} | {spread} | {_cell(option['mean'])} | {diff} | "
+            f"{_cell(option['se'])} | {option['items'] or '-'} | {mark} |"
+        )
+    return lines
+
+
 def collection_section(job: Job, c: CollectionSpec) -> list[str]:
-    """A collection's report section: seeds and ensemble on validation, its figures."""
+    """A collection's report section: the choice on validation and its figures."""
     rank = _read_json(job.out / c.slug / DONE)
-    seeds = {}
-    for seed in range(job.seeds):
-        done = _read_json(job.out / c.slug / f"seed_{seed}" / DONE)
-        seeds[Path(done.get("model_dir", "?")).name] = seed
-    metrics = c.report_metrics
-    lines = [f"## {c.name}", "", "| run | " + " | ".join(metrics.values()) + " |"]
-    lines.append("|---|" + "---|" * len(metrics))
+    choice = rank.get("choice", {})
     evaluation = Path(rank.get("evaluation", job.out / c.slug / "evaluation"))
-    rows = _overall_rows(Path(f"{evaluation}.csv"), c)
-    order = {**seeds, "ensemble": job.seeds}  # seeds in order, the ensemble last
-    for row in sorted(rows, key=lambda r: order.get(r["model"].split()[-1], -1)):
-        model = row["model"].split()[-1]
-        name = "ensemble" if model == "ensemble" else f"seed {seeds.get(model, '?')} ({model[:14]})"
-        lines.append(f"| {name} | " + " | ".join(row[k] for k in metrics) + " |")
-    alt = f"{c.name}: {c.figure.replace('_', ' ')}, every run and the ensemble"
+    lines = [f"## {c.name}", ""]
+    if choice:
+        lines += [f"Submitted: **{choice['chosen']}**. {choice['reason']}.", ""]
+        lines += choice_table(choice, next(iter(c.report_metrics.values())))
+    alt = f"{c.name}: each option's validation figure per item"
+    lines += ["", f"![{alt}]({c.slug}/{evaluation.name}_options.png)"]
+    alt = f"{c.name}: {c.figure.replace('_', ' ')}, every run and the ensemble of all"
     lines += ["", f"![{alt}]({c.slug}/{evaluation.name}_{c.figure}.png)", ""]
     return lines
 
@@ -384,9 +512,11 @@ def cost_rows(job: Job) -> list[str]:
 
     lines = ["| step | wall s | peak RSS MB |", "|---|---|---|"]
     for c in job.collections:
-        for seed in range(job.seeds):
-            done = _read_json(job.out / c.slug / f"seed_{seed}" / DONE)
-            lines.append(f"| train {c.name} seed {seed} | {cell(done)}")
+        for candidate in job.candidates[c.kind]:
+            name = candidate_name(candidate)
+            for seed in range(job.seeds):
+                done = _read_json(job.out / c.slug / name / f"seed_{seed}" / DONE)
+                lines.append(f"| train {c.name} {name} seed {seed} | {cell(done)}")
         rank = _read_json(job.out / c.slug / DONE)
         lines.append(f"| evaluate {c.name} (valid) | {cell(rank.get('evaluate', {}))}")
         lines.append(f"| rank {c.name} (test) | {cell(rank.get('predict', {}))}")
@@ -398,7 +528,7 @@ def write_report(job: Job, wall_s: float, where: str) -> tuple[Path, bool]:
     """`<out>/report.md` from the steps' records; written only when a step ran this time
     (or it is missing), so a rerun after completion rewrites nothing."""
     path = job.out / "report.md"
-    records = [*job.out.glob(f"*/{DONE}"), *job.out.glob(f"*/*/{DONE}")]
+    records = [*job.out.glob(f"*/{DONE}"), *job.out.glob(f"*/*/*/{DONE}")]
     started = time.time() - wall_s
     if path.exists() and not any(r.stat().st_mtime >= started for r in records):
         return path, False
@@ -409,8 +539,11 @@ def write_report(job: Job, wall_s: float, where: str) -> tuple[Path, bool]:
         lines += ["**TOY DATA: the bundled synthetic toy sets; these numbers say nothing about "
                   "real TPU programs.**", ""]  # fmt: skip
     lines += [
-        f"Seeds 0..{job.seeds - 1} of each collection's recommended recipe; validation "
-        "metrics over every validation kernel or graph and configuration.",
+        f"Seeds 0..{job.seeds - 1} of each candidate recipe. Each collection submits the "
+        f"{DEFAULT_OPTION} recipe's seed ensemble unless another candidate's ensemble, or the "
+        "blend of all, beats it on the validation split (every kernel or graph and "
+        "configuration) by more than two standard errors of the paired per-item difference. "
+        "Test labels are never read.",
         "",
         f"Submission: {summary or job.out / 'predictions_kaggle.csv'}",
         "",

@@ -109,20 +109,26 @@ def build_pipeline(pipeline, job: Job, threads: int | None, lanes: int | None = 
     by_name = {c.name: c for c in job.collections}
     runs = job.runs()
     lane_of = training_lanes(runs, lanes) if lanes else list(range(len(runs)))
-    keyed = [(lane, (i, c.name, seed)) for i, (lane, (c, seed)) in enumerate(zip(lane_of, runs))]
+    keyed = [
+        (lane, (i, c.name, candidate, seed))
+        for i, (lane, (c, candidate, seed)) in enumerate(zip(lane_of, runs))
+    ]
 
     def log(line: str) -> None:
         print(line, flush=True)
 
     def train(element):
         _, trainings = element
-        for _, name, seed in sorted(trainings):  # a lane's trainings in the job's order
-            yield name, train_step(job, by_name[name], seed, threads, log)
+        for _, name, candidate, seed in sorted(trainings):  # in the job's order
+            yield name, train_step(job, by_name[name], candidate, seed, threads, log)
 
     def rank(element):
         name, trained = element
-        trained = sorted(trained, key=lambda t: t["seed"])
-        ranked = rank_step(job, by_name[name], [t["model_dir"] for t in trained], threads, log)
+        trained = sorted(trained, key=lambda t: (t["candidate"], t["seed"]))
+        by_candidate: dict[str, list[str]] = {}
+        for t in trained:
+            by_candidate.setdefault(t["candidate"], []).append(t["model_dir"])
+        ranked = rank_step(job, by_name[name], by_candidate, threads, log)
         yield {**ranked, "seeds": trained}
 
     def join(ranked):
