@@ -8,11 +8,13 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from baselines.core.errors import PipelineError
@@ -117,10 +119,10 @@ def test_a_failed_child_is_one_line_with_its_last_output_and_log(tmp_path):
 # The whole pipeline at toy size.
 
 
-def _job(out: Path, *extra: str) -> tuple[str, float]:
+def _job(out: Path, *extra: str, toy: bool = True) -> tuple[str, float]:
     started = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "kaggle_submission.py"), "--toy_data=True", "--seeds=1"]
+        [sys.executable, str(ROOT / "kaggle_submission.py"), f"--toy_data={toy}", "--seeds=1"]
         + ["--epochs=1", f"--out={out}", "--direct_num_workers=2", *extra],
         capture_output=True,
         text=True,
@@ -435,7 +437,7 @@ def test_each_report_row_shows_its_own_steps_time_and_memory(stub_job):
     rows = {}
     for line in table.splitlines():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 3 and cells[1].isdigit():
+        if len(cells) == 4 and cells[1].isdigit():
             rows[cells[0]] = (int(cells[1]), int(cells[2]))
     expected = {
         step: (round(cost["wall_s"]), round(cost["peak_rss_mb"]))
@@ -518,3 +520,74 @@ def test_a_missing_candidate_recipe_is_refused_before_anything_runs(tmp_path):
         )
     with pytest.raises(PipelineError, match="--tile_candidates: "):
         job_lib.plan_job(str(tmp_path), str(tmp_path / "o"), toy=True, candidates={"tile": "a,,b"})
+
+
+@pytest.mark.slow
+def test_the_choice_never_reads_test_labels(tmp_path):
+    """The same tile job twice on a copy of the toy set, the second time with runtimes
+    written into every test file (the toy test files, like Kaggle's, hold zeros): the
+    choice, each option's validation figures and the submission are the same."""
+    root = tmp_path / "data"
+    tile = root / "npz" / "tile" / "xla"
+    shutil.copytree(ROOT / "data" / "tile_xla_toy", tile)
+    flags = ["--collections=tile:xla", f"--data_root={root}"]
+    _job(tmp_path / "clean", *flags, toy=False)
+    rng = np.random.default_rng(0)
+    for path in sorted((tile / "test").glob("*.npz")):
+        with np.load(path) as f:
+            arrays = dict(f)
+        arrays["config_runtime"] = rng.integers(1, 10**6, size=arrays["config_runtime"].shape)
+        np.savez(path, **arrays)
+    _job(tmp_path / "poisoned", *flags, toy=False)
+    choices = [
+        json.loads((tmp_path / run / "tile_xla" / job_lib.DONE).read_text())["choice"]
+        for run in ("clean", "poisoned")
+    ]
+    assert choices[0] == choices[1]
+    assert {o["option"] for o in choices[0]["options"]} == {"baseline", "recommended", "blend"}
+    assert _rows(tmp_path / "clean" / "predictions_kaggle.csv") == _rows(
+        tmp_path / "poisoned" / "predictions_kaggle.csv"
+    )
+
+
+@pytest.mark.slow
+def test_the_toy_job_runs_on_a_local_dask_cluster_of_two_workers(tmp_path, monkeypatch):
+    """A Dask LocalCluster of 2 worker processes on 127.0.0.1 (Beam's DaskRunner): the two
+    trainings run on different workers, each step's worker is in report.md, and the
+    submission is complete: every tile test file once, its top 5 distinct configurations."""
+    distributed = pytest.importorskip("distributed", reason="the Dask extra: make install-dask")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the workers import the pipeline's steps
+    out = tmp_path / "dask"
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address=None,
+    )  # fmt: skip
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "kaggle_submission.py"), "--toy_data=True"]
+            + ["--collections=tile:xla", "--seeds=1", "--epochs=1", f"--out={out}"]
+            + ["--runner=DaskRunner", f"--dask_client_address={cluster.scheduler_address}"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=600,
+        )
+    finally:
+        cluster.close()
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "running on DaskRunner" in proc.stdout
+    workers = {
+        json.loads((out / "tile_xla" / c / "seed_0" / job_lib.DONE).read_text())["worker"]
+        for c in ("baseline", "recommended")
+    }
+    assert len(workers) == 2
+    report = (out / "report.md").read_text()
+    assert all(f"| {worker} |" in report for worker in workers)
+    rows = dict(_rows(out / "predictions_kaggle.csv"))
+    tests = sorted((ROOT / "data" / "tile_xla_toy" / "test").glob("*.npz"))
+    assert sorted(rows) == sorted(f"tile:xla:{p.stem}" for p in tests)
+    for path in tests:
+        configs = np.load(path)["config_feat"].shape[0]
+        ranking = [int(i) for i in rows[f"tile:xla:{path.stem}"].split(";")]
+        assert len(ranking) == len(set(ranking)) == min(5, configs)
+        assert all(0 <= i < configs for i in ranking)

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -178,9 +179,9 @@ def plan_job(
     chosen = tuple(SPECS[n] for n in parse_collections(collections))
     # create_kaggle_csv.py finds Kaggle's sample beside the data; without one (the toy
     # or synthetic sets) --allow_missing takes the IDs from the test folders. The join's
-    # --no_dummy_rows refuses any ID without a ranking either way. It takes every
-    # collection's root, chosen or not.
-    roots = {c.join_flag: c.root(root, toy) for c in SPECS.values()}
+    # --no_dummy_rows refuses any ID without a ranking either way. It takes the roots of
+    # the chosen collections' kinds: a tile-only job on a tile-only root joins tile rows.
+    roots = {c.join_flag: c.root(root, toy) for c in chosen}
     join = [f"{flag}={path}" for flag, path in roots.items()] + ["--allow_missing"]
     if sample is not None:
         join.append(f"--sample={Path(sample).expanduser().absolute()}")
@@ -252,8 +253,14 @@ def read_done(folder: Path, inputs: dict[str, Any]) -> dict[str, Any] | None:
     return done
 
 
+def worker_name() -> str:
+    """The worker a step runs on: host and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
 def write_done(folder: Path, inputs: dict[str, Any], outputs: list[str], **facts: Any) -> dict:
-    done = {"inputs": inputs, "outputs": outputs, **facts}
+    """A finished step's record, with the worker (host:pid) it ran on."""
+    done = {"inputs": inputs, "outputs": outputs, "worker": worker_name(), **facts}
     atomic_write_text(folder / DONE, json.dumps(done, indent=1, sort_keys=True) + "\n")
     return done
 
@@ -504,13 +511,13 @@ def collection_section(job: Job, c: CollectionSpec) -> list[str]:
 def cost_rows(job: Job) -> list[str]:
     """The time and memory table: every training, ranking and the join."""
 
-    def cell(cost: dict) -> str:
+    def cell(cost: dict, worker: str | None = None) -> str:
         wall, rss = cost.get("wall_s"), cost.get("peak_rss_mb")
         if wall is None:
-            return "trained before this job's record | |"
-        return f"{wall:.0f} | {rss:.0f} |"
+            return f"trained before this job's record | | {worker or ''} |"
+        return f"{wall:.0f} | {rss:.0f} | {worker or cost.get('worker', '')} |"
 
-    lines = ["| step | wall s | peak RSS MB |", "|---|---|---|"]
+    lines = ["| step | wall s | peak RSS MB | worker (host:pid) |", "|---|---|---|---|"]
     for c in job.collections:
         for candidate in job.candidates[c.kind]:
             name = candidate_name(candidate)
@@ -518,8 +525,9 @@ def cost_rows(job: Job) -> list[str]:
                 done = _read_json(job.out / c.slug / name / f"seed_{seed}" / DONE)
                 lines.append(f"| train {c.name} {name} seed {seed} | {cell(done)}")
         rank = _read_json(job.out / c.slug / DONE)
-        lines.append(f"| evaluate {c.name} (valid) | {cell(rank.get('evaluate', {}))}")
-        lines.append(f"| rank {c.name} (test) | {cell(rank.get('predict', {}))}")
+        worker = rank.get("worker")
+        lines.append(f"| evaluate {c.name} (valid) | {cell(rank.get('evaluate', {}), worker)}")
+        lines.append(f"| rank {c.name} (test) | {cell(rank.get('predict', {}), worker)}")
     lines.append(f"| join | {cell(_read_json(job.out / 'join' / DONE))}")
     return lines
 

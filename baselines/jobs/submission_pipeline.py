@@ -26,6 +26,7 @@ from baselines.jobs.collections import CollectionSpec
 from baselines.jobs.submission_job import Job, join_step, rank_step, train_step
 
 TRAINING_BUDGET_GB = 8.0  # peak RSS one recommended training may reach at the real size
+DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 
 
 def training_lanes(runs: Sequence[tuple[CollectionSpec, int]], lanes: int) -> list[int]:
@@ -75,8 +76,10 @@ def pipeline_options(beam_args: Sequence[str], trainings: int):
     """
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    beam_args = list(beam_args)
+    beam_args = [DASK_ARG if a == "--runner=DaskRunner" else a for a in beam_args]
     runner = _beam_parse(PipelineOptions(beam_args)).get("runner") or "DirectRunner"
+    if runner == DASK_RUNNER:
+        return dask_options(beam_args), "DaskRunner", None, None
     if runner not in DIRECT_RUNNERS:
         return PipelineOptions(beam_args), runner, None, None
     given = {arg[2:].split("=", 1)[0] for arg in beam_args if arg.startswith("--")}
@@ -99,10 +102,34 @@ def pipeline_options(beam_args: Sequence[str], trainings: int):
     return options, runner, workers, max(1, (os.cpu_count() or 1) // workers)
 
 
+DASK_ARG = f"--runner={DASK_RUNNER}"
+
+
+def dask_options(beam_args: list[str]):
+    """Beam's DaskRunner options: one Dask partition per element (`--dask_partition_size=1`),
+    so that the cluster's workers share the trainings instead of one worker running a
+    partition of all of them; `--dask_client_address` names an existing scheduler (else
+    Dask starts a local cluster)."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise PipelineError(
+            "--runner=DaskRunner needs the Dask extra: make install-dask "
+            "(pip install -r requirements-dask.txt -c constraints.txt)"
+        ) from None
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    given = {arg[2:].split("=", 1)[0] for arg in beam_args if arg.startswith("--")}
+    if not given & {"dask_partition_size", "dask_npartitions"}:
+        beam_args = [*beam_args, "--dask_partition_size=1"]
+    return PipelineOptions(beam_args)
+
+
 def build_pipeline(pipeline, job: Job, threads: int | None, lanes: int | None = None) -> None:
     """Adds the job's steps to a Beam pipeline (see the module docstring).
 
-    `lanes`: the local runner's workers (None: one lane per training).
+    `lanes`: the local runner's workers; None: every training is an element of its own,
+    which a cluster runner places where it likes (on Dask, one partition each).
     """
     import apache_beam as beam
 
@@ -134,11 +161,21 @@ def build_pipeline(pipeline, job: Job, threads: int | None, lanes: int | None = 
     def join(ranked):
         join_step(job, ranked, log)
 
+    if lanes:
+        trained = (
+            pipeline
+            | "Runs" >> beam.Create(keyed)
+            | "Lanes" >> beam.GroupByKey()
+            | "Train" >> beam.FlatMap(train)
+        )
+    else:  # no grouping: a group's elements would run in one place
+        trained = (
+            pipeline
+            | "Runs" >> beam.Create([(lane, [run]) for lane, run in keyed])
+            | "Train" >> beam.FlatMap(train)
+        )
     _ = (
-        pipeline
-        | "Runs" >> beam.Create(keyed)
-        | "Lanes" >> beam.GroupByKey()
-        | "Train" >> beam.FlatMap(train)
+        trained
         | "BySeed" >> beam.GroupByKey()
         | "Rank" >> beam.FlatMap(rank)
         | "All" >> beam.combiners.ToList()
