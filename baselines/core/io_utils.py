@@ -1,13 +1,6 @@
-"""Atomic file output: a result file is either complete or absent.
-
-Writers put their bytes into a temporary file in the destination's own directory
-(so the final rename never crosses a filesystem) and `os.replace` it onto the
-destination only once everything was written. Temporary names look like
-`<name>.tmp-<pid>-<host tag>-<random><suffix>`: the suffix is kept for writers
-that check it (Keras `.keras`, `numpy.savez` `.npz`), and the process id and
-host let `remove_stale_temporaries` tell a killed writer's leftovers from a
-live writer's work in progress.
-"""
+"""Atomic file output: a result file is either complete or absent. Temporaries are named
+`<name>.tmp-<pid>-<host tag>-<random><suffix>` beside the destination, so that
+`remove_stale_temporaries` tells a killed writer's leftovers from live work."""
 
 from __future__ import annotations
 
@@ -67,8 +60,7 @@ _ENOSPC_LIKE = {
 def write_failure_kind(error: BaseException) -> str | None:
     """`disk full`, `permission denied`, ... when `error` is the disk refusing a write, else None.
 
-    TensorFlow's file writers raise their own types (ENOSPC as
-    ResourceExhaustedError), so their message is read too.
+    TensorFlow's writers raise their own types, so their message is read too.
     """
     kind = _ENOSPC_LIKE.get(getattr(error, "errno", None) or -1)
     if kind is not None:
@@ -110,11 +102,9 @@ def remove_stale_temporaries(
 ) -> list[str]:
     """Removes `*.tmp-*` leftovers of writers that are gone; returns their names.
 
-    On this host a temporary is stale once its writer's process no longer
-    exists. Others are removed only when older than `max_age_s` (None: never):
-    another machine's writer may still be working on a shared folder. A model
-    folder a killed swap had moved aside (`*.tmp-*-old-*`) is put back first
-    when nothing took its place.
+    On this host: once the writer's process is gone. Another host's: once older
+    than `max_age_s` (None: never). A model folder a killed swap moved aside
+    (`*.tmp-*-old-*`) is put back first when nothing took its place.
     """
     folder = Path(folder).expanduser()
     if not folder.is_dir():
@@ -187,10 +177,9 @@ def _raise_as_write_failure(error: BaseException, dest: Path) -> None:
 def atomic_output(path: str | os.PathLike[str], suffix: str | None = None) -> Iterator[Path]:
     """Yields a temporary path beside `path`; renames it onto `path` on success.
 
-    The temporary file exists (empty) when the block starts. If the block raises,
-    the temporary file is deleted and `path` is unchanged. `suffix` defaults to
-    the destination's suffix. Raises `PipelineError` when the directory of `path`
-    does not exist or cannot be written, or when the final rename fails.
+    The temporary file exists (empty) when the block starts; if the block raises
+    it is deleted and `path` is unchanged. `suffix` defaults to the destination's.
+    PipelineError when the folder is missing or unwritable, or the rename fails.
     """
     dest = Path(path)
     parent = dest.parent
@@ -247,11 +236,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "
 
 
 def _default_dir_mode() -> int:
-    """Mode a plain `os.mkdir` would give a new folder (0o777 minus umask).
-
-    `tempfile.mkdtemp` makes 0o700 folders; published outputs should look like
-    every other output of the user's, so their mode is set from the umask.
-    """
+    """Mode a plain `os.mkdir` would give (0o777 minus umask); `mkdtemp` makes 0o700."""
     file_mode = _default_file_mode()
     execute = (file_mode & 0o444) >> 2  # search permission wherever read is allowed
     return file_mode | execute
@@ -274,10 +259,7 @@ _AT_FDCWD = -100
 
 
 def exchange_paths(a: Path, b: Path) -> None:
-    """Swaps two paths in one atomic step (Linux `renameat2(RENAME_EXCHANGE)`).
-
-    Raises OSError (ENOSYS, EINVAL) where the C library or the filesystem lacks it.
-    """
+    """Swaps two paths atomically (Linux `renameat2(RENAME_EXCHANGE)`); OSError if unsupported."""
     renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
     if renameat2 is None:
         raise OSError(errno.ENOSYS, "renameat2 is not available")
@@ -290,14 +272,11 @@ _NO_EXCHANGE = (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP)
 
 
 def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
-    """Renames folder `tmp` onto `dest`; an existing `dest` is replaced atomically.
+    """Renames folder `tmp` onto `dest`, replacing an existing `dest` atomically.
 
-    Where the OS can exchange two paths in one step, `dest` always names a
-    complete folder. Elsewhere the old folder is moved aside first and put
-    back if the new one cannot be renamed in; a kill between those two
-    renames leaves it for `remove_stale_temporaries` to put back. A rename
-    that loses a race with another writer of the same folder retries, so the
-    last writer wins.
+    Without an atomic exchange the old folder is moved aside first and put back
+    if the rename fails (a kill in between: `remove_stale_temporaries` puts it
+    back). A rename that loses a race retries, so the last writer wins.
     """
     for _ in range(attempts):
         try:
@@ -343,9 +322,7 @@ def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yields an empty temporary folder beside `path`; swaps it onto `path` on success.
 
-    A crash leaves the old folder or nothing, never a half-written one; of
-    concurrent writers of the same `path`, every one succeeds and the last one's
-    folder stays (`_swap_in`).
+    A crash leaves the old folder or nothing; of concurrent writers the last one's stays.
     """
     dest = Path(path)
     tmp = _make_temp_dir(dest)
@@ -361,11 +338,7 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def publish_once(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Like `atomic_directory` for content-addressed folders: the first writer wins.
-
-    For folders whose name is a hash of their content (caches): a concurrent
-    writer's folder holds the same content, so the loser's copy is dropped.
-    """
+    """Like `atomic_directory` for content-addressed folders (caches): the first writer wins."""
     dest = Path(path)
     tmp = _make_temp_dir(dest)
     try:
@@ -385,12 +358,8 @@ PROBE_ATTEMPTS = 5
 
 
 def check_writable_dir(path: Path, flag: str) -> None:
-    """Proves a file can be written in `path`, leaving the filesystem as it was.
-
-    A real attempt, because `os.access` says yes to root even where the
-    filesystem refuses (read-only mounts, /proc). Folders made for the probe are
-    removed again.
-    """
+    """Proves a file can be written in `path` (a real attempt: `os.access` says yes to
+    root on read-only mounts); folders made for the probe are removed again."""
     created = path
     while not created.parent.exists():
         created = created.parent
@@ -419,8 +388,7 @@ def check_writable_dir(path: Path, flag: str) -> None:
 def check_output_file(path: Path, flag: str) -> Path:
     """Refuses, before any work, an output file that could not be written; returns it.
 
-    Its folder need not exist yet: the writer creates it (`ensure_parent`) when
-    the result is ready, so a run that fails in between leaves nothing behind.
+    Its folder need not exist yet: `ensure_parent` creates it when the result is ready.
     """
     path = Path(path).expanduser()
     if path.is_dir():
@@ -439,10 +407,7 @@ def ensure_parent(path: Path) -> Path:
 
 
 def list_npz_files(folder: Path, max_files: int | None, *, missing: str, empty: str) -> list[Path]:
-    """Sorted `*.npz` files of a split folder (the first `max_files` when given).
-
-    A missing or empty folder is refused with the caller's `missing` or `empty` message.
-    """
+    """Sorted `*.npz` files of a folder (the first `max_files`); `missing`/`empty`: the refusals."""
     if not folder.is_dir():
         raise PipelineError(missing)
     files = sorted(folder.glob("*.npz"))

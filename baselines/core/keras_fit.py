@@ -1,10 +1,4 @@
-"""Training under Keras `fit`: a ranking train step and its batches, for any collection.
-
-Keras carries the loop (epochs, validation, callbacks, tf.distribute); this module
-adds only what is particular to ranking configurations of graphs (tile kernels
-or whole layout programs). Early stopping, resume and the rest of a run are
-`baselines.core.runner`.
-"""
+"""Training under Keras `fit`: a ranking train step and its batches, for any collection."""
 
 from __future__ import annotations
 
@@ -26,9 +20,8 @@ def sample_config_slots(rng: np.random.Generator, num_available: int, k: int) ->
 
 @dataclasses.dataclass(frozen=True)
 class BatchSource:
-    """Items to rank configurations of: each item's configuration count, and how a
-    batch is assembled from item ids and each item's configuration slots (-1 = padding)
-    into a dict of arrays matching `signature`."""
+    """Items to rank configurations of: each item's configuration count, and how a batch
+    is assembled (item ids, each item's slots, -1 = padding) into a dict matching `signature`."""
 
     num_configs: np.ndarray
     assemble: Callable[[Sequence[int], Sequence[np.ndarray], int], dict]
@@ -39,11 +32,7 @@ class BatchSource:
 
 
 class PooledOPA(tf.keras.metrics.Metric):
-    """Ordered-pair accuracy pooled over every list: correct pairs / comparable pairs.
-
-    Both counts are summed over batches (and over replicas under tf.distribute),
-    as TF-Ranking's OPAMetric pools them.
-    """
+    """Ordered-pair accuracy pooled over every list (and replica), as TF-Ranking's OPAMetric."""
 
     def __init__(self, name: str = "opa", **kwargs):
         super().__init__(name=name, dtype=tf.float64, **kwargs)
@@ -61,10 +50,8 @@ class PooledOPA(tf.keras.metrics.Metric):
 class RankingTrainer(tf.keras.Model):
     """Trains `tile_model` (any cost model) under a ranking loss of its [graphs, configs] scores.
 
-    `to_graph` turns a batch dict into the GraphTensor the model's `forward`
-    reads. Each replica's loss is divided by the number of replicas, because Keras'
-    optimizer sums the replicas' gradients: the update is then the gradient of
-    the global batch's mean loss.
+    `to_graph` turns a batch dict into what `forward` reads. Each replica's loss is
+    divided by the replica count: Keras' optimizer sums the replicas' gradients.
     """
 
     def __init__(
@@ -143,12 +130,10 @@ class RankingTrainer(tf.keras.Model):
     def _step_loop(self, step: Callable, counter: tf.Variable) -> Callable:
         """`steps_per_execution` steps in one compiled call, `step` traced once.
 
-        Keras' own loop starts with its outputs undefined, so AutoGraph traces
-        the step once more to learn their structure (twice the tracing, which
-        is seconds for a GNN); here they start as the metrics' current values,
-        which have the step's structure. One replica only (`compile_trainer`),
-        but not only the default strategy: a one-device MirroredStrategy's
-        variables update only inside `strategy.run`, so the step runs there.
+        Keras' loop starts with undefined outputs and traces the step twice to learn
+        their structure; here they start as the metrics' values. One replica only,
+        but the step runs in `strategy.run`: a one-device MirroredStrategy's
+        variables update only there.
         """
         strategy = self.distribute_strategy
 
@@ -169,18 +154,15 @@ class RankingTrainer(tf.keras.Model):
         return tf.function(run, reduce_retracing=True)
 
 
-# Train (and eval) steps per call of Keras' compiled function. Called once per
-# step, `fit` spent as long between steps (Python, iterator hand-off) as in a
-# tile step itself; 32 steps per call still return to Python (callbacks,
-# early stopping's check) every few seconds.
+# Steps per call of Keras' compiled function: one per call, `fit` spent as long
+# between steps as in a tile step; 32 still return to Python every few seconds.
 STEPS_PER_EXECUTION = 32
 
 
 def capped_configs(configs: int, most: int, unit: str, log: Callable[[str], None]) -> int:
-    """`--configs`, capped at the most configurations a train `unit` has (said in a line).
+    """`--configs`, capped (said in a line) at the most configurations a train `unit` has.
 
-    More slots than any graph has would only pad every batch, costing time and
-    memory for nothing; the run's hash and record keep the flag as given.
+    More slots would only pad every batch; the run's hash and record keep the flag as given.
     """
     if configs <= most:
         return configs
@@ -192,12 +174,8 @@ def capped_configs(configs: int, most: int, unit: str, log: Callable[[str], None
 
 
 def compile_trainer(trainer: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer) -> None:
-    """`trainer.compile` with `STEPS_PER_EXECUTION` steps per call of the compiled loop.
-
-    Under a strategy with several replicas it stays one step per call: in TF
-    2.15 the replicas' all-reduce of sparse (embedding) gradients inside
-    Keras' step loop pairs up gathers of different shapes and fails.
-    """
+    """`trainer.compile` with `STEPS_PER_EXECUTION` steps per call (one under several replicas:
+    TF 2.15's all-reduce of sparse gradients inside Keras' step loop fails)."""
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
     steps = STEPS_PER_EXECUTION if replicas == 1 else 1
     trainer.compile(optimizer=optimizer, steps_per_execution=steps)
@@ -206,9 +184,8 @@ def compile_trainer(trainer: tf.keras.Model, optimizer: tf.keras.optimizers.Opti
 def replica_chunks(order: np.ndarray, batch: int, num_replicas: int) -> list[list[np.ndarray]]:
     """Positions of `order` per global step and replica: each global batch split evenly.
 
-    With one replica the steps are the plain batches of `batch` kernels. With
-    more, a last global batch smaller than the replica count is topped up from
-    the start of the epoch, because every replica must take every step.
+    A last global batch smaller than the replica count is topped up from the
+    epoch's start: every replica must take every step.
     """
     steps = []
     for start in range(0, len(order), batch):
@@ -220,13 +197,12 @@ def replica_chunks(order: np.ndarray, batch: int, num_replicas: int) -> list[lis
 
 
 class EpochBatches:
-    """A `BatchSource`'s batches, epoch after epoch, each drawn from its own seed [seed, epoch].
+    """A `BatchSource`'s batches, epoch after epoch, each epoch drawn from seed [seed, epoch].
 
-    The stream never ends; Keras takes `steps` batches per epoch
-    (`steps_per_epoch`). It starts at the epoch `first_epoch()` names when its
-    first batch is drawn, i.e. after `BackupAndRestore` restored the optimizer,
-    so a resumed run draws exactly the batches an uninterrupted run draws
-    there. With `fixed_epoch`, every epoch draws the same batches (validation).
+    The stream never ends (Keras takes `steps` per epoch). It starts at the epoch
+    `first_epoch()` names when the first batch is drawn (after `BackupAndRestore`),
+    so a resumed run draws an uninterrupted run's batches. `fixed_epoch`: every
+    epoch draws the same batches (validation).
     """
 
     def __init__(

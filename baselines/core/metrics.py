@@ -1,10 +1,5 @@
-"""Ranking losses for training and ranking-quality metrics for evaluation.
-
-Scores are "lower = predicted faster", runtimes are runtime / normalizer.
-Padding slots carry runtime -1 and are ignored everywhere. Losses are TF, per
-batch of [b, k] scores, combined from a spec string ("ListMLELoss:1,MSE:0.02");
-metrics are numpy, per kernel with all its configurations.
-"""
+"""Ranking losses (TF, per batch of [b, k] scores) and ranking metrics (numpy, per kernel).
+Lower score = predicted faster; runtime / normalizer, -1 for padding (ignored everywhere)."""
 
 from __future__ import annotations
 
@@ -14,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from baselines.core.errors import PipelineError
-from baselines.core.loss_spec import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
+from baselines.core.loss_spec import parse_losses  # noqa: F401 (re-exported)
 from baselines.core.ranking import ranking_order
 
 LISTMLE_TEMPERATURE = 10.0
@@ -22,11 +17,7 @@ TOP_KS = (1, 5, 10)
 
 
 def ranking_labels(runtimes: tf.Tensor) -> tf.Tensor:
-    """Relevance labels for TF-Ranking: larger for faster configs, -1 for padding.
-
-    TF-Ranking ranks by label descending and treats negative labels as missing
-    items, so a positive, decreasing function of runtime is needed.
-    """
+    """TF-Ranking labels: 1 / (1 + runtime), larger for faster; -1 (missing) for padding."""
     valid = runtimes >= 0
     return tf.where(valid, 1.0 / (1.0 + tf.maximum(runtimes, 0.0)), -1.0)
 
@@ -56,18 +47,13 @@ def listmle_loss(
 ) -> tf.Tensor:
     """ListMLE: mean over lists of the Plackett-Luce NLL of the true order.
 
-    Per list, with real configs sorted fastest first and z = -score / temperature:
-    sum_i logsumexp(z[i:]) - z[i]; padding slots (runtime < 0) take no part.
+    Per list, real configs sorted fastest first, z = -score / temperature:
+    sum_i logsumexp(z[i:]) - z[i]; padding (runtime < 0) takes no part. Not
+    TF-Ranking's ListMLELoss, whose float32 padding logits underflow to -inf
+    (then NaN weights) once a real logit exceeds them by ~87. Ties keep list order.
 
-    Not TF-Ranking's ListMLELoss: its float32 log(cumsum(exp(z - max))) with
-    padding logits log(1e-10) underflows to -inf once a real logit exceeds the
-    padding's by ~87, and one -inf loss turns every weight NaN. Ties keep list
-    order, which is random: the configs of each list are sampled at random.
-
-    `position_weighted` (PListMLELoss; Lan et al. 2014, position-aware
-    ListMLE): the term of true position i (0 = fastest) is weighted by
-    1 / log2(i + 2), rescaled so that a list's n weights sum to n, which keeps
-    ListMLE's scale beside the other losses.
+    `position_weighted` (PListMLELoss, Lan et al. 2014): the term of true position
+    i (0 = fastest) is weighted 1 / log2(i + 2), rescaled so a list's n weights sum to n.
     """
     valid = runtimes >= 0
     order = tf.argsort(
@@ -124,10 +110,9 @@ def make_loss_fn(
 
 
 def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """(correctly ordered pairs, comparable pairs) over [b, k] lists.
+    """(correct, comparable) pairs of [b, k] lists; comparable: both real, runtimes differ.
 
-    A pair is comparable when both slots are real and runtimes differ. Summing
-    both counts over batches gives the pooled OPA that TF-Ranking's OPAMetric reports.
+    Summed over batches: the pooled OPA of TF-Ranking's OPAMetric.
     """
     valid = runtimes >= 0
     both = tf.logical_and(valid[:, :, None], valid[:, None, :])
@@ -140,11 +125,9 @@ def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.T
 
 
 def batch_top_k_errors(runtimes: tf.Tensor, scores: tf.Tensor, k: int) -> tf.Tensor:
-    """Top-k error of each [b, K] list over its real slots: [b] (the numpy `top_k_error`).
+    """[b] top-k error of each [b, K] list among its real slots (the numpy `top_k_error`).
 
-    Only among the list's slots (a batch samples some of a kernel's configs).
-    Padding slots are never picked; a list without a real slot (or whose best
-    runtime is 0, as in hidden-label files) gets 0.
+    A list without a real slot, or whose best runtime is 0 (hidden labels), gets 0.
     """
     valid = runtimes >= 0
     big = tf.constant(np.inf, runtimes.dtype)
@@ -159,18 +142,10 @@ def batch_top_k_errors(runtimes: tf.Tensor, scores: tf.Tensor, k: int) -> tf.Ten
     return tf.where(usable, picked / tf.where(usable, best, 1.0) - 1.0, 0.0)
 
 
-# ---------------------------------------------------------------------------
-# Per-kernel numpy metrics over all configurations.
-
-
 def require_finite_scores(
     tile_ids: Sequence[str], scores: Sequence[np.ndarray], what: str = "kernels"
 ) -> None:
-    """Refuses NaN or infinite scores, which would rank as an arbitrary order.
-
-    A diverged model scores NaN, and `argsort` then returns file order, so
-    every metric would look plausible.
-    """
+    """Refuses NaN or infinite scores: `argsort` would give file order and plausible metrics."""
     bad = [str(t) for t, s in zip(tile_ids, scores) if not np.all(np.isfinite(s))]
     if bad:
         raise PipelineError(
@@ -212,9 +187,8 @@ def kernel_opa(scores: np.ndarray, runtimes: np.ndarray) -> tuple[int, int]:
 def _kernel_opa_by_merging(scores: np.ndarray, runtimes: np.ndarray) -> tuple[int, int]:
     """kernel_opa in O(c log^2 c) time and O(c) memory.
 
-    With configs sorted by runtime, equal runtimes by descending score, a pair
-    i < j is comparable and correctly ordered exactly when score[i] < score[j]:
-    the pairs to count are the strictly increasing pairs of the sorted scores.
+    Sorted by runtime, ties by descending score, a pair i < j is comparable and
+    correct exactly when score[i] < score[j]: count the increasing pairs.
     """
     c = runtimes.size
     _, ties = np.unique(runtimes, return_counts=True)
@@ -226,9 +200,8 @@ def _kernel_opa_by_merging(scores: np.ndarray, runtimes: np.ndarray) -> tuple[in
 def _increasing_pairs(values: np.ndarray) -> int:
     """#{(i, j): i < j and values[i] < values[j]}, by a bottom-up merge sort.
 
-    At each level, blocks of `width` sorted ranks are paired; every element of a
-    right block counts the elements of its left block that are smaller
-    (`searchsorted` on keys offset per pair keeps all pairs in one sorted array).
+    Each level pairs blocks of `width` sorted ranks; `searchsorted` on keys offset
+    per pair counts, for each right element, the smaller ones of its left block.
     """
     ranks = np.unique(values, return_inverse=True)[1].astype(np.int64).ravel()
     n = ranks.size

@@ -1,12 +1,5 @@
-"""Reads the arrays of a dataset npz file safely: damaged bytes end in one line naming the file.
-
-An npz file is a zip of .npy members. Each member's header must account for
-exactly the bytes it holds, and its compressed size for its claimed size,
-before anything is allocated: a damaged header declaring 10^10 rows would
-otherwise ask numpy for terabytes. A member may be read by a reader of its
-own, straight from the stream (layout converts configurations block by block).
-Safe to call from many threads.
-"""
+"""Reads a dataset npz file's arrays safely (thread-safe): every member's header and sizes are
+checked before anything is allocated; damaged bytes end in one line naming the file."""
 
 from __future__ import annotations
 
@@ -95,10 +88,10 @@ def read_npz(
     readers: dict[str, MemberReader] | None = None,
     shapes_only: bool = False,
 ) -> dict[str, np.ndarray | tuple[int, ...]]:
-    """The named arrays of `path` (or, `shapes_only`, their declared shapes).
+    """The named arrays of `path` (with `shapes_only`, their declared shapes).
 
-    A missing key, a damaged member or unreadable bytes raise PipelineError
-    naming the file and ending in `advice`; so does any PipelineError a reader raises.
+    A missing key or damaged bytes (or a reader's PipelineError) raise a
+    PipelineError naming the file and ending in `advice`.
     """
     try:
         size = path.stat().st_size

@@ -1,11 +1,5 @@
-"""Figures of results for both collections: errors per program, Kendall's tau per graph,
-scores against runtimes, recipes, growth; and the canvases, bars and PNGs they use.
-
-Each figure function takes plain data (rows, dicts, numpy arrays) and returns a
-`matplotlib.figure.Figure` on its own Agg canvas (`new_figure`): pyplot is never
-imported and no global backend is set, so any process (headless, threaded, one
-that also runs TensorFlow) can make figures.
-"""
+"""Figures of results for both collections, from plain data, each on its own Agg canvas
+(`new_figure`): pyplot is never imported and no global backend is set."""
 
 from __future__ import annotations
 
@@ -97,11 +91,9 @@ def predicted_vs_true(
 ) -> Figure:
     """Each config's score against its runtime relative to its `unit`'s fastest config.
 
-    `scores` and `runtimes` hold one array per `unit` (a tile kernel, a layout
-    graph). x: runtime / the unit's fastest runtime (log scale, 1 = fastest);
-    y: the score standardized within its unit (z-score, as the ensembles of
-    both collections standardize). Beyond `max_points` configs, `max_points` of
-    them drawn at random (by `seed`) are shown, and the title says so.
+    One array per `unit` (tile kernel, layout graph) in `scores` and `runtimes`.
+    x: runtime / the unit's fastest (log); y: the score's z-score within its unit.
+    Beyond `max_points` configs, a random `max_points` (by `seed`), said in the title.
     """
     if len(scores) != len(runtimes):
         raise ValueError(f"{len(scores)} {unit}s of scores but {len(runtimes)} of runtimes")
@@ -157,9 +149,7 @@ ALL = "ALL"  # the program of error_table's rows over every kernel
 def per_program_errors(rows: Sequence[Mapping], ks: Sequence[int] = (1, 5, 10)) -> Figure:
     """Top-k error of every model per program: one panel per k, one bar per model.
 
-    `rows` are `baselines.tiles.error_table.error_table`'s (keys model, program,
-    top<k>_err, ...). x: the programs, "ALL" (every kernel) first, then the
-    others in the rows' order; bars: the models in the rows' order.
+    `rows`: `baselines.tiles.error_table.error_table`'s; "ALL" first, then the rows' order.
     """
     if not rows:
         raise ValueError("no rows to plot")
@@ -189,11 +179,10 @@ _TITLES = {"all": "all configurations", "subset": "fixed subsets"}
 
 
 def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
-    """Kendall's tau of every model on each graph: one panel per configs block, one bar per model.
+    """Kendall's tau of every model per graph: a panel per configs block, a bar per model.
 
-    `rows` are `baselines.layout.metrics.evaluation_rows`'s. x: "ALL" (the mean
-    over graphs), then the graphs in the rows' order; bars: the models in the
-    rows' order. Panels: "all" configurations, then "subset" when present.
+    `rows`: `baselines.layout.metrics.evaluation_rows`'s; "ALL" (mean over graphs)
+    first, then the rows' order; panels "all", then "subset" when present.
     """
     shown = [r for r in rows if r["level"] in ("all", "graph")]
     if not shown:
@@ -223,11 +212,10 @@ def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
 
 
 def options_per_item(per_item: Mapping[str, Mapping[str, float]], metric: str) -> Figure:
-    """Each option's validation figure on each item (kernel or graph), side by side.
+    """Each option's validation figure per item (kernel or graph): `per_item[option][item]`.
 
-    `per_item[option][item]`. Items are sorted by the first option's figure;
-    "MEAN" (over the items an option scores) comes first. Up to 40 items are
-    bars with their names; more are one marker per option and item.
+    Items sorted by the first option's figure, "MEAN" first; over 40 items,
+    markers instead of named bars.
     """
     options = list(per_item)
     first = per_item[options[0]] if options else {}

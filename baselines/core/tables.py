@@ -1,7 +1,4 @@
-"""Text tables of result rows, as both collections' evaluation scripts and benchmarks write them.
-
-Pure Python: no numpy, no TensorFlow.
-"""
+"""Text tables of result rows (markdown, CSV) for the evaluation scripts and benchmarks."""
 
 from __future__ import annotations
 

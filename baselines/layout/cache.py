@@ -1,15 +1,6 @@
-"""A memory-mapped, content-keyed, verified cache of a layout split's validated graphs.
-
-The cache holds a split exactly as the reader returns it (dropping duplicates,
-sampling and pruning run on top of it, the same way every time), as one folder
-of `.npy` arrays: each array of every graph concatenated in file order, plus
-offsets per graph. Configurations are stored as their codebooks (half a byte
-or a byte per configuration and configurable node, not 18), and node features
-the same way: each graph's distinct feature rows once, an index per node (a real
-graph of 21,918 nodes has 145 distinct rows). It comes back memory-mapped, so a
-warm load never holds a split's configurations in memory. The folder is checked on every load
-(`baselines.core.array_cache.check_array_folder`) and written one graph at a time.
-"""
+"""A memory-mapped, content-keyed, verified cache of a layout split as the reader returns it:
+every graph's arrays concatenated, plus offsets; configurations as codebooks, node features
+as each graph's distinct rows and an index per node."""
 
 from __future__ import annotations
 
@@ -85,10 +76,8 @@ CACHE_DIR_HELP = (
 def prepare_cache_dir(
     cache_dir: Path | str | None, log: Callable[[str], None] = print
 ) -> Path | None:
-    """The cache folder of `--cache_dir` (None: no cache), checked writable, leftovers removed.
-
-    A folder that cannot be written is refused before any slow work.
-    """
+    """The cache folder of `--cache_dir` (None: no cache), checked writable before any slow
+    work, leftovers removed."""
     if cache_dir is None:
         return None
     cache = Path(cache_dir).expanduser()
@@ -104,11 +93,8 @@ def layout_cache_path(cache_dir: Path | str, folder: Path | str, files: Sequence
 
 
 def save_layout_cache(graphs: Iterable[LayoutGraph], cache_path: Path, name: str) -> None:
-    """Writes graphs (read one at a time from the iterable) as a cache folder, atomically.
-
-    Nothing is published when the iterable raises (a file that fails
-    validation): a cache only ever holds a whole, valid split.
-    """
+    """Writes graphs (one at a time) as a cache folder, atomically; nothing is published
+    when the iterable raises, so a cache holds a whole, valid split."""
     with write_array_folder(cache_path, _LAYOUT, name=name, version=LAYOUT_CACHE_VERSION) as writer:
         ids: list[str] = []
         sizes: dict[str, list[int]] = {offsets: [0] for offsets in _OFFSETS_OF}
@@ -226,11 +212,8 @@ def _graphs(arrays: dict[str, np.ndarray]) -> list[LayoutGraph]:
 def check_layout_cache(
     cache_path: Path, verify: bool = True
 ) -> tuple[list[LayoutGraph] | None, str | None]:
-    """A cached split's graphs and None, or None and what is wrong (None, None: absent).
-
-    The graphs' arrays are read-only memory-mapped views of the folder's
-    files. Never raises on a damaged folder.
-    """
+    """A cached split's graphs (read-only memory-mapped views) and None, or None and what
+    is wrong (None, None: absent). Never raises on damage."""
     loaded, problem = check_array_folder(
         cache_path,
         FIELDS,
@@ -252,9 +235,8 @@ def load_cached_graphs(
 ) -> list[LayoutGraph]:
     """Every graph of `files` (a split folder's), from the cache, built with `read` if needed.
 
-    A damaged cache is said in one `log` line (print when None) and rebuilt;
-    a cache that cannot be written (any OSError while writing) is one
-    PipelineError line and leaves no folder behind.
+    A damaged cache is said in one `log` line (print when None) and rebuilt; one
+    that cannot be written is one PipelineError line, leaving no folder.
     """
     folder = Path(folder).expanduser()
     cache_path = layout_cache_path(cache_dir, folder, files)

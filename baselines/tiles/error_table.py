@@ -1,7 +1,5 @@
-"""Top-K errors of saved models and of their ensemble, overall and per program.
-
-A program is the file-name prefix before the trailing hash ("benchmarks" upstream).
-"""
+"""Top-K errors of saved models and their ensemble, overall and per program (the file-name
+prefix before the trailing hash)."""
 
 from __future__ import annotations
 

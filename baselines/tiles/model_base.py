@@ -1,11 +1,6 @@
-"""The base classes tile models build on; the models themselves are in models.py.
-
-A tile model maps a batch of kernels (a GraphTensor, graph.py) to one score per
-configuration, [batch, num_configs], lower = predicted faster. A model is a
-join type (`LateJoinModel`, `EarlyJoinModel`) times a backbone (`ConvStack`),
-as upstream's are. Each constructor takes the kwargs of the parts it builds and passes the rest
-on (`**kwargs`); a model's kwargs are all of those (`core.model_lookup`).
-"""
+"""The base classes of tile models: a join type (`LateJoinModel`, `EarlyJoinModel`) times a
+backbone (`ConvStack`), as upstream's. Each constructor takes its parts' kwargs and passes
+the rest on (`**kwargs`)."""
 
 from __future__ import annotations
 
@@ -23,8 +18,7 @@ from baselines.tiles.layers import ConfigScoringHead, KernelPooling, OpEncoder, 
 class TileModel(CostModel):
     """The parts every tile model has: op encoder, pooling per kernel and scoring head.
 
-    A subclass makes `self.head` (`make_head`) and implements `forward`. Every
-    subclass is registered with Keras under its class name when defined.
+    A subclass makes `self.head` (`make_head`) and implements `forward`.
     """
 
     # Saved models keep only the class name and its config (no traced functions,
@@ -60,11 +54,8 @@ class TileModel(CostModel):
         )
 
     def build(self, input_shape=None) -> None:
-        """Creates the standard parts' variables, in the order `forward` first calls them.
-
-        So a seed gives the weights a forward pass would. A subclass's own layers
-        are built by a forward pass (`model_builder.create_variables`).
-        """
+        """Creates the standard parts' variables in the order `forward` calls them (so a
+        seed gives the same weights); a subclass's own layers are built by a forward pass."""
         self.op_encoder.build(None)
         self.build_body()
         self.head.build(tf.TensorShape([None, None, self.head_input_dim()]))
@@ -100,10 +91,8 @@ class TileModel(CostModel):
 
 
 class ConvStack:
-    """Mixin backbone: `num_layers` convolutions of `conv_class`, applied in sequence.
-
-    `directed`: separate weights per edge direction (upstream's `directed`).
-    """
+    """Mixin backbone: `num_layers` convolutions of `conv_class` in sequence (`directed`:
+    weights per edge direction)."""
 
     conv_class: type
 
@@ -129,11 +118,9 @@ class ConvStack:
 class LateJoinModel(TileModel):
     """Op-only message passing, pooled per kernel, then joined with each config.
 
-    `config_dim`: width of the layers applied once per configuration (default
-    `hidden_dim`). A subclass overrides `message_passing` and lists its layers
-    in `message_passing_layers()`, so `build` creates them; it may set
-    `config_encoder` (re-encodes the configs beside the op states) or
-    `kernel_gate` and `config_projection` (a kernel x config product term).
+    `config_dim`: width of the per-configuration layers (default `hidden_dim`).
+    A subclass lists its layers in `message_passing_layers()`; it may set
+    `config_encoder` or `kernel_gate` and `config_projection` (a product term).
     """
 
     def __init__(
@@ -189,11 +176,8 @@ class LateJoinModel(TileModel):
 
 
 class EarlyJoinModel(TileModel):
-    """Config features joined onto every op node before message passing.
-
-    Dense([op ; config]) is computed as Dense(op) + Dense(config): the op part
-    once per op and the config part once per config, not once per pair.
-    """
+    """Config features joined onto every op node before message passing; Dense([op ; config])
+    as Dense(op) + Dense(config), each part computed once."""
 
     def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
         super().__init__(num_configs, num_ops, **kwargs)

@@ -1,8 +1,5 @@
-"""Builds a tile model of models.py by name, creates its variables, rebuilds saved runs.
-
-The lookup and the kwarg checks are `core.model_lookup`'s; this module adds
-the tiles' part: models.py and `TileModel`, and upstream's kwarg names.
-"""
+"""Builds a tile model of models.py by name, creates its variables, rebuilds saved runs
+(the lookup and kwarg checks are `core.model_lookup`'s)."""
 
 from __future__ import annotations
 
@@ -116,12 +113,9 @@ def check_scores_shape(model: TileModel, scores: tf.Tensor, kernels: int, config
 def create_variables(model: TileModel, compiled: bool = True) -> None:
     """Creates the model's variables, for training (`compiled`) or inference.
 
-    With `compiled`, one forward pass on a tiny kernel runs under the fully
-    dynamic batch signature, so a saved model accepts batches of any size
-    (needed before `save_model`); the pass also creates the variables of
-    layers that only a call builds (a student's extra layer). Without it,
-    `model.build()` creates the standard parts' variables from the known
-    widths, with no forward pass.
+    `compiled`: one forward pass on a tiny kernel under the dynamic batch
+    signature, so a saved model takes any batch size; it also builds layers only a
+    call builds. Otherwise `model.build()` from the known widths, no forward pass.
     """
     if not compiled:
         model.build()
@@ -150,10 +144,8 @@ def build_from_record(record: dict[str, Any]) -> TileModel:
 def restore_model(model_dir: Path, record: dict[str, Any]) -> TileModel:
     """Rebuilds the run's model class and copies the saved Keras model's weights in.
 
-    The variables are created as training created them: from the known widths
-    and, when the saved model holds variables that this leaves out (a layer
-    only a call builds), by one forward pass. A class or kwargs that still do
-    not fit fail with the first differing variable named.
+    Variables are created as training did: from the widths, plus one forward
+    pass when the saved model holds more; a misfit names the first variable.
     """
     model_dir = Path(model_dir).expanduser()
     model = build_from_record(with_saved_layout(record, model_dir))
@@ -164,12 +156,8 @@ def restore_model(model_dir: Path, record: dict[str, Any]) -> TileModel:
 
 
 def with_saved_layout(record: dict[str, Any], model_dir: Path) -> dict[str, Any]:
-    """`record`, with `cheb_layout` set for a ChebSAGE saved before that kwarg existed.
-
-    ChebSAGE had parallel branches only, and run files keep the kwargs the user
-    gave, so a record without `cheb_layout` may be of either layout; the saved
-    variables tell (parallel ones live under `cheb_branch/`).
-    """
+    """`record` with `cheb_layout` set for a ChebSAGE saved before that kwarg: parallel
+    when the saved variables live under `cheb_branch/`."""
     if record.get("model") != "ChebSAGE":
         return record
     kwargs = resolve_model_kwargs("ChebSAGE", record["model_kwargs"])

@@ -1,13 +1,5 @@
-"""Compiled, chunked and packed scoring of every configuration of every kernel.
-
-One `tf.function` with a fully dynamic input signature scores a batch, so a
-whole split runs through a single trace. Large kernels are cut into chunks and
-small ones packed several to a call (`plan_calls`), so memory stays bounded
-and per-call overhead is amortized. Padding slots are masked and their scores
-dropped; a configuration's score does not depend on the other configurations
-in its call. `SavedRanker` normalizes raw splits with the statistics saved in
-the run, never with refitted ones.
-"""
+"""Compiled scoring of every configuration of every kernel in one trace: large kernels chunked,
+small ones packed (`plan_calls`), padding dropped, so a score never depends on its call."""
 
 from __future__ import annotations
 
@@ -57,14 +49,11 @@ def plan_calls(
 ) -> list[Call]:
     """Splits large kernels into chunks and packs small ones; covers every config once.
 
-    Bounds per call: kernels x slots <= max_configs, and for early-join models
-    (states [ops, configs, hidden]) ops x slots <= max_elements (unless a single
-    kernel's ops alone exceed it: then one config per call). Late-join models
-    hold states per op and per config, never per pair, so for them ops (not
-    ops x slots) <= max_elements, and a kernel is cut only by max_configs:
-    cutting it by ops x slots would rerun its message passing once per chunk.
-    Small kernels are packed in order of configuration count, so the slot
-    count they share wastes little padding.
+    Per call: kernels x slots <= max_configs, and ops x slots <= max_elements for
+    early-join models (one config per call if a kernel's ops exceed it alone).
+    Late-join models bound ops alone and cut a kernel by max_configs only, so its
+    message passing runs once. Small kernels are packed by configuration count,
+    so their shared slot count wastes little padding.
     """
     calls: list[Call] = []
     small: list[int] = []
@@ -104,13 +93,9 @@ def _packed(group: list[int], num_configs: np.ndarray) -> Call:
 class ConfigScorer:
     """Scores configurations with `model.forward` under one compiled function.
 
-    `max_elements` bounds ops x configuration slots per call for early-join
-    models (their state size) and ops per call for the others; `max_configs`
-    bounds configuration slots per call. The early-join default keeps states
-    at 8 MiB, which stay in cache: much larger calls fall out of it, much
-    smaller ones pay the per-call overhead. A late-join op's fixed cost is
-    paid once per call, so fewer, larger calls are faster until their states
-    outgrow the cache.
+    `max_elements` bounds ops x slots per call for early-join models (the default
+    keeps states at 8 MiB, in cache), ops per call for the others; `max_configs`
+    bounds slots per call (late-join calls are fewer and larger).
     """
 
     def __init__(
@@ -214,9 +199,6 @@ class SavedRanker:
 def ranking_rows(
     tile_ids: Sequence[str], scores: Sequence[np.ndarray], top: int = 5
 ) -> list[tuple[str, str]]:
-    """`ID,TopConfigs` rows: `tile:xla:<id>` and its `top` predicted-fastest configs.
-
-    Fastest first, equal scores in file order (`core.ranking`).
-    """
+    """`ID,TopConfigs` rows: `tile:xla:<id>` and its `top` predicted-fastest configs."""
     require_finite_scores(tile_ids, scores)
     return [(f"{TILE_PREFIX}{tid}", ranking_cell(s, top)) for tid, s in zip(tile_ids, scores)]

@@ -1,9 +1,5 @@
-"""A tile run's record and feature statistics, read without TensorFlow.
-
-`tiles_gen_predictions_csv.py` reads the record (and its feature statistics)
-before TensorFlow is imported, so the data can be read and normalized in
-another process meanwhile.
-"""
+"""A tile run's record and feature statistics, read without TensorFlow (the ranking script
+reads them while the data loads elsewhere)."""
 
 from __future__ import annotations
 

@@ -6,14 +6,11 @@ import tensorflow as tf
 
 
 class PointwiseDense(tf.keras.layers.Dense):
-    """Computes `act(x W + b)` on the last axis of `x`, for x of rank 2 or more.
+    """Computes `act(x W + b)` on the last axis of `x` (rank >= 2), as `tf.keras.layers.Dense`.
 
-    Same variables and results as `tf.keras.layers.Dense`. For rank > 2 Keras
-    goes through `tf.tensordot`, whose shape bookkeeping adds dozens of ops per
-    layer and slows tracing; here one MatMul and two reshapes do the work. The
-    bias is added after the reshape back, which keeps the MatMul a plain one
-    (a fused MatMul + BiasAdd is compiled anew for every call shape on oneDNN
-    CPU builds).
+    One MatMul between two reshapes instead of Keras' `tensordot` (dozens of ops
+    per layer); the bias after the reshape keeps the MatMul plain (oneDNN
+    compiles a fused MatMul + BiasAdd anew for every shape).
     """
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
@@ -37,10 +34,8 @@ def pointwise_matmul(x: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
 def state_width(input_shape) -> int | None:
     """The last dimension of a node-state shape; None for a graph's (scalar) shape.
 
-    Graph layers are called as `layer(graph, states)`, so Keras builds them with
-    the graph's shape, which does not give the state width; their sublayers are
-    then built on the first call. Passing the states' shape to `build` (as
-    `TileModel.build` does) creates the weights without any call.
+    Keras builds graph layers (`layer(graph, states)`) with the graph's shape;
+    `build` with the states' shape creates the weights without a call.
     """
     if input_shape is None:
         return None
@@ -48,3 +43,11 @@ def state_width(input_shape) -> int | None:
     if shape.rank is None or shape.rank == 0:
         return None
     return shape[-1]
+
+
+def build_denses(denses, input_shape) -> None:
+    """Builds each dense for node states of shape `input_shape` (not for a graph's shape)."""
+    width = state_width(input_shape)
+    if width is not None:
+        for dense in denses:
+            dense.build(tf.TensorShape([None, width]))

@@ -17,18 +17,15 @@ def folding_pays(num_configs, config_width: int, units: int):
     """Whether `ConfigScoringHead.score_gated` folds its first layer per kernel.
 
     Folding costs config_width * gate_width * units per kernel and saves
-    gate_width * (config_width + units) per config, so it pays once a kernel
-    has more than config_width * units / (config_width + units) configs (the
-    gate width cancels). Works on ints and on scalar tensors.
+    gate_width * (config_width + units) per config. Ints or scalar tensors.
     """
     return num_configs * (config_width + units) > config_width * units
 
 
 class KernelPooling(tf.keras.layers.Layer):
-    """Pools op states to one vector per kernel: concat of the given reductions.
+    """Pools op states to one vector per kernel: the given reductions, concatenated.
 
-    Works on [n, d] (gives [b, d * len(reductions)]) and on [n, k, d]
-    (gives [b, k, d * len(reductions)]).
+    [n, d] gives [b, d * len(reductions)], [n, k, d] gives [b, k, d * len(reductions)].
     """
 
     def __init__(self, reductions: Sequence[str] = ("sum",), **kw):
@@ -74,12 +71,10 @@ class ConfigScoringHead(tf.keras.layers.Layer):
     def score_joined(
         self, kernel_states: tf.Tensor, config_states: tf.Tensor, training=None
     ) -> tf.Tensor:
-        """Same as `call` on [kernel_states repeated per config ; config_states].
+        """`call` on [kernel_states repeated per config ; config_states], without building it.
 
-        kernel_states [b, dk], config_states [b, k, dc]. The first layer's
-        kernel-side product is computed once per kernel, not once per config,
-        and the [b, k, dk + dc] input is never built: a late-join model's
-        kernel states are most of the head's input width.
+        kernel_states [b, dk], config_states [b, k, dc]; the first layer's kernel
+        side is computed once per kernel.
         """
         first = self._layers()[0]
         width = kernel_states.shape[-1]
@@ -99,13 +94,11 @@ class ConfigScoringHead(tf.keras.layers.Layer):
         projection: PointwiseDense,
         training=None,
     ) -> tf.Tensor:
-        """Same as `score_joined(kernel_states, [configs ; gate * projection(configs)])`.
+        """`score_joined(kernel_states, [configs ; gate * projection(configs)])`.
 
-        kernel_states [b, dk], config_states [b, k, dc], gate [b, u] (one per
-        kernel), `projection` a linear PointwiseDense(u). The gated term is
-        linear in the config, so the first layer's config side folds into one
-        matrix per kernel, M_b = W_config + P diag(gate_b) W_gated, when that
-        pays (`folding_pays`: ranking's large calls, not training's).
+        kernel_states [b, dk], config_states [b, k, dc], gate [b, u], `projection` a
+        linear PointwiseDense(u). When `folding_pays`, the config side folds into one
+        matrix per kernel, M_b = W_config + P diag(gate_b) W_gated.
         """
         if projection.activation is not tf.keras.activations.linear:
             raise ValueError("score_gated needs a linear projection (activation None)")
