@@ -32,8 +32,7 @@ STAMP_SETTLE_S = 2.0
 # catches a changed array of unchanged size and mtime without reading every byte.
 FINGERPRINT_TAIL_BYTES = 4096
 
-# Bytes reserved for the .npy header of an array written in chunks (its
-# final shape is known only at the end); 64-byte aligned, as numpy aligns.
+# Bytes reserved for a chunked array's .npy header (written last), 64-byte aligned.
 _CHUNKED_HEADER_BYTES = 128
 
 # Bytes of a memory-mapped array that `array_digest` holds resident at a time.
@@ -48,10 +47,8 @@ def _file_tail(path: Path) -> bytes:
 
 
 def files_fingerprint(files: Sequence[Path], salt: str) -> str:
-    """Hash of every file's path, size, mtime and zip directory: any change gives a new key.
-
-    24 hex digits; `salt` names the cache format, so a new format never reuses a folder.
-    """
+    """24 hex digits hashing every file's path, size, mtime and zip directory (any change, a new
+    key) and `salt` (the cache format, so a new format never reuses a folder)."""
     h = hashlib.sha256(salt.encode())
     for f in files:
         st = f.stat()
@@ -71,11 +68,8 @@ def _mapping_under(array: np.ndarray) -> mmap.mmap | None:
 
 
 def release_mapped_pages(view: np.ndarray) -> None:
-    """Drops this process's resident pages under `view`, a C-contiguous slice of a memory map.
-
-    A read-only map keeps every page read resident (and in the RSS) until the
-    kernel needs it; the bytes stay in the page cache. Other arrays are left alone.
-    """
+    """Drops this process's resident pages under `view`, a C-contiguous slice of a memory map
+    (a read map keeps them in the RSS; they stay in the page cache). Other arrays: no-op."""
     mapping = _mapping_under(view)
     if mapping is None or view.nbytes == 0 or not view.flags.c_contiguous:
         return
@@ -91,11 +85,8 @@ def release_mapped_pages(view: np.ndarray) -> None:
 
 
 def array_digest(array: np.ndarray) -> str:
-    """BLAKE2b of an array's bytes in C order, 32 hex digits.
-
-    A memory-mapped array is hashed `DIGEST_BLOCK_BYTES` at a time, each block's
-    pages released after it, so verifying never holds a cache resident.
-    """
+    """BLAKE2b of an array's bytes in C order, 32 hex digits; a memory map is hashed
+    `DIGEST_BLOCK_BYTES` at a time, each block's pages released after it."""
     if _mapping_under(array) is None or not array.flags.c_contiguous:
         return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).hexdigest()
     flat = array.reshape(-1)  # a view: still over the memory map
@@ -131,10 +122,8 @@ def save_array_folder(
     name: str,
     version: int,
 ) -> None:
-    """Writes arrays as a folder of .npy files and meta.json, atomically (first writer wins).
-
-    A damaged folder at `path` is the caller's to discard first (`discard_directory`).
-    """
+    """Writes arrays as .npy files and meta.json, atomically (first writer wins); a damaged
+    folder at `path` is the caller's to discard first (`discard_directory`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     records = {}
     with publish_once(path) as tmp:
@@ -170,11 +159,8 @@ class _ChunkedArray:
 
 
 class ArrayFolderWriter:
-    """Appends chunks of rows to the arrays of a folder being written (`write_array_folder`).
-
-    Each array is declared with its row shape and dtype (None: the first chunk's).
-    Memory use is one chunk.
-    """
+    """Appends chunks of rows to the arrays of a folder being written (`write_array_folder`),
+    each declared with its row shape and dtype (None: the first chunk's); memory is one chunk."""
 
     def __init__(
         self, folder: Path, layout: Mapping[str, tuple[tuple[int, ...], str | None]]
@@ -238,11 +224,8 @@ def write_array_folder(
     name: str,
     version: int,
 ) -> Iterator[ArrayFolderWriter]:
-    """A writer of a cache folder in chunks, published atomically when the block ends.
-
-    `layout`: each array's row shape and dtype. As `save_array_folder`: first
-    writer wins, nothing is left when the block raises.
-    """
+    """A writer of a cache folder in chunks (`layout`: each array's row shape and dtype),
+    published when the block ends, first writer winning; nothing is left if it raises."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with publish_once(path) as tmp:
         writer = ArrayFolderWriter(tmp, layout)
@@ -311,13 +294,10 @@ def check_array_folder(
     structure_problem: Callable[[dict[str, np.ndarray]], str | None] | None = None,
     verify: bool = True,
 ) -> tuple[CachedArrays | None, str | None]:
-    """A cache folder's arrays and None, or None and what is wrong (None, None: absent).
-
-    Always checked: meta.json, each header against its file size and meta.json,
-    then `structure_problem(arrays)`. With `verify`, the checksums too, unless a
-    `VERIFIED_STAMP` shows no file changed since; a verification stamps the
-    folder once its files are `STAMP_SETTLE_S` old. Never raises on damage.
-    """
+    """A cache folder's arrays and None, or None and what is wrong (None, None: absent); never
+    raises on damage. Checks meta.json, each header against its file size and meta.json,
+    `structure_problem(arrays)`, and with `verify` the checksums, unless a `VERIFIED_STAMP`
+    shows no file changed since (a verification stamps files `STAMP_SETTLE_S` old)."""
     if not path.exists():
         return None, None
     try:

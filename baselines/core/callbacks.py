@@ -9,11 +9,8 @@ import tqdm
 
 
 class StepProgress(tf.keras.callbacks.Callback):
-    """A tqdm bar of training steps per epoch, with the epoch's loss and OPA at its end.
-
-    It advances by the steps run: with several steps per call Keras reports
-    only the last step's index.
-    """
+    """A tqdm bar of training steps per epoch, with the epoch's loss and OPA at its end; it
+    advances by the steps run (with several steps per call Keras reports only the last)."""
 
     def __init__(self, desc: str):
         super().__init__()
@@ -49,12 +46,9 @@ class StepProgress(tf.keras.callbacks.Callback):
 
 
 class EpochTimer(tf.keras.callbacks.Callback):
-    """Wall seconds of each epoch's training steps, validation and the callbacks after.
-
-    The first `train_s` includes tracing; `val_s` is 0.0 without validation;
-    `callbacks_s[i]` runs from epoch i's end to the next start (listed first, it
-    counts the other callbacks' end-of-epoch work).
-    """
+    """Wall seconds of each epoch's training steps (the first with tracing), validation (0.0
+    without) and the callbacks after: `callbacks_s[i]` runs from epoch i's end to the next
+    start (listed first, it counts the other callbacks' end-of-epoch work)."""
 
     def __init__(self):
         super().__init__()

@@ -69,7 +69,6 @@ def parse_bool(text: str) -> bool:
 
 
 def field_help(field: dataclasses.Field) -> str:
-    """A record field's help text, from its metadata."""
     return field.metadata.get("help", "")
 
 

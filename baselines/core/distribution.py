@@ -33,10 +33,8 @@ def check_strategy_environment(name: str, tf_config: str | None) -> None:
 
 
 def make_strategy(name: str) -> Any:
-    """The tf.distribute strategy `--strategy` names; before TensorFlow makes any other op.
-
-    A CPU-only mirrored strategy gets one logical device per usable core (`split_cpu`).
-    """
+    """The tf.distribute strategy `--strategy` names, before TensorFlow makes any other op; a
+    CPU-only mirrored strategy gets one logical device per available core (`split_cpu`)."""
     import os
 
     import tensorflow as tf

@@ -14,11 +14,8 @@ class PipelineError(Exception):
 
 
 def run_cli(main: Callable[[], int | None], fast_exit: bool = False) -> NoReturn:
-    """Runs `main`, mapping `PipelineError` to one stderr line and exit code 2.
-
-    `fast_exit`: a successful run ends with `os._exit` after flushing, skipping
-    TensorFlow's second-long teardown.
-    """
+    """Runs `main`, mapping `PipelineError` to one stderr line and exit code 2; `fast_exit`
+    ends a successful run with `os._exit` after flushing (TensorFlow's teardown takes a second)."""
     try:
         code = main()
     except PipelineError as e:
@@ -28,8 +25,7 @@ def run_cli(main: Callable[[], int | None], fast_exit: bool = False) -> NoReturn
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:
-        # The reader went away (`script | head`): not an error of ours. Point stdout
-        # at /dev/null so the interpreter's final flush does not raise again.
+        # The reader went away (`script | head`); /dev/null takes the final flush.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     if fast_exit:

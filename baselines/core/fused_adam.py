@@ -65,8 +65,7 @@ class _FusedUpdate:
         )
 
     def _distributed_apply_gradients_fn(self, distribution, grads_and_vars, **kwargs):
-        # Every apply_gradients comes here in cross-replica context (the
-        # default strategy included): once per step.
+        # Once per step, in cross-replica context (the default strategy too).
         step = tf.cast(self.iterations + 1, tf.float32)
         self._step_scalars = {
             "beta1_power": tf.pow(tf.cast(self.beta_1, tf.float32), step),

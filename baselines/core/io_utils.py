@@ -58,10 +58,8 @@ _ENOSPC_LIKE = {
 
 
 def write_failure_kind(error: BaseException) -> str | None:
-    """`disk full`, `permission denied`, ... when `error` is the disk refusing a write, else None.
-
-    TensorFlow's writers raise their own types, so their message is read too.
-    """
+    """`disk full`, `permission denied`, ... when `error` is the disk refusing a write, else
+    None; TensorFlow's own error types are read by their message."""
     kind = _ENOSPC_LIKE.get(getattr(error, "errno", None) or -1)
     if kind is not None:
         return kind
@@ -100,19 +98,15 @@ def remove_stale_temporaries(
     log: Callable[[str], None] = print,
     max_age_s: float | None = 24 * 3600,
 ) -> list[str]:
-    """Removes `*.tmp-*` leftovers of writers that are gone; returns their names.
-
-    On this host: once the writer's process is gone. Another host's: once older
-    than `max_age_s` (None: never). A model folder a killed swap moved aside
-    (`*.tmp-*-old-*`) is put back first when nothing took its place.
-    """
+    """Removes `*.tmp-*` leftovers of writers that are gone (this host's: their process ended;
+    another's: older than `max_age_s`, None never); returns their names. A model folder a
+    killed swap moved aside (`*.tmp-*-old-*`) is put back first when nothing took its place."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         return []
     now = time.time()
     removed, restored = [], []
-    # Names are filtered before any Path is made: an output folder such as
-    # /tmp can hold tens of thousands of entries.
+    # Names filtered before any Path is made: a folder may hold tens of thousands.
     for name in sorted(n for n in os.listdir(folder) if ".tmp-" in n):
         entry = folder / name
         match = _TEMP_NAME.search(name)
@@ -152,7 +146,6 @@ def remove_stale_temporaries(
 
 
 def _fsync_file(path: Path) -> None:
-    """Flushes a written file to disk (best effort: some filesystems refuse)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -175,12 +168,9 @@ def _raise_as_write_failure(error: BaseException, dest: Path) -> None:
 
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str], suffix: str | None = None) -> Iterator[Path]:
-    """Yields a temporary path beside `path`; renames it onto `path` on success.
-
-    The temporary file exists (empty) when the block starts; if the block raises
-    it is deleted and `path` is unchanged. `suffix` defaults to the destination's.
-    PipelineError when the folder is missing or unwritable, or the rename fails.
-    """
+    """Yields a temporary path (an empty file; `suffix` defaults to the destination's) beside
+    `path`, renamed onto it on success; if the block raises, it is deleted and `path` kept.
+    PipelineError when the folder is missing or unwritable, or the rename fails."""
     dest = Path(path)
     parent = dest.parent
     if not parent.is_dir():
@@ -226,7 +216,6 @@ def read_user_text(path: Path, flag: str, what: str = "") -> str:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
-    """Writes `text` to `path` atomically."""
     with atomic_output(path) as tmp:
         try:
             with open(tmp, "w", encoding=encoding, newline="") as f:
@@ -272,12 +261,9 @@ _NO_EXCHANGE = (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP)
 
 
 def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
-    """Renames folder `tmp` onto `dest`, replacing an existing `dest` atomically.
-
-    Without an atomic exchange the old folder is moved aside first and put back
-    if the rename fails (a kill in between: `remove_stale_temporaries` puts it
-    back). A rename that loses a race retries, so the last writer wins.
-    """
+    """Renames folder `tmp` onto `dest`, replacing an existing `dest` atomically; without an
+    atomic exchange the old folder is moved aside and put back if the rename fails (after a
+    kill, by `remove_stale_temporaries`). A rename that loses a race retries: the last wins."""
     for _ in range(attempts):
         try:
             os.rename(tmp, dest)  # atomic; fails if another non-empty `dest` exists
@@ -320,10 +306,8 @@ def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
 
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yields an empty temporary folder beside `path`; swaps it onto `path` on success.
-
-    A crash leaves the old folder or nothing; of concurrent writers the last one's stays.
-    """
+    """Yields an empty temporary folder beside `path`; swaps it onto `path` on success. A crash
+    leaves the old folder or nothing; of concurrent writers the last one's stays."""
     dest = Path(path)
     tmp = _make_temp_dir(dest)
     try:
@@ -372,8 +356,7 @@ def check_writable_dir(path: Path, flag: str) -> None:
                     pass
                 break
             except FileNotFoundError:
-                # Another process probing the same new folder (the workers of
-                # a multi-worker run) removed it between our mkdir and write.
+                # Another worker probing the same new folder removed it meanwhile.
                 if attempt == PROBE_ATTEMPTS - 1:
                     raise
     except OSError as e:
@@ -386,10 +369,8 @@ def check_writable_dir(path: Path, flag: str) -> None:
 
 
 def check_output_file(path: Path, flag: str) -> Path:
-    """Refuses, before any work, an output file that could not be written; returns it.
-
-    Its folder need not exist yet: `ensure_parent` creates it when the result is ready.
-    """
+    """Refuses, before any work, an output file that could not be written; returns it. Its
+    folder need not exist yet (`ensure_parent` creates it when the result is ready)."""
     path = Path(path).expanduser()
     if path.is_dir():
         raise PipelineError(f"{flag}: {path} is a directory; give a file name")
@@ -398,7 +379,6 @@ def check_output_file(path: Path, flag: str) -> Path:
 
 
 def ensure_parent(path: Path) -> Path:
-    """Creates `path`'s folder (and its parents) for a writer; returns `path`."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:

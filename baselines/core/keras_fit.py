@@ -48,11 +48,9 @@ class PooledOPA(tf.keras.metrics.Metric):
 
 
 class RankingTrainer(tf.keras.Model):
-    """Trains `tile_model` (any cost model) under a ranking loss of its [graphs, configs] scores.
-
-    `to_graph` turns a batch dict into what `forward` reads. Each replica's loss is
-    divided by the replica count: Keras' optimizer sums the replicas' gradients.
-    """
+    """Trains `tile_model` (any cost model) under a ranking loss of its [graphs, configs] scores;
+    `to_graph` makes what `forward` reads. A replica's loss is divided by the replica count
+    (Keras sums the replicas' gradients)."""
 
     def __init__(
         self,
@@ -128,13 +126,9 @@ class RankingTrainer(tf.keras.Model):
         )
 
     def _step_loop(self, step: Callable, counter: tf.Variable) -> Callable:
-        """`steps_per_execution` steps in one compiled call, `step` traced once.
-
-        Keras' loop starts with undefined outputs and traces the step twice to learn
-        their structure; here they start as the metrics' values. One replica only,
-        but the step runs in `strategy.run`: a one-device MirroredStrategy's
-        variables update only there.
-        """
+        """`steps_per_execution` steps in one compiled call, `step` traced once: outputs start as
+        the metrics' values (Keras' loop traces twice to learn their structure). One replica,
+        but in `strategy.run`: a one-device MirroredStrategy's variables update only there."""
         strategy = self.distribute_strategy
 
         def one_step(batch) -> dict[str, tf.Tensor]:
@@ -160,10 +154,8 @@ STEPS_PER_EXECUTION = 32
 
 
 def capped_configs(configs: int, most: int, unit: str, log: Callable[[str], None]) -> int:
-    """`--configs`, capped (said in a line) at the most configurations a train `unit` has.
-
-    More slots would only pad every batch; the run's hash and record keep the flag as given.
-    """
+    """`--configs`, capped (said in a line) at the most configurations a train `unit` has: more
+    slots would only pad. The run's hash and record keep the flag as given."""
     if configs <= most:
         return configs
     log(
@@ -182,11 +174,8 @@ def compile_trainer(trainer: tf.keras.Model, optimizer: tf.keras.optimizers.Opti
 
 
 def replica_chunks(order: np.ndarray, batch: int, num_replicas: int) -> list[list[np.ndarray]]:
-    """Positions of `order` per global step and replica: each global batch split evenly.
-
-    A last global batch smaller than the replica count is topped up from the
-    epoch's start: every replica must take every step.
-    """
+    """Positions of `order` per global step and replica, each global batch split evenly; a last
+    batch smaller than the replica count is topped up from the epoch's start."""
     steps = []
     for start in range(0, len(order), batch):
         positions = np.arange(start, min(start + batch, len(order)))
@@ -197,13 +186,9 @@ def replica_chunks(order: np.ndarray, batch: int, num_replicas: int) -> list[lis
 
 
 class EpochBatches:
-    """A `BatchSource`'s batches, epoch after epoch, each epoch drawn from seed [seed, epoch].
-
-    The stream never ends (Keras takes `steps` per epoch). It starts at the epoch
-    `first_epoch()` names when the first batch is drawn (after `BackupAndRestore`),
-    so a resumed run draws an uninterrupted run's batches. `fixed_epoch`: every
-    epoch draws the same batches (validation).
-    """
+    """A `BatchSource`'s batches epoch after epoch, each epoch drawn from seed [seed, epoch], from
+    the epoch `first_epoch()` names at the first batch (after `BackupAndRestore`), so a resumed
+    run draws an uninterrupted run's batches. `fixed_epoch`: the same batches every epoch."""
 
     def __init__(
         self,
@@ -271,9 +256,8 @@ class EpochBatches:
         """For `distribute_datasets_from_function`; assembles batches on a background thread."""
         pipeline = context.input_pipeline_id if context else 0
         num_pipelines = context.num_input_pipelines if context else 1
-        # No tf.data autotuning: one generator and a fixed prefetch leave nothing
-        # to tune, and its thread sleeps up to a minute between rounds while
-        # deleting the iterator waits for it: fit returned up to a minute late.
+        # No autotuning (nothing to tune): its thread sleeps up to a minute between
+        # rounds, and deleting the iterator waits for it (fit returned a minute late).
         options = tf.data.Options()
         options.autotune.enabled = False
         return (

@@ -29,9 +29,8 @@ def _masked_mse(runtimes: tf.Tensor, scores: tf.Tensor) -> tf.Tensor:
 
 
 def _ranking_loss(loss: tf.keras.losses.Loss) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
-    # Unreduced, then averaged here: the same value as Keras' default reduction,
-    # which Keras refuses inside a tf.distribute replica (it cannot know the
-    # global batch). The trainer scales by the replica count itself.
+    # Averaged here: Keras refuses its default reduction inside a tf.distribute replica
+    # (the trainer scales by the replica count itself).
     return lambda runtimes, scores: tf.reduce_mean(loss(ranking_labels(runtimes), -scores))
 
 
@@ -110,10 +109,8 @@ def make_loss_fn(
 
 
 def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """(correct, comparable) pairs of [b, k] lists; comparable: both real, runtimes differ.
-
-    Summed over batches: the pooled OPA of TF-Ranking's OPAMetric.
-    """
+    """(correct, comparable) pairs of [b, k] lists (comparable: both real, runtimes differ);
+    summed over batches, the pooled OPA of TF-Ranking's OPAMetric."""
     valid = runtimes >= 0
     both = tf.logical_and(valid[:, :, None], valid[:, None, :])
     faster = tf.logical_and(runtimes[:, :, None] < runtimes[:, None, :], both)
@@ -125,10 +122,8 @@ def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.T
 
 
 def batch_top_k_errors(runtimes: tf.Tensor, scores: tf.Tensor, k: int) -> tf.Tensor:
-    """[b] top-k error of each [b, K] list among its real slots (the numpy `top_k_error`).
-
-    A list without a real slot, or whose best runtime is 0 (hidden labels), gets 0.
-    """
+    """[b] top-k error of each [b, K] list among its real slots (the numpy `top_k_error`); 0
+    for a list without a real slot or whose best runtime is 0 (hidden labels)."""
     valid = runtimes >= 0
     big = tf.constant(np.inf, runtimes.dtype)
     real = tf.where(valid, runtimes, big)
@@ -185,11 +180,8 @@ def kernel_opa(scores: np.ndarray, runtimes: np.ndarray) -> tuple[int, int]:
 
 
 def _kernel_opa_by_merging(scores: np.ndarray, runtimes: np.ndarray) -> tuple[int, int]:
-    """kernel_opa in O(c log^2 c) time and O(c) memory.
-
-    Sorted by runtime, ties by descending score, a pair i < j is comparable and
-    correct exactly when score[i] < score[j]: count the increasing pairs.
-    """
+    """kernel_opa in O(c log^2 c) time, O(c) memory: sorted by runtime, ties by descending score,
+    a pair i < j is comparable and correct exactly when score[i] < score[j]."""
     c = runtimes.size
     _, ties = np.unique(runtimes, return_counts=True)
     comparable = c * (c - 1) // 2 - int((ties * (ties - 1) // 2).sum())
@@ -198,11 +190,8 @@ def _kernel_opa_by_merging(scores: np.ndarray, runtimes: np.ndarray) -> tuple[in
 
 
 def _increasing_pairs(values: np.ndarray) -> int:
-    """#{(i, j): i < j and values[i] < values[j]}, by a bottom-up merge sort.
-
-    Each level pairs blocks of `width` sorted ranks; `searchsorted` on keys offset
-    per pair counts, for each right element, the smaller ones of its left block.
-    """
+    """#{(i, j): i < j and values[i] < values[j]} by a bottom-up merge sort: each level pairs
+    blocks of sorted ranks, `searchsorted` on keys offset per pair counting the smaller ones."""
     ranks = np.unique(values, return_inverse=True)[1].astype(np.int64).ravel()
     n = ranks.size
     total, width = 0, 1

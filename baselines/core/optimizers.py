@@ -10,11 +10,8 @@ from baselines.core.fused_adam import FusedAdam, FusedAdamW
 def learning_rate(
     lr: float, schedule: str, epochs: int, steps_per_epoch: int, warmup_epochs: int = 0
 ) -> float | tf.keras.optimizers.schedules.LearningRateSchedule:
-    """`lr` (constant), or Keras' cosine decay over every training step.
-
-    With warm-up: linear from lr / 100 to lr over `warmup_epochs`, then the
-    cosine down to lr / 100 at the last step.
-    """
+    """`lr`, or Keras' cosine decay over every training step: with warm-up, linear from lr / 100
+    to lr over `warmup_epochs`, then down to lr / 100 at the last step."""
     if schedule != "cosine":
         return lr
     total = max(2, epochs * steps_per_epoch)

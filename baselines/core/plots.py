@@ -19,7 +19,6 @@ DPI = 100
 
 
 def new_figure(width: float, height: float) -> Figure:
-    """An empty figure of `width` x `height` inches on its own Agg canvas."""
     figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
     return figure
@@ -89,12 +88,8 @@ def predicted_vs_true(
     seed: int = 0,
     unit: str = "kernel",
 ) -> Figure:
-    """Each config's score against its runtime relative to its `unit`'s fastest config.
-
-    One array per `unit` (tile kernel, layout graph) in `scores` and `runtimes`.
-    x: runtime / the unit's fastest (log); y: the score's z-score within its unit.
-    Beyond `max_points` configs, a random `max_points` (by `seed`), said in the title.
-    """
+    """Each config's score (z-score within its `unit`: tile kernel, layout graph) against its
+    runtime / the unit's fastest (log); beyond `max_points`, a random `max_points` by `seed`."""
     if len(scores) != len(runtimes):
         raise ValueError(f"{len(scores)} {unit}s of scores but {len(runtimes)} of runtimes")
     if max_points < 1:
@@ -134,7 +129,6 @@ def predicted_vs_true(
 
 
 def save_png(figure: Figure, path: str | os.PathLike[str]) -> Path:
-    """Writes `figure` as a PNG at `path`, atomically; returns it."""
     path = Path(path)
     if not isinstance(figure.canvas, FigureCanvasAgg):
         FigureCanvasAgg(figure)
@@ -147,10 +141,8 @@ ALL = "ALL"  # the program of error_table's rows over every kernel
 
 
 def per_program_errors(rows: Sequence[Mapping], ks: Sequence[int] = (1, 5, 10)) -> Figure:
-    """Top-k error of every model per program: one panel per k, one bar per model.
-
-    `rows`: `baselines.tiles.error_table.error_table`'s; "ALL" first, then the rows' order.
-    """
+    """Top-k error of every model per program, a panel per k, a bar per model; `rows`:
+    `tiles.error_table.error_table`'s, "ALL" first."""
     if not rows:
         raise ValueError("no rows to plot")
     models = list(dict.fromkeys(str(r["model"]) for r in rows))
@@ -179,11 +171,8 @@ _TITLES = {"all": "all configurations", "subset": "fixed subsets"}
 
 
 def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
-    """Kendall's tau of every model per graph: a panel per configs block, a bar per model.
-
-    `rows`: `baselines.layout.metrics.evaluation_rows`'s; "ALL" (mean over graphs)
-    first, then the rows' order; panels "all", then "subset" when present.
-    """
+    """Kendall's tau of every model per graph, a panel per configs block ("all", "subset"), a bar
+    per model; `rows`: `layout.metrics.evaluation_rows`'s, "ALL" (mean) first."""
     shown = [r for r in rows if r["level"] in ("all", "graph")]
     if not shown:
         raise ValueError("no rows to plot")
@@ -212,11 +201,8 @@ def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
 
 
 def options_per_item(per_item: Mapping[str, Mapping[str, float]], metric: str) -> Figure:
-    """Each option's validation figure per item (kernel or graph): `per_item[option][item]`.
-
-    Items sorted by the first option's figure, "MEAN" first; over 40 items,
-    markers instead of named bars.
-    """
+    """Each option's validation figure per item (`per_item[option][item]`), items sorted by the
+    first option's, "MEAN" first; over 40 items, markers instead of named bars."""
     options = list(per_item)
     first = per_item[options[0]] if options else {}
     items = sorted(first, key=lambda i: (not np.isfinite(first[i]), first[i]))

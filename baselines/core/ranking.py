@@ -29,11 +29,8 @@ def standardized(scores: np.ndarray) -> np.ndarray:
 
 
 def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
-    """Per kernel or graph, the mean of every member's standardized scores.
-
-    `members[m][i]`: model m's scores of item i. Standardizing gives members of
-    different scales the same say; one member is returned as it is.
-    """
+    """Per kernel or graph, the mean of every member's standardized scores (`members[m][i]`:
+    model m's scores of item i), so scales do not matter; one member is returned as it is."""
     if not members:
         raise PipelineError("an ensemble needs at least one model; give at least one model folder")
     if len(members) == 1:

@@ -114,5 +114,4 @@ def read_run(model_dir: Path, collection: str, required: Sequence[str]) -> dict[
 def read_runs(
     text: str, flag: str, read: Callable[[Path], dict[str, Any]]
 ) -> list[tuple[Path, dict[str, Any]]]:
-    """(folder, `read(folder)`) of each folder of a comma-separated `flag` list (`model_dirs`)."""
     return [(d, read(d)) for d in model_dirs(text, flag)]

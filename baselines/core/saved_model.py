@@ -38,10 +38,8 @@ def save_model(model: tf.keras.Model, model_dir: Path) -> None:
 def save_run(
     model: tf.keras.Model, record: dict[str, Any], model_dir: Path, run_path: Path
 ) -> None:
-    """Saves a run's model and run file as one unit; the record gains `model_fingerprint`.
-
-    Both go to temporaries first, so any error leaves the previous pair as it was.
-    """
+    """Saves a run's model and run file as one unit (temporaries first: any error leaves the
+    previous pair); the record gains `model_fingerprint`."""
     with atomic_output(run_path) as run_tmp:
         with atomic_directory(model_dir) as tmp:
             _save_keras(model, tmp, model_dir)
@@ -54,9 +52,7 @@ def save_finished_run(
     model: tf.keras.Model, record: dict[str, Any], out_dir: Path, log: Callable[[str], None]
 ) -> tuple[Path, Path]:
     """`model_<hash>/` and `run_<hash>.jsonz` of a finished run into `out_dir`; the backup goes.
-
-    The benchmarks read the lines it logs.
-    """
+    The benchmarks read the lines it logs."""
     run_hash = record["run_hash"]
     model_dir, run_path = out_dir / f"model_{run_hash}", out_dir / f"run_{run_hash}.jsonz"
     out_dir.mkdir(parents=True, exist_ok=True)

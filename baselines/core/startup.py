@@ -18,12 +18,9 @@ def available_cores() -> int:
 
 
 def tile_thread_pools(cores: int | None = None) -> dict[str, str]:
-    """TensorFlow's thread-pool variables for tile training and prediction on `cores` cores.
-
-    On 2 cores or fewer: one thread per op, two ops at a time (a tile step is
-    thousands of small ops). Layout is not given it: its epochs got slower. Larger
-    machines keep TensorFlow's choice (empty): not measured there.
-    """
+    """TensorFlow's thread-pool variables for tile work on `cores` cores: on 2 or fewer, one
+    thread per op and two ops at a time (a tile step is thousands of small ops); larger
+    machines keep TensorFlow's choice (not measured). Layout's epochs got slower with it."""
     if cores is None:
         cores = available_cores()
     if cores > 2:
@@ -32,12 +29,8 @@ def tile_thread_pools(cores: int | None = None) -> dict[str, str]:
 
 
 def prepare_tensorflow_import(thread_pools: Mapping[str, str] | None = None) -> None:
-    """Quiets TensorFlow's C++ log, sizes its thread pools, skips setuptools' distutils shim.
-
-    A `thread_pools` variable already set is kept. TF 2.15 imports distutils,
-    which setuptools' shim (`distutils-precedence.pth`) turns into importing most
-    of setuptools; Python 3.11's own distutils suffices, so the shim is removed.
-    """
+    """Quiets TensorFlow's C++ log, sets unset `thread_pools` variables and drops setuptools'
+    distutils shim, which turns TF 2.15's `import distutils` into most of setuptools."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA-plugin noise on CPU machines
     for name, value in (thread_pools or {}).items():
         os.environ.setdefault(name, value)

@@ -143,11 +143,8 @@ def sample_ids_from_test_dirs(
     tile_test_dir: str | os.PathLike[str],
     layout_root: str | os.PathLike[str] | None = None,
 ) -> list[tuple[str, str]]:
-    """The submission's ID list from downloaded test splits (no sample CSV).
-
-    Tile rows, then layout rows when `layout_root` (`<data>/npz/layout`) exists,
-    in the sample's order; every row gets `FILL_RANKING`.
-    """
+    """The submission's ID list from downloaded test splits (no sample CSV): tile rows, then
+    layout rows when `layout_root` exists, in the sample's order, all `FILL_RANKING`."""
     tile_dir = Path(tile_test_dir)
     if not tile_dir.is_dir():
         raise PipelineError(f"tile test directory {tile_dir} not found")
@@ -169,7 +166,6 @@ def sample_ids_from_test_dirs(
 
 
 def find_sample_submission(data_dirs: Iterable[str | os.PathLike[str]]) -> Path | None:
-    """The first `<dir>/sample_submission.csv` that is a file, else None."""
     for directory in data_dirs:
         candidate = Path(directory) / SAMPLE_NAME
         if candidate.is_file():
@@ -191,10 +187,8 @@ def _collection_order(collections: Iterable[str]) -> list[str]:
 def merge_rankings(
     inputs: Sequence[tuple[str, Mapping[str, Sequence[int]]]],
 ) -> tuple[dict[str, list[int]], dict[str, str]]:
-    """({ID: ranking}, {ID: label of its input}) of several (label, {ID: ranking}) inputs.
-
-    An ID in two inputs is refused: which ranking to submit is not ours to guess.
-    """
+    """({ID: ranking}, {ID: its input's label}) of (label, {ID: ranking}) inputs; an ID in two
+    inputs is refused (which to submit is not ours to guess)."""
     merged: dict[str, list[int]] = {}
     origin: dict[str, str] = {}
     for label, rankings in inputs:
@@ -271,13 +265,10 @@ def join_submission(
 ) -> Submission:
     """Joins rankings of every collection to the sample's rows by ID, in the sample's order.
 
-    A dummy row is a sample ID no input provides: tile rows get `FILL_RANKING`,
-    others keep the sample's value; each counts as dummy in its collection.
-    - A collection no input provides at all gets dummy rows.
-    - A collection provided only in part is refused unless `allow_missing`
-      (then its missing rows are dummy too); so are inputs that provide no sample ID.
-    - `dummy_rows=False` refuses any sample ID no input provides.
-    `origin` ({ID: input label}) names the inputs in messages.
+    A dummy row is a sample ID no input provides (tile rows `FILL_RANKING`, others the
+    sample's value). A collection no input provides gets dummy rows; one provided in part
+    is refused unless `allow_missing`, as are inputs providing no sample ID;
+    `dummy_rows=False` refuses any dummy row. `origin` ({ID: label}) names the inputs.
     """
     refuse_unknown_ids(sample_rows, rankings, origin, sample_label)
     for row_id, ranking in rankings.items():
@@ -352,7 +343,6 @@ def _refusal_hint(dummy_rows: bool, only_absent: bool) -> str:
 def write_csv_atomic(
     path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[str]]
 ) -> None:
-    """Writes a CSV (`\\n` line ends) atomically."""
     with atomic_output(path) as tmp:
         try:
             with open(tmp, "w", newline="", encoding="utf-8") as f:

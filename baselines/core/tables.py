@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 
 def cell(value: object) -> str:
-    """A table cell: floats to 4 decimals, anything else as str()."""
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 

@@ -105,12 +105,9 @@ def _beam_parse(options) -> dict:
 
 
 def beam_options(spec: CollectionSpec, beam_args: list[str]):
-    """(PipelineOptions, runner, parsed options) from the flags that are not training flags.
-
-    Locally: two worker processes by default, unknown options refused. Other
-    runners get unknown options as they are (for their job server), except
-    near-misses of a training flag.
-    """
+    """(PipelineOptions, runner, parsed options) of the flags that are not training flags:
+    locally two worker processes by default and unknown options refused; other runners get
+    them as they are, but for near-misses of a training flag."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
     given = {arg[2:].split("=", 1)[0] for arg in beam_args if arg.startswith("--")}
@@ -169,7 +166,6 @@ def make_pipeline(options, runner: str):
 
 
 def import_train_function(path: str) -> Callable[..., Mapping[str, Any]]:
-    """The function a "module:name" path names."""
     module, name = path.split(":")
     return getattr(importlib.import_module(module), name)
 

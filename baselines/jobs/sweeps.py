@@ -144,7 +144,6 @@ def summary_dir(runs: Sequence[Any]) -> Path:
 
 
 def one_line(text: Any) -> str:
-    """`text` on one line, runs of white space as one space."""
     return " ".join(str(text).split())
 
 
@@ -156,11 +155,8 @@ def run_one(
     train: Callable[..., Mapping[str, Any]],
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Trains one run with `train(args, progress=False, log=...)`; a result either way.
-
-    `status` "ok" with `spec.summarize(record)`'s fields and the wall time, or
-    "error" with the failure in one line: a failed run never stops the sweep.
-    """
+    """Trains one run with `train(args, progress=False, log=...)`: `status` "ok" with
+    `spec.summarize(record)` and the wall time, or "error" and why (the sweep goes on)."""
     run_hash = args.run_hash()
     label = f"[run {index + 1}/{total} {run_hash[:8]}]"
     result: dict[str, Any] = {
@@ -301,7 +297,6 @@ def summary_markdown(spec: CollectionSpec, results: Iterable[Result], ensemble_t
 def write_summary(
     spec: CollectionSpec, out_dir: Path | str, results: Iterable[Result], ensemble_top: int
 ) -> tuple[Path, Path]:
-    """Writes sweep_summary.csv and sweep_summary.md into `out_dir`, each atomically."""
     results = list(results)
     out_dir = Path(out_dir).expanduser()
     out_dir.mkdir(parents=True, exist_ok=True)

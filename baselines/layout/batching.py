@@ -45,11 +45,8 @@ BATCH_SIGNATURE = {
 
 
 def normalize_node_feat(node_feat: np.ndarray) -> np.ndarray:
-    """The 140 node feature columns as models read them, float32 [n, 140].
-
-    Columns 0-133: sign(x) * log1p(|x|) (fixed, so nothing is saved beside a
-    model); columns 134-139: `layout_minor_to_major`.
-    """
+    """The 140 node feature columns as models read them, float32 [n, 140]: sign(x) * log1p(|x|)
+    (fixed: nothing saved beside a model), then `layout_minor_to_major` in 134-139."""
     x = np.asarray(node_feat, dtype=np.float64)
     out = np.sign(x) * np.log1p(np.abs(x))
     out[:, MINOR_TO_MAJOR] = layout_minor_to_major(node_feat)
@@ -284,7 +281,6 @@ def assemble_batch(
 
 
 def batch_source(graphs: Sequence[PreparedGraph]) -> BatchSource:
-    """Prepared graphs as `baselines.core.keras_fit.EpochBatches` draws batches from them."""
     graphs = list(graphs)
     return BatchSource(
         num_configs=np.array([g.num_configs for g in graphs], dtype=np.int64),
@@ -329,12 +325,9 @@ def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
 
 
 def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
-    """What a layout model's `forward` reads: a GraphTensor and the config fields.
-
-    One component per graph, node sets `op` (`op`, `feats`) and `cfg` (no
-    features), edge sets `feed` (op -> op, consumer -> producer) and `cfg_feed`;
-    beside it the batch fields of the same names; `node_segment` None when absent.
-    """
+    """What a layout model's `forward` reads: a GraphTensor (a component per graph, node sets
+    `op` and `cfg`, edge sets `feed`, consumer -> producer, and `cfg_feed`) and the batch
+    fields of the same names (`node_segment` None when absent)."""
     node_sizes, cfg_sizes = batch["node_sizes"], batch["cfg_sizes"]
     graph = tfgnn.GraphTensor.from_pieces(
         node_sets={

@@ -29,11 +29,9 @@ from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
 # Bump when the folder's layout or the reader's validation rules change.
 LAYOUT_CACHE_VERSION = 3
 
-# Every cached array: the shape of one row and its dtype (None: text, the graph ids).
-# A graph's configurations are its codebook (`codebook.py`): `row_counts` (one per
-# configurable node) cut `codebook_rows`, and `config_codes` holds its (c, nc)
-# codes as `code_bits`-wide unsigned integers (4: two per byte, `pack_codes`).
-# Node i's features are `node_feat_rows[node_feat_index[i]]`, both per graph.
+# Every cached array's row shape and dtype (None: text). `row_counts` cut `codebook_rows`
+# per node; `config_codes` holds (c, nc) `code_bits`-wide codes (4: `pack_codes`); node
+# i's features are `node_feat_rows[node_feat_index[i]]`, both per graph.
 _ROWS = {
     "node_feat_rows": ((NODE_FEAT_DIM,), "float32"),
     "node_feat_index": ((), "int32"),
@@ -233,11 +231,8 @@ def load_cached_graphs(
     read: Callable[[Path], LayoutGraph],
     log: Callable[[str], None] | None = print,
 ) -> list[LayoutGraph]:
-    """Every graph of `files` (a split folder's), from the cache, built with `read` if needed.
-
-    A damaged cache is said in one `log` line (print when None) and rebuilt; one
-    that cannot be written is one PipelineError line, leaving no folder.
-    """
+    """Every graph of `files` from the cache, built with `read` if needed; a damaged cache is
+    one `log` line (print when None) and rebuilt, an unwritable one a PipelineError."""
     folder = Path(folder).expanduser()
     cache_path = layout_cache_path(cache_dir, folder, files)
     graphs, problem = check_layout_cache(cache_path)
@@ -253,8 +248,7 @@ def load_cached_graphs(
             f"{cache_path}: cannot write the cache ({describe_write_error(e)}; nothing kept); "
             "free space there or pass another --cache_dir (or none)"
         ) from None
-    # Just written (or just published by a concurrent writer of the same
-    # files): its checksums are verified, and stamped, on the next load.
+    # Just written (or published by a concurrent writer): verified, and stamped, next load.
     graphs, problem = check_layout_cache(cache_path, verify=False)
     if graphs is None:
         raise PipelineError(

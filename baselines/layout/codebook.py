@@ -134,11 +134,8 @@ class Codebook:
 
 
 def read_rows(array: np.ndarray, selected: np.ndarray | None, slots: np.ndarray) -> np.ndarray:
-    """`array[selected[slots]]` (`selected` None: `array[slots]`), reading only those rows.
-
-    A contiguous run is one slice; other rows are read sorted, each once, then
-    put in `slots`' order. The memory-mapped pages read are released (RSS).
-    """
+    """`array[selected[slots]]` (`selected` None: `array[slots]`), reading only those rows, in
+    sorted order (a contiguous run as one slice), their memory-mapped pages then released."""
     slots = np.asarray(slots, dtype=np.int64).reshape(-1)
     rows = slots if selected is None else np.asarray(selected)[slots]
     if rows.size and 0 <= rows[0] and rows[-1] < array.shape[0] and np.all(np.diff(rows) == 1):

@@ -129,10 +129,7 @@ def _integers(path: Path, key: str, value: np.ndarray) -> np.ndarray:
 
 def validate_layout_arrays(path: Path, graph_id: str, raw: dict[str, np.ndarray]) -> LayoutGraph:
     """Checks shapes, dtypes, ids, value ranges and finiteness; returns a LayoutGraph.
-
-    `raw["node_config_feat"]`: a `Codebook` (checked while read), or values that
-    must be integers in -1..5.
-    """
+    `raw["node_config_feat"]`: a `Codebook` (checked while read) or integers in -1..5."""
     node_feat = raw["node_feat"]
     if node_feat.dtype.kind not in "fiu":
         raise _bad(path, f"node_feat has dtype {node_feat.dtype}, expected float32")
@@ -250,12 +247,8 @@ def load_layout_split(
     log: Callable[[str], None] | None = print,
     cache_dir: Path | str | None = None,
 ) -> list[LayoutGraph]:
-    """Every graph of a split folder, in file-name order.
-
-    `drop_duplicates` (`dedup_configs`), then `max_configs` (`sample_configs`, by
-    `seed`); what was dropped is one `log` line. With `cache_dir`, read through the
-    split's cache and reduced on top of it.
-    """
+    """Every graph of a split folder in file-name order, deduplicated (`drop_duplicates`), then
+    sampled (`max_configs`, by `seed`), said in a `log` line; `cache_dir`: through the cache."""
     files = list_layout_files(folder, max_files)
     if cache_dir is None:
         raw: Iterable[LayoutGraph] = (read_layout_file(path) for path in files)

@@ -11,14 +11,12 @@ from baselines.layout.codebook import WIDTH, Codebook
 
 NODE_CONFIG_FEAT_DIM = WIDTH
 
-# Layout groups hold minor-to-major dimension numbers of tensors of rank <= 6,
-# and -1 for "no dimension" / "compiler default".
+# Minor-to-major dimension numbers of tensors of rank <= 6; -1: none / compiler default.
 CONFIG_VALUE_MIN = -1
 CONFIG_VALUE_MAX = 5
 
 
-# eq=False: the fields are arrays, whose == is elementwise, so a generated
-# __eq__ would raise; identity comparison is what callers get instead.
+# eq=False: a generated __eq__ would compare arrays elementwise and raise.
 @dataclasses.dataclass(frozen=True, eq=False)
 class LayoutGraph:
     """One program graph with `c` layout configurations of its `nc` configurable nodes.

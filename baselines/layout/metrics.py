@@ -38,12 +38,8 @@ def _signs(block: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def kendall_tau(pred: np.ndarray, runtime: np.ndarray) -> float:
-    """Kendall's tau-b between scores and runtimes; ties in either are allowed.
-
-    tau_b = (concordant - discordant) / sqrt((P - ties_pred) * (P - ties_runtime))
-    over the P pairs, counted a block of rows at a time. NaN for fewer than 2
-    configurations or a constant input.
-    """
+    """Kendall's tau-b, (concordant - discordant) / sqrt((P - ties_pred) * (P - ties_runtime))
+    over the P pairs, a block of rows at a time; NaN below 2 configurations or if constant."""
     pred, runtime = _as_vectors(pred, runtime)
     c = pred.size
     if c < 2:
@@ -64,10 +60,8 @@ def kendall_tau(pred: np.ndarray, runtime: np.ndarray) -> float:
 
 
 def slowdown_at_k(pred: np.ndarray, runtime: np.ndarray, k: int) -> float:
-    """min(runtime of the k lowest-scored configs) / min(runtime) - 1; 0 is perfect.
-
-    Ties in file order. Runtimes must be positive (test files are refused).
-    """
+    """min(runtime of the k lowest-scored configs) / min(runtime) - 1, 0 perfect, ties in file
+    order; runtimes must be positive (test files are refused)."""
     pred, runtime = _as_vectors(pred, runtime)
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
         raise PipelineError(f"k must be an integer >= 1, got {k!r}")
@@ -155,13 +149,9 @@ def evaluation_rows(
     scores_by_model: Mapping[str, Sequence[np.ndarray]],
     subsets: Mapping[str, np.ndarray] | None = None,
 ) -> list[dict]:
-    """Rows of COLUMNS: per model, "ALL", then each program by name, then each graph in order.
-
-    "ALL" and program rows are means over their graphs (tau: where defined).
-    `configs` is "all" for the first block, "subset" for the second (with
-    `subsets`, graph id -> config indices: scores and runtimes taken there).
-    Runtimes must be positive.
-    """
+    """Rows of COLUMNS per model: "ALL", each program, each graph, the first two means over
+    graphs (tau where defined). `configs`: "all", then "subset" with `subsets` (graph id ->
+    config indices: scores and runtimes taken there). Runtimes must be positive."""
     graph_ids = [str(g) for g in graph_ids]
     if not graph_ids:
         raise PipelineError("no graphs to evaluate")
@@ -194,10 +184,8 @@ def evaluation_rows(
 
 
 def choose_subsets(config_counts: Mapping[str, int], size: int, seed: int) -> dict[str, np.ndarray]:
-    """Graph id -> sorted indices of at most `size` of its configurations.
-
-    A graph's draw depends only on (`seed`, its id, its count, `size`).
-    """
+    """Graph id -> sorted indices of at most `size` of its configurations, drawn by (`seed`, id,
+    count, `size`) alone."""
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
         raise PipelineError(f"--subset_size: must be an integer >= 1, got {size!r}")
     if int(seed) < 0:
@@ -280,5 +268,4 @@ def markdown(rows: Sequence[dict]) -> str:
 
 
 def csv_text(rows: Sequence[dict]) -> str:
-    """Every row, COLUMNS in order, floats to 4 decimals (as in the markdown)."""
     return csv_table(COLUMNS, [[cell(r[c]) for c in COLUMNS] for r in rows])

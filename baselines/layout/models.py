@@ -27,11 +27,8 @@ NUM_CONFIG_VALUES = CONFIG_VALUE_MAX - CONFIG_VALUE_MIN + 1  # -1..5: 7 values
 
 
 class ConfigAttention(tf.keras.layers.Layer):
-    """Self-attention across one graph's configurations (pre-norm, residual).
-
-    x [G, K, d]: returns x + MHA(LN(x), LN(x)), configuration k of graph g
-    attending to the real configurations (mask 1) of graph g only.
-    """
+    """Self-attention across one graph's configurations (pre-norm, residual): x [G, K, d] ->
+    x + MHA(LN(x), LN(x)), attending only to the same graph's real (mask 1) configurations."""
 
     def __init__(self, heads: int, key_dim: int, **kw):
         super().__init__(**kw)
@@ -73,8 +70,7 @@ class LayoutModel(CostModel):
         """Scores [graphs, K], lower = predicted faster; K is read from `config_values`."""
         return self.config_part(inputs, self.graph_part(inputs, training), training)
 
-    # Optional split of `forward`: `scoring.GraphScorer` runs graph_part once per
-    # graph however many calls score its configurations.
+    # Optional split of `forward`: `scoring.GraphScorer` runs graph_part once per graph.
     def graph_part(self, inputs: dict, training=None):
         """The configuration-independent states of the batch's graphs (a tensor or a dict), from
         the graph fields of `inputs` only."""
@@ -116,13 +112,10 @@ def _place_on_nodes(inputs: dict, cfg_values: tf.Tensor) -> tf.Tensor:
 
 class ResModel(LayoutModel):
     """Upstream's layout baseline (ResModel) in spirit: early join, residual GCN, sum pooling.
-
-    state[v, k] = act(W_op [embed(opcode_v) ; feats_v] + W_cfg values[v, k]),
-    values the 18 layout values (-1..5) of configuration k on configurable v, else
-    0; the op part once per graph. Then `mlp_layers - 1` Dense layers
-    (`backprop_segment` after them), `num_gnns` ResGCN layers, `reduction`
-    pooling and a head of `final_mlp_layers` hidden layers (0: linear).
-    """
+    state[v, k] = act(W_op [embed(opcode_v) ; feats_v] + W_cfg values[v, k]), values the 18
+    layout values (-1..5) of configuration k on configurable v, else 0 (the op part once per
+    graph); then `mlp_layers - 1` Dense layers (`backprop_segment` after them), `num_gnns`
+    ResGCN layers, `reduction` pooling and a head of `final_mlp_layers` hidden layers."""
 
     def __init__(
         self,
@@ -274,11 +267,8 @@ class LayoutSAGE(LayoutModel):
         return num_configurable
 
     def embed_values(self, values: tf.Tensor, inputs: dict) -> tf.Tensor:
-        """[NC, K, 18 * (e + 1)]: per slot, embed(slot, value, value == reference) ; dim size.
-
-        The reference is `cfg_ref` (the layout when nothing is configured); the dim
-        size is log1p of the size of the dimension the value names (0 for -1), from `cfg_dims`.
-        """
+        """[NC, K, 18 * (e + 1)]: per slot, embed(slot, value, value == `cfg_ref`'s) ; log1p of the
+        size of the dimension the value names (0 for -1, from `cfg_dims`)."""
         values = tf.cast(values, tf.int32)  # [NC, K, 18], -1..5
         ref = tf.cast(inputs["cfg_ref"], tf.int32)[:, None, :]  # [NC, 1, 18]
         same = tf.cast(tf.equal(values, ref), tf.int32)
@@ -328,9 +318,8 @@ class LayoutSAGE(LayoutModel):
     def config_part(self, inputs: dict, graph_part: dict, training=None) -> tf.Tensor:
         graph = inputs["graph"]
         graph_state, node_part = graph_part["graph_state"], graph_part["node_part"]
-        # Up to the join, a state depends only on the node and its layout row: computed
-        # once per distinct row (`config_rows`), then gathered per slot. Relayout copies
-        # read the operands' rows of the same configuration, so they take every slot.
+        # Up to the join a state depends on the node and its row only: computed per distinct
+        # row, then gathered per slot; relayout copies read the operands' rows, so every slot.
         per_row = not self.relayout_copies
         values = inputs["config_rows"] if per_row else inputs["config_values"]
         if self.relative_to_reference:

@@ -12,11 +12,8 @@ from baselines.layout.graph import LayoutGraph
 
 
 def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
-    """The graph without repeated configurations (equal codes), and how many were dropped.
-
-    The first occurrence in file order is kept with its own measured runtime, so
-    every kept runtime is one the file holds.
-    """
+    """The graph without repeated configurations (equal codes), and how many were dropped; the
+    first in file order is kept, with its own measured runtime."""
     c = graph.num_configs
     if graph.num_configurable == 0:
         # No configurable node: every configuration is the same (empty) one.
@@ -53,13 +50,9 @@ def sample_configs(graph: LayoutGraph, max_configs: int, seed: int) -> LayoutGra
 
 
 def prune_to_configurable(graph: LayoutGraph, hops: int) -> tuple[LayoutGraph, np.ndarray]:
-    """(the subgraph of configurable nodes and every node within `hops` edges of one, the
-    kept nodes' original ids ascending int64).
-
-    Edges count both ways; only edges with both ends kept survive. Nodes keep
-    their order, renumbered 0..k-1; configurations and runtimes are unchanged;
-    each node_splits boundary becomes the count of kept nodes before it.
-    """
+    """(the subgraph of configurable nodes and every node within `hops` edges either way, the
+    kept ids ascending int64): edges with both ends kept, nodes renumbered in order,
+    configurations unchanged, node_splits counting the kept nodes before each boundary."""
     if isinstance(hops, bool) or not isinstance(hops, int | np.integer) or hops < 0:
         raise PipelineError(f"hops must be an integer >= 0, got {hops!r}")
     n = graph.num_nodes

@@ -101,7 +101,6 @@ def build_model(name: str, kwargs: dict[str, Any]):
 
 
 def restore_layout_model(model_dir: Path, record: dict[str, Any]):
-    """Rebuilds the run's class with its kwargs and copies the saved weights in."""
     from baselines.core.saved_model import copy_saved_variables
 
     model = build_model(record["model"], record["model_kwargs"]).create_variables()

@@ -33,13 +33,9 @@ SCORE_SLOT_BUDGET = 2**18
 
 
 class GraphScorer:
-    """Scores every configuration of a prepared graph, in chunks sized to the graph.
-
-    A chunk holds at most `chunk` configurations and `slot_budget` node-configuration
-    slots (`chunk_for`), so a call's memory is bounded; a score does not depend on
-    its chunk beyond float32 rounding. A model that attends across configurations
-    scores a graph in one call (unbounded by the budget).
-    """
+    """Scores every configuration of a prepared graph in chunks of at most `chunk`
+    configurations and `slot_budget` node-configuration slots (`chunk_for`); a score depends
+    on its chunk only by float32 rounding. Attending models score a graph in one call."""
 
     def __init__(
         self, model: LayoutModel, chunk: int = SCORE_CHUNK, slot_budget: int = SCORE_SLOT_BUDGET
@@ -128,11 +124,8 @@ def evaluate_graphs(model: LayoutModel, graphs: Sequence[PreparedGraph]) -> dict
 
 
 class ValidationKendallTau(tf.keras.callbacks.Callback):
-    """Adds `val_kendall_tau` to an epoch's logs: mean Kendall tau-b over the validation sample.
-
-    The sample is `val_batches`' fixed one, scored per graph on its real slots; a
-    graph met twice (replica top-up) counts once. List it before the readers of the logs.
-    """
+    """Adds `val_kendall_tau` to the epoch's logs (list it before their readers): mean Kendall
+    tau-b over `val_batches`' fixed sample, per graph on its real slots, each graph once."""
 
     def __init__(self, val_batches: EpochBatches):
         super().__init__()
@@ -163,12 +156,8 @@ def score_runs(
     log: Callable[[str], None] | None = print,
     cache_dir: Path | str | None = None,
 ) -> tuple[list[LayoutGraph], list[list[np.ndarray]]]:
-    """(the folder's graphs, each model's scores of every configuration of every graph).
-
-    The folder is read once per distinct pruning, every configuration kept; the
-    graphs come in file order, pruned as the first run says. `cache_dir`: through
-    the split cache.
-    """
+    """(the folder's graphs, each model's scores of all their configurations): read once per
+    pruning (`cache_dir`: through the cache), in file order, pruned as the first run says."""
     by_hops: dict[int | None, tuple[list[LayoutGraph], list]] = {}
     members = []
     for model_dir, record in models:

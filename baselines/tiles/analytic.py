@@ -11,8 +11,7 @@ NUM_ESTIMATES = len(ESTIMATES)
 
 LANES, SUBLANES = 128, 8
 VMEM_BYTES = 16 * 2**20
-# One-hot column of node_feat -> bytes per element; columns 2 (invalid),
-# 18 (tuple), 19 (opaque) and 20 (token) hold no array, so count the default.
+# One-hot column of node_feat -> element bytes; 2, 18, 19 and 20 hold no array (default).
 ELEMENT_BYTES = {
     3: 1,  # pred
     4: 1,  # s8

@@ -211,7 +211,6 @@ def list_split_files(split_dir: Path | str, max_files: int | None = None) -> lis
 
 
 def stack_kernels(name: str, kernels: Sequence[Kernel]) -> TileSplit:
-    """Concatenates kernels into one TileSplit."""
 
     def offsets(sizes: list[int]) -> np.ndarray:
         return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -269,11 +268,8 @@ PROCESS_POOL_MIN_FILES = 256
 def read_files(
     name: str, files: Sequence[Path], num_workers: int | None = None, progress: bool = True
 ) -> TileSplit:
-    """Reads and validates files in parallel, in file order.
-
-    Parsing an npz holds the GIL, so large splits go to `spawn`ed processes in
-    chunks, small ones to threads, which start instantly.
-    """
+    """Reads and validates files in parallel, in file order: a pool of `spawn`ed processes for
+    large splits (parsing holds the GIL), threads for small ones."""
     workers = num_workers or os.cpu_count() or 1
     bar = tqdm.tqdm(total=len(files), desc=f"read {name}", unit="file", disable=not progress)
     with bar:
@@ -298,15 +294,13 @@ def read_files(
 
 
 def files_fingerprint(files: Sequence[Path]) -> str:
-    """Hash of every file's path, size, mtime and zip directory: any change gives a new key."""
     return array_cache.files_fingerprint(files, salt=f"v{CACHE_FORMAT_VERSION}")
 
 
 _ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "name"]
 
 
-# Width and dtype of every cached array (None: the row count, checked against
-# the offsets).
+# Width and dtype of every cached array (None: the row count, checked by the offsets).
 _CACHE_LAYOUT = {
     "node_feat": ((None, NODE_FEAT_DIM), "float32"),
     "node_opcode": ((None,), "int32"),
@@ -358,10 +352,8 @@ def _structure_problem(arrays: dict[str, np.ndarray]) -> str | None:
 
 
 def check_split_cache(cache_path: Path, verify: bool = True) -> tuple[TileSplit | None, str | None]:
-    """A cached split and None, or None and what is wrong (None, None: absent).
-
-    `array_cache.check_array_folder` with the widths and offsets. Never raises on damage.
-    """
+    """A cached split and None, or None and what is wrong (None, None: absent), by
+    `array_cache.check_array_folder` plus widths and offsets; never raises on damage."""
     loaded, problem = array_cache.check_array_folder(
         cache_path,
         _ARRAY_FIELDS,

@@ -59,5 +59,4 @@ def markdown(rows: Sequence[dict]) -> str:
 
 
 def csv_text(rows: Sequence[dict]) -> str:
-    """Every row, COLUMNS in order, floats to 4 decimals (as in the markdown)."""
     return csv_table(COLUMNS, [[cell(r[c]) for c in COLUMNS] for r in rows])

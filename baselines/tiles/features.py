@@ -30,11 +30,8 @@ NORMALIZED_CONFIG_DIM = CONFIG_FEAT_DIM + NUM_ESTIMATES
 
 
 def layout_positions(node_feat: np.ndarray) -> np.ndarray:
-    """[n, 6] float32 of raw node features: position of dim d in the op's layout (0: most minor).
-
-    -1 past the op's rank, for tuples and scalars, and where the layout does not
-    name d. E.g. minor_to_major [1, 0, 3, 2] of a rank-4 op gives [1, 0, 3, 2, -1, -1].
-    """
+    """[n, 6] float32 of raw node features: position of dim d in the op's layout (0: most minor),
+    -1 past the rank or unnamed: minor_to_major [1, 0, 3, 2] of rank 4 -> [1, 0, 3, 2, -1, -1]."""
     shape = node_feat[:, SHAPE_COLUMN : SHAPE_COLUMN + NUM_DIMS] > 0
     rank = np.where(shape.any(axis=1), NUM_DIMS - np.argmax(shape[:, ::-1], axis=1), 0)
     minor_to_major = node_feat[:, LAYOUT_COLUMN : LAYOUT_COLUMN + NUM_DIMS].astype(np.int64)
@@ -97,8 +94,7 @@ def uses_estimates(model_kwargs: dict) -> bool:
 
 
 def _check_raw_width(node_feat: np.ndarray) -> None:
-    # Normalized features are wider (layout positions appended): normalizing
-    # them again would be a silent mistake, so it is refused.
+    # Normalized features (wider) normalized again would be a silent mistake: refused.
     if node_feat.ndim != 2 or node_feat.shape[1] != NODE_FEAT_DIM:
         raise PipelineError(
             f"node features of shape {node_feat.shape}: expected the files' "

@@ -37,10 +37,7 @@ def assemble_batch(
     config_slots: Sequence[np.ndarray],
     num_configs: int,
 ) -> dict[str, np.ndarray]:
-    """Merges kernels into one batch dict; config_slots[i]: up to K indices (-1 = padding).
-
-    Kernels with fewer than K configurations are padded (masked), not resampled.
-    """
+    """Merges kernels into one batch dict; config_slots[i]: up to K indices, padded to K with -1."""
     op_sizes, feed_sizes, node_parts, edge_parts = [], [], [], []
     config_rows, config_pad = [], []
     node_base = 0
@@ -87,8 +84,7 @@ def assemble_batch(
 def _component_ids(sizes: tf.Tensor) -> tf.Tensor:
     """[0, 0, 1, 2, 2, ...]: the component of each item, from per-component sizes."""
     ends = tf.cumsum(sizes)
-    # Three ops: tf.repeat and row_splits_to_segment_ids (which calls it) add
-    # dozens, which dominate tracing time.
+    # Three ops: tf.repeat (and row_splits_to_segment_ids) add dozens, slowing tracing.
     return tf.searchsorted(ends, tf.range(tf.reduce_sum(sizes)), side="right", out_type=tf.int32)
 
 
@@ -174,7 +170,6 @@ def dummy_batch(num_configs: int) -> dict[str, np.ndarray]:
 
 
 def batch_source(split: TileSplit) -> BatchSource:
-    """A split's kernels as the core training loop draws batches from them."""
     return BatchSource(
         num_configs=split.num_configs,
         assemble=lambda ids, slots, k: assemble_batch(split, ids, slots, k),
@@ -183,7 +178,6 @@ def batch_source(split: TileSplit) -> BatchSource:
 
 
 def configs_per_kernel(graph: tfgnn.GraphTensor) -> tf.Tensor:
-    """Number of configuration slots per kernel (batches have the same count each)."""
     return graph.node_sets["config"].total_size // graph.num_components
 
 

@@ -16,13 +16,10 @@ from baselines.tiles.layers import ConfigScoringHead, KernelPooling, OpEncoder, 
 
 
 class TileModel(CostModel):
-    """The parts every tile model has: op encoder, pooling per kernel and scoring head.
+    """The parts every tile model has (op encoder, pooling per kernel, scoring head); a subclass
+    makes `self.head` (`make_head`) and implements `forward`."""
 
-    A subclass makes `self.head` (`make_head`) and implements `forward`.
-    """
-
-    # Saved models keep only the class name and its config (no traced functions,
-    # see model_builder.restore_model); Keras finds the class by "tpugraphs_tiles>MLP", ...
+    # Saved models keep the class name and config: Keras finds "tpugraphs_tiles>MLP", ...
     keras_package = "tpugraphs_tiles"
     # Whether the model reads the analytic estimates (prediction computes them then).
     analytic_inputs = False
@@ -62,7 +59,6 @@ class TileModel(CostModel):
         self.built = True
 
     def build_body(self) -> None:
-        """Builds the layers between the op encoder and the head."""
         for layer in self.message_passing_layers():
             layer.build(tf.TensorShape([None, self.hidden_dim]))
 
@@ -116,12 +112,9 @@ class ConvStack:
 
 
 class LateJoinModel(TileModel):
-    """Op-only message passing, pooled per kernel, then joined with each config.
-
-    `config_dim`: width of the per-configuration layers (default `hidden_dim`).
-    A subclass lists its layers in `message_passing_layers()`; it may set
-    `config_encoder` or `kernel_gate` and `config_projection` (a product term).
-    """
+    """Op-only message passing, pooled per kernel, then joined with each config (layers of
+    `config_dim`, default `hidden_dim`). A subclass lists its layers in `message_passing_layers()`
+    and may set `config_encoder`, or `kernel_gate` and `config_projection`."""
 
     def __init__(
         self,

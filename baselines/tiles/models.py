@@ -52,13 +52,10 @@ class LateJoinResGCN(ConvStack, LateJoinModel):
 
 
 class LateJoinGAT(LateJoinModel):
-    """GATv2 blocks (both edge directions, residual, LayerNorm), sum/mean/max pooling.
-
-    The head sees [kernel ; config ; gate(kernel) * proj(config)]: the product lets
-    a small MLP judge a tile for this kernel. `config_encoding="per_dim"`: a config
-    is six per-dimension tokens beside the dims of `tiled_op_heads` ops picked by
-    attention (`layers/config_encoder.py`); `dim_layout` says how a token finds its dim.
-    """
+    """GATv2 blocks (both edge directions, residual, LayerNorm), sum/mean/max pooling; the head
+    sees [kernel ; config ; gate(kernel) * proj(config)], the product judging a tile for this
+    kernel. `config_encoding="per_dim"`: six per-dimension config tokens beside the dims of
+    `tiled_op_heads` ops picked by attention (`PerDimConfigEncoder`, `dim_layout`)."""
 
     def __init__(
         self,
@@ -115,14 +112,10 @@ class LateJoinGAT(LateJoinModel):
 
 
 class ChebSAGE(EarlyJoinModel):
-    """Config features on every op node, then ChebNet and GraphSAGE layers.
-
-    `cheb_layout="interleaved"`: `num_layers` layers alternating ChebConv and
-    SAGEConv; `"parallel"`: `num_layers` of each as two branches, concatenated.
-    ChebConv uses Chebyshev polynomials up to order `cheb_order` - 1; `directed`
-    applies to the SAGE layers. Runs saved before `cheb_layout` rebuild as
-    parallel (`model_builder.with_saved_layout`).
-    """
+    """Config features on every op node, then ChebNet and GraphSAGE layers: `num_layers`
+    alternating (`cheb_layout="interleaved"`) or `num_layers` of each as two concatenated
+    branches ("parallel"; runs saved before `cheb_layout` rebuild so,
+    `model_builder.with_saved_layout`). Chebyshev order `cheb_order` - 1; `directed`: SAGE's."""
 
     def __init__(
         self,

@@ -47,14 +47,9 @@ def plan_calls(
     max_kernels: int = 256,
     early_join: bool = True,
 ) -> list[Call]:
-    """Splits large kernels into chunks and packs small ones; covers every config once.
-
-    Per call: kernels x slots <= max_configs, and ops x slots <= max_elements for
-    early-join models (one config per call if a kernel's ops exceed it alone).
-    Late-join models bound ops alone and cut a kernel by max_configs only, so its
-    message passing runs once. Small kernels are packed by configuration count,
-    so their shared slot count wastes little padding.
-    """
+    """Splits large kernels into chunks and packs small ones (by configuration count), every
+    config once: kernels x slots <= max_configs, and ops x slots <= max_elements (early join;
+    at least one config) or ops <= max_elements (late join, cut by max_configs only)."""
     calls: list[Call] = []
     small: list[int] = []
     for i, (c, n) in enumerate(zip(num_configs.tolist(), num_nodes.tolist())):
@@ -91,12 +86,9 @@ def _packed(group: list[int], num_configs: np.ndarray) -> Call:
 
 
 class ConfigScorer:
-    """Scores configurations with `model.forward` under one compiled function.
-
-    `max_elements` bounds ops x slots per call for early-join models (the default
-    keeps states at 8 MiB, in cache), ops per call for the others; `max_configs`
-    bounds slots per call (late-join calls are fewer and larger).
-    """
+    """Scores configurations with `model.forward` under one compiled function: `max_elements`
+    bounds ops x slots per call (early join; default 8 MiB of states) or ops (late join),
+    `max_configs` slots per call."""
 
     def __init__(
         self, model: TileModel, max_elements: int = 1 << 15, max_configs: int | None = None
@@ -127,8 +119,7 @@ class ConfigScorer:
             slots = [np.arange(start, stop) for _, start, stop in call.ranges]
             return self._score(to_tensors(assemble_batch(split, ids, slots, call.slots))).numpy()
 
-        # Two calls in flight: the ops of one call form mostly a chain, so a
-        # second call keeps the other core busy.
+        # Two calls in flight: one call's ops are mostly a chain; another uses the idle core.
         with ThreadPoolExecutor(max_workers=2) as pool:
             for call, out in zip(calls, pool.map(run, calls)):
                 for row, (i, start, stop) in enumerate(call.ranges):

@@ -10,11 +10,8 @@ from baselines.core.layers.pointwise import PointwiseDense, build_denses
 
 
 def scaled_laplacian(graph: tfgnn.GraphTensor) -> tf.SparseTensor:
-    """Sparse L~ = 2 L / lambda_max - I = -D^-1/2 A D^-1/2 with lambda_max = 2.
-
-    L is the normalized Laplacian of the undirected op graph (A = P + P^T, self
-    loops dropped, as PyG's `get_laplacian`); an isolated op's row is zero.
-    """
+    """Sparse L~ = 2 L / lambda_max - I = -D^-1/2 A D^-1/2 (lambda_max = 2), L the normalized
+    Laplacian of A = P + P^T without self loops (PyG's `get_laplacian`); isolated rows are zero."""
     adj = graph.edge_sets["feed"].adjacency
     not_loop = tf.cast(tf.not_equal(adj.source, adj.target), tf.float32)
     degree = graph_ops.bidirectional_degree(graph, edge_weight=not_loop)
@@ -26,12 +23,9 @@ def scaled_laplacian(graph: tfgnn.GraphTensor) -> tf.SparseTensor:
 
 
 class ChebConv(tf.keras.layers.Layer):
-    """Computes `act(sum_{k<K} T_k(L~) h W_k + b)` for every op node.
-
-    T_0 h = h, T_1 h = L~ h, T_k h = 2 L~ T_{k-1} h - T_{k-2} h on `scaled_laplacian`
-    (PyG's `ChebConv`, normalization "sym", lambda_max 2): order K mixes up to
-    K - 1 hops. Linear unless `activation` is given. Works on [n, d] and [n, k, d].
-    """
+    """Computes `act(sum_{k<K} T_k(L~) h W_k + b)` on `scaled_laplacian`, T_0 h = h, T_1 h = L~ h,
+    T_k h = 2 L~ T_{k-1} h - T_{k-2} h (PyG's `ChebConv`, "sym", lambda_max 2): order K mixes
+    up to K - 1 hops. Linear unless `activation` is given; works on [n, d] and [n, k, d]."""
 
     def __init__(self, units: int, order: int = 3, activation=None, **kw):
         super().__init__(**kw)

@@ -10,12 +10,8 @@ from baselines.core.layers.pointwise import state_width
 
 
 class HeadLogits(tf.keras.layers.EinsumDense):
-    """Per-head attention logits: `logits[..., h] = sum_c features[..., h, c] kernel[c, h]`.
-
-    TF-GNN's `EinsumDense("...ik,ki->...i")` with the same `kernel` (saved models
-    load unchanged), as one multiply and one sum: CPU einsum is slow here
-    (docs/performance.md).
-    """
+    """Per-head attention logits `sum_c features[..., h, c] kernel[c, h]`: TF-GNN's EinsumDense
+    (same `kernel`) as one multiply and sum, CPU einsum being slow here (docs/performance.md)."""
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         return tf.reduce_sum(inputs * tf.transpose(self.kernel), axis=-1)
@@ -32,12 +28,9 @@ def gatv2_conv(**kwargs) -> gat_v2.GATv2Conv:
 
 
 class GATv2Block(tf.keras.layers.Layer):
-    """Computes `LayerNorm(h + Dropout(W [gat_fwd(h) ; gat_bwd(h)]))` for op nodes.
-
-    `gat_fwd` attends over an op's consumers, `gat_bwd` over its producers, each
-    with its own weights (upstream's `directed=True`) and `num_heads` heads of
-    `units // num_heads` channels.
-    """
+    """Computes `LayerNorm(h + Dropout(W [gat_fwd(h) ; gat_bwd(h)]))` for op nodes: attention over
+    consumers and over producers, each with its own weights (upstream's `directed=True`) and
+    `num_heads` heads of `units // num_heads` channels."""
 
     def __init__(self, units: int, num_heads: int, dropout: float = 0.0, **kw):
         super().__init__(**kw)

@@ -31,12 +31,9 @@ def adjacency(
     edge_weight: tf.Tensor | None = None,
     edge_set: str = "feed",
 ) -> tf.SparseTensor:
-    """Sparse [n, n] matrix R (M + S) C for M the `direction`'s adjacency.
-
-    M: P (u -> v for every edge: u's producers), P^T ("consumers") or P + P^T
-    ("both"), `edge_weight` [edges] for its 1s; S = diag(self_weight), R =
-    diag(row_weight), C = diag(column_weight), each absent when None.
-    """
+    """Sparse [n, n] matrix R (M + S) C, M the `direction`'s adjacency: P (u -> v for every edge),
+    P^T ("consumers") or P + P^T ("both"), `edge_weight` [edges] for its 1s; S =
+    diag(self_weight), R = diag(row_weight), C = diag(column_weight), each absent when None."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
     adj = graph.edge_sets[edge_set].adjacency

@@ -6,12 +6,9 @@ import tensorflow as tf
 
 
 class PointwiseDense(tf.keras.layers.Dense):
-    """Computes `act(x W + b)` on the last axis of `x` (rank >= 2), as `tf.keras.layers.Dense`.
-
-    One MatMul between two reshapes instead of Keras' `tensordot` (dozens of ops
-    per layer); the bias after the reshape keeps the MatMul plain (oneDNN
-    compiles a fused MatMul + BiasAdd anew for every shape).
-    """
+    """`tf.keras.layers.Dense` on the last axis of `x` (rank >= 2) as one MatMul between two
+    reshapes (Keras' `tensordot` adds dozens of ops), the bias after the reshape (oneDNN
+    recompiles a fused MatMul + BiasAdd for every shape)."""
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         out = pointwise_matmul(inputs, self.kernel)
@@ -32,11 +29,8 @@ def pointwise_matmul(x: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
 
 
 def state_width(input_shape) -> int | None:
-    """The last dimension of a node-state shape; None for a graph's (scalar) shape.
-
-    Keras builds graph layers (`layer(graph, states)`) with the graph's shape;
-    `build` with the states' shape creates the weights without a call.
-    """
+    """The last dimension of a node-state shape; None for a graph's (scalar) shape, with which
+    Keras builds graph layers (`layer(graph, states)`)."""
     if input_shape is None:
         return None
     shape = tf.TensorShape(input_shape)

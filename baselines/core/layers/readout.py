@@ -14,19 +14,14 @@ REDUCTIONS = ("sum", "mean", "max")
 
 
 def folding_pays(num_configs, config_width: int, units: int):
-    """Whether `ConfigScoringHead.score_gated` folds its first layer per kernel.
-
-    Folding costs config_width * gate_width * units per kernel and saves
-    gate_width * (config_width + units) per config. Ints or scalar tensors.
-    """
+    """Whether `ConfigScoringHead.score_gated` folds its first layer per kernel: folding costs
+    c * g * u per kernel, saves g * (c + u) per config (c config width, g gate width, u units)."""
     return num_configs * (config_width + units) > config_width * units
 
 
 class KernelPooling(tf.keras.layers.Layer):
-    """Pools op states to one vector per kernel: the given reductions, concatenated.
-
-    [n, d] gives [b, d * len(reductions)], [n, k, d] gives [b, k, d * len(reductions)].
-    """
+    """Pools op states to one vector per kernel, the reductions concatenated: [n, d] to
+    [b, d * len(reductions)], [n, k, d] to [b, k, d * len(reductions)]."""
 
     def __init__(self, reductions: Sequence[str] = ("sum",), **kw):
         super().__init__(**kw)
@@ -71,11 +66,8 @@ class ConfigScoringHead(tf.keras.layers.Layer):
     def score_joined(
         self, kernel_states: tf.Tensor, config_states: tf.Tensor, training=None
     ) -> tf.Tensor:
-        """`call` on [kernel_states repeated per config ; config_states], without building it.
-
-        kernel_states [b, dk], config_states [b, k, dc]; the first layer's kernel
-        side is computed once per kernel.
-        """
+        """`call` on [kernel_states [b, dk] repeated per config ; config_states [b, k, dc]], the
+        first layer's kernel side computed once per kernel, the joined input never built."""
         first = self._layers()[0]
         width = kernel_states.shape[-1]
         if not self.built:  # called before Keras' first __call__ built the layers
@@ -94,12 +86,9 @@ class ConfigScoringHead(tf.keras.layers.Layer):
         projection: PointwiseDense,
         training=None,
     ) -> tf.Tensor:
-        """`score_joined(kernel_states, [configs ; gate * projection(configs)])`.
-
-        kernel_states [b, dk], config_states [b, k, dc], gate [b, u], `projection` a
-        linear PointwiseDense(u). When `folding_pays`, the config side folds into one
-        matrix per kernel, M_b = W_config + P diag(gate_b) W_gated.
-        """
+        """`score_joined(kernel_states [b, dk], [configs ; gate [b, u] * projection(configs)])`,
+        `projection` a linear PointwiseDense(u); when `folding_pays`, the config side folds into
+        one matrix per kernel, M_b = W_config + P diag(gate_b) W_gated."""
         if projection.activation is not tf.keras.activations.linear:
             raise ValueError("score_gated needs a linear projection (activation None)")
         first = self._layers()[0]
@@ -141,7 +130,6 @@ class ConfigScoringHead(tf.keras.layers.Layer):
         return [*self.hidden, self.out]
 
     def _from_first(self, x: tf.Tensor, training) -> tf.Tensor:
-        """The rest of the head, from the first layer's output."""
         if self.hidden:
             x = self.dropout(x, training=training)
             for layer in self.hidden[1:]:

@@ -10,12 +10,9 @@ from baselines.core.layers.pointwise import PointwiseDense, build_denses
 
 
 class ResGCNConv(tf.keras.layers.Layer):
-    """Computes `h + act(W (D^-1/2 (A + I) D^-1/2 h))` for every op node, A symmetric.
-
-    `directed=True` gives each part its own weights: `h + act(W_prod N P h +
-    W_cons N P^T h + W_self N h)`, `N x = D^-1/2 x D^-1/2` (upstream's directed
-    ResGCN). `units` must equal the state width; works on [n, d] or [n, k, d].
-    """
+    """Computes `h + act(W (D^-1/2 (A + I) D^-1/2 h))`, A symmetric; `directed=True` gives each
+    part its own weights, `h + act(W_prod N P h + W_cons N P^T h + W_self N h)`, `N x = D^-1/2
+    x D^-1/2` (upstream's directed ResGCN). `units` is the state width; [n, d] or [n, k, d]."""
 
     def __init__(self, units: int, activation="leaky_relu", directed: bool = False, **kw):
         super().__init__(**kw)

@@ -10,13 +10,9 @@ from baselines.core.layers.pointwise import PointwiseDense, build_denses
 
 
 class SAGEConv(tf.keras.layers.Layer):
-    """Computes `l2_normalize(act(W [h_v ; mean_{u ~ v} h_u]))` for every op node v.
-
-    `u ~ v`: producers and consumers of v. States may be [n, k, d]; `W [a ; b]`
-    is `W_self a + W_neighbour b`, so no concatenation is built. `directed=True`
-    splits the neighbour term by direction with its own weights (upstream's
-    `directed`): `W_self h_v + W_prod sum_prod h_u / deg(v) + W_cons sum_cons h_u / deg(v)`.
-    """
+    """Computes `l2_normalize(act(W [h_v ; mean_{u ~ v} h_u]))`, u ~ v its producers and
+    consumers, as `W_self a + W_neighbour b` (no concatenation; states [n, d] or [n, k, d]).
+    `directed=True`: `W_self h_v + W_prod sum_prod h_u / deg(v) + W_cons sum_cons h_u / deg(v)`."""
 
     def __init__(
         self,

@@ -16,19 +16,15 @@ from baselines.tiles.features import (
 
 # Config columns of dim d: kernel (d), output (8 + d) and input (16 + d) bounds.
 BOUND_GROUPS = (0, 8, 16)
-# What a token learns of the layout: "minor_to_major" (file column 134 + d, the
-# dimension at position d) or "position" (dimension d's own position, 0 = most
-# minor; features.layout_positions).
+# A token's layout: "minor_to_major" (column 134 + d: the dimension at position d) or
+# "position" (dimension d's position, 0 = most minor; features.layout_positions).
 DIM_LAYOUTS = ("minor_to_major", "position")
 
 
 def distinct_rows(group: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """(first row of each, row -> its number) of the distinct (group, values) rows.
-
-    group [n] int32, values [n, m] float32 compared by bits: one 1-D unique per
-    column on (number so far << 32 | the column's bits), cheaper than UniqueV2
-    over rows (docs/performance.md). values[first][index] == values.
-    """
+    """(first row of each, row -> its number) of the distinct (group [n] int32, values [n, m]
+    float32 by bits) rows, values[first][index] == values: a 1-D unique per column on (number
+    so far << 32 | bits), cheaper than UniqueV2 over rows (docs/performance.md)."""
     index = tf.cast(group, tf.int64)
     bits = tf.bitwise.bitwise_and(tf.cast(tf.bitcast(values, tf.int32), tf.int64), 0xFFFFFFFF)
     for column in range(values.shape[-1]):
@@ -41,15 +37,11 @@ def distinct_rows(group: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Te
 
 
 class PerDimConfigEncoder(tf.keras.layers.Layer):
-    """Encodes a config as six per-dimension tokens, pooled by sum and max.
-
-    Token d: the config's kernel, output and input bound of d (columns d, 8 + d,
-    16 + d), the kernel's shape dim d (node column 21 + d), its layout
-    (`dim_layout="position"`: d's position, 0 = most minor; "minor_to_major": the
-    file's entry d) and a one-hot of d. The kernel's dims come from attention over
-    its ops' states (which op is the tiled tensor is learned), one per head. A
-    shared MLP maps each token; output `[sum_d MLP ; max_d MLP ; configs]`, [b, k, 2 * units + 24].
-    """
+    """Encodes a config as six per-dimension tokens, pooled by sum and max: token d holds the
+    config's kernel, output and input bound of d (columns d, 8 + d, 16 + d), the kernel's
+    shape dim d (node column 21 + d), its layout (`dim_layout`) and a one-hot of d. The
+    kernel's dims come from attention over its ops' states, one per head. Output
+    `[sum_d MLP(token) ; max_d MLP(token) ; configs]`, [b, k, 2 * units + 24]."""
 
     def __init__(
         self,
@@ -90,12 +82,9 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
         super().build(input_shape)
 
     def encode_tokens(self, bounds: tf.Tensor, kernel_dims: tf.Tensor) -> tf.Tensor:
-        """The token MLP of every (kernel, config, dim), run once per distinct token.
-
-        bounds [b, k, 6, 3], kernel_dims [b, 6, 2 * heads] -> [6, b, k, units],
-        dimension-major so pooling reduces the outer axis. Configs reuse few bound
-        values, so the MLP runs on the distinct (kernel, d, bounds) rows.
-        """
+        """The token MLP of every (kernel, config, dim): bounds [b, k, 6, 3], kernel_dims [b, 6,
+        2 * heads] -> [6, b, k, units] (dimension-major: pooling reduces the outer axis), run
+        once per distinct (kernel, d, bounds) row."""
         shape = tf.shape(bounds)
         # Row key: kernel * 6 + d, then the bounds (exact equality of their bits).
         group = tf.reshape(
