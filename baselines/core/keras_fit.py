@@ -148,7 +148,7 @@ class RankingTrainer(tf.keras.Model):
         return tf.function(run, reduce_retracing=True)
 
 
-# Steps per call of Keras' compiled function: one per call, `fit` spent as long
+# Steps per call of Keras' compiled function: at one, `fit` spent as long
 # between steps as in a tile step; 32 still return to Python every few seconds.
 STEPS_PER_EXECUTION = 32
 

@@ -242,7 +242,7 @@ class Submission:
         return sum(self.dummy_per_collection.values())
 
     def describe(self) -> str:
-        """`894 rows (tile:xla 844, layout:xla:default 8, ...), 0 dummy`; lists all five."""
+        """`894 rows (tile:xla 844, layout:xla:default 8, ...), 0 dummy`; all five collections."""
         names = list(COLLECTIONS) + [
             c for c in _collection_order(self.rows_per_collection) if c not in COLLECTIONS
         ]
