@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from baselines.core.keras_fit import sample_config_slots
 from baselines.tiles import data, model_builder
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.kernel_batches import (
     assemble_batch,
     graph_from_batch,
-    sample_config_slots,
     to_tensors,
 )
 from baselines.tiles.model_base import TileModel

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from test_data import make_root
 
+from baselines.core import array_cache
 from baselines.tiles import data
 
 
@@ -113,17 +114,17 @@ def test_damaged_cache_is_rebuilt_and_loads_like_the_files(tmp_path, damage):
 
 def test_verified_stamp_is_not_trusted_after_a_write(tmp_path, monkeypatch):
     """Verified once (stamp written), then damaged with the mtime put back: caught by ctime."""
-    monkeypatch.setattr(data, "_STAMP_SETTLE_S", 0.0)
+    monkeypatch.setattr(array_cache, "STAMP_SETTLE_S", 0.0)
     root = make_root(tmp_path)
     cache = tmp_path / "cache"
     clean = data.load_split(root / "train", progress=False)
     data.load_split(root / "train", cache_dir=cache, progress=False)
     folder = _only_cache(cache)
     assert data.check_split_cache(folder)[1] is None
-    assert (folder / data.VERIFIED_STAMP).is_file()
+    assert (folder / array_cache.VERIFIED_STAMP).is_file()
     hashed = []
-    real_digest = data._array_digest
-    monkeypatch.setattr(data, "_array_digest", lambda a: hashed.append(1) or real_digest(a))
+    real_digest = array_cache.array_digest
+    monkeypatch.setattr(array_cache, "array_digest", lambda a: hashed.append(1) or real_digest(a))
     assert data.check_split_cache(folder)[1] is None and not hashed  # stamp: no re-hash
 
     target = folder / "config_runtime.npy"

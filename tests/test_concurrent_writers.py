@@ -76,7 +76,7 @@ def test_two_processes_building_the_same_cache_both_succeed(tmp_path):
     for round_ in range(ROUNDS):
         folder = tmp_path / f"round{round_}"
         assert _leftovers(folder) == [], round_
-        cached = data.load_split_cache(folder / "train-key")
+        cached = data.check_split_cache(folder / "train-key")[0]
         assert cached is not None, round_
         np.testing.assert_array_equal(cached.config_feat, expected.config_feat)
         np.testing.assert_array_equal(cached.tile_ids, expected.tile_ids)

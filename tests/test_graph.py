@@ -6,12 +6,12 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from baselines.core.keras_fit import sample_config_slots
 from baselines.tiles import data
 from baselines.tiles.kernel_batches import (
     _component_ids,
     assemble_batch,
     graph_from_batch,
-    sample_config_slots,
     to_tensors,
 )
 

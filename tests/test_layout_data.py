@@ -23,11 +23,11 @@ from baselines.layout.data import (
     dedup_configs,
     layout_minor_to_major,
     load_layout_split,
-    prune_to_configurable,
     read_layout_file,
     sample_configs,
 )
 from baselines.layout.metrics import kendall_tau, slowdown_at_k
+from baselines.layout.prune import prune_to_configurable
 
 # ---------------------------------------------------------------------------
 # A hand-made graph. Arrows go producer -> consumer; * marks configurable nodes.

@@ -13,7 +13,8 @@ import pytest
 from conftest import REAL_SAMPLES, ROOT
 
 from baselines.core.errors import PipelineError
-from baselines.layout import kendall_tau, read_layout_file
+from baselines.layout.data import read_layout_file
+from baselines.layout.metrics import kendall_tau
 from synthetic.layout import cost_model
 
 SCRIPT = ROOT / "data" / "make_synthetic_layout.py"

@@ -8,13 +8,13 @@ import tensorflow as tf
 from conftest import write_random_root
 
 from baselines.core.errors import PipelineError
+from baselines.core.keras_fit import sample_config_slots
 from baselines.core.saved_model import save_model
 from baselines.tiles import data, features, model_builder
 from baselines.tiles.features import FeatureStats
 from baselines.tiles.kernel_batches import (
     assemble_batch,
     graph_from_batch,
-    sample_config_slots,
     to_tensors,
 )
 from baselines.tiles.layers import ChebConv

@@ -1,12 +1,5 @@
-"""Content-keyed, verified cache folders of .npy arrays, shared by the tile and layout caches.
-
-A cache folder holds one `.npy` file per array and `meta.json`, which records
-the folder's format version, a name, and every array's shape, dtype and
-BLAKE2b checksum. Folders are named by a fingerprint of the source files, are
-published atomically (the first writer wins), memory-map on load, and prove
-themselves before they are used (`check_array_folder`). A folder too large to
-hold in memory at once is written in chunks (`write_array_folder`).
-"""
+"""Content-keyed, verified cache folders of .npy arrays (and `meta.json`: each array's shape,
+dtype and BLAKE2b), published atomically and memory-mapped: the tile and layout caches."""
 
 from __future__ import annotations
 
@@ -28,22 +21,18 @@ import numpy as np
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_write_text, publish_once, temp_prefix
 
-# Records that every array of a cache folder matched its checksum, keyed by
-# each file's inode, size, mtime and ctime. Any write changes the ctime (which
-# no user call can set back), so a warm load can skip re-hashing.
+# Says every array matched its checksum, keyed by each file's inode, size, mtime and
+# ctime (any write changes the ctime, which no call sets back): a warm load skips hashing.
 VERIFIED_STAMP = "verified.json"
-# Files changed less than this long ago are verified but not stamped: on a
-# filesystem with coarse timestamps a later write in the same tick could keep
-# the ctime the stamp recorded.
+# Files younger than this are verified but not stamped: with coarse timestamps a
+# later write in the same tick could keep the stamped ctime.
 STAMP_SETTLE_S = 2.0
 
-# An npz file's last bytes hold the zip central directory (every member's
-# CRC-32): hashing them detects a changed array even when the file keeps its
-# size and mtime (tar restores mtimes), without reading every byte.
+# An npz's last bytes hold the zip directory (every member's CRC-32): hashing them
+# catches a changed array of unchanged size and mtime without reading every byte.
 FINGERPRINT_TAIL_BYTES = 4096
 
-# Bytes reserved for the .npy header of an array written in chunks (its
-# final shape is known only at the end); 64-byte aligned, as numpy aligns.
+# Bytes reserved for a chunked array's .npy header (written last), 64-byte aligned.
 _CHUNKED_HEADER_BYTES = 128
 
 # Bytes of a memory-mapped array that `array_digest` holds resident at a time.
@@ -58,10 +47,8 @@ def _file_tail(path: Path) -> bytes:
 
 
 def files_fingerprint(files: Sequence[Path], salt: str) -> str:
-    """Hash of every file's path, size, mtime and zip directory: any change gives a new key.
-
-    24 hex digits; `salt` names the cache format, so a new format never reuses an old folder.
-    """
+    """24 hex digits hashing every file's path, size, mtime and zip directory (any change, a new
+    key) and `salt` (the cache format, so a new format never reuses a folder)."""
     h = hashlib.sha256(salt.encode())
     for f in files:
         st = f.stat()
@@ -71,12 +58,7 @@ def files_fingerprint(files: Sequence[Path], salt: str) -> str:
 
 
 def _mapping_under(array: np.ndarray) -> mmap.mmap | None:
-    """The memory map under `array`, or None for an array in memory.
-
-    A np.memmap carries it as `_mmap`, but `np.asarray(memmap)` (how callers
-    take an int8 view without a copy) is a plain ndarray, and so are its
-    slices: they reach the memmap only through `.base`.
-    """
+    """The memory map under `array` (reached through `.base` for views), or None."""
     while isinstance(array, np.ndarray):
         mapping = getattr(array, "_mmap", None)
         if mapping is not None:
@@ -86,13 +68,8 @@ def _mapping_under(array: np.ndarray) -> mmap.mmap | None:
 
 
 def release_mapped_pages(view: np.ndarray) -> None:
-    """Drops this process's resident pages under `view`, a C-contiguous slice of a memory map.
-
-    A read-only memory map keeps every page it has read resident, and counted
-    in the process's RSS, until the kernel needs the memory, so one pass over a
-    large cache would report all of it. The bytes stay in the page cache. Any
-    other array (in memory, or not contiguous) is left alone.
-    """
+    """Drops this process's resident pages under `view`, a C-contiguous slice of a memory map
+    (a read map keeps them in the RSS; they stay in the page cache). Other arrays: no-op."""
     mapping = _mapping_under(view)
     if mapping is None or view.nbytes == 0 or not view.flags.c_contiguous:
         return
@@ -108,11 +85,8 @@ def release_mapped_pages(view: np.ndarray) -> None:
 
 
 def array_digest(array: np.ndarray) -> str:
-    """BLAKE2b of an array's bytes in C order, 32 hex digits (hashlib drops the GIL).
-
-    A memory-mapped array is hashed `DIGEST_BLOCK_BYTES` at a time, each
-    block's pages released after it, so verifying a cache never holds it resident.
-    """
+    """BLAKE2b of an array's bytes in C order, 32 hex digits; a memory map is hashed
+    `DIGEST_BLOCK_BYTES` at a time, each block's pages released after it."""
     if _mapping_under(array) is None or not array.flags.c_contiguous:
         return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).hexdigest()
     flat = array.reshape(-1)  # a view: still over the memory map
@@ -147,19 +121,15 @@ def save_array_folder(
     *,
     name: str,
     version: int,
-    digest: Callable[[np.ndarray], str] = array_digest,
 ) -> None:
-    """Writes arrays as a folder of .npy files and meta.json, atomically (first writer wins).
-
-    A caller that finds a damaged folder at `path` discards it first
-    (`discard_directory`), or the rename keeps it.
-    """
+    """Writes arrays as .npy files and meta.json, atomically (first writer wins); a damaged
+    folder at `path` is the caller's to discard first (`discard_directory`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     records = {}
     with publish_once(path) as tmp:
         for field, value in arrays.items():
             np.save(tmp / f"{field}.npy", value, allow_pickle=False)
-            records[field] = _array_record(value, digest(value))
+            records[field] = _array_record(value, array_digest(value))
         meta = {"name": name, "format": version, "arrays": records}
         (tmp / "meta.json").write_text(json.dumps(meta))
 
@@ -189,12 +159,8 @@ class _ChunkedArray:
 
 
 class ArrayFolderWriter:
-    """Appends chunks of rows to the arrays of a folder being written (see `write_array_folder`).
-
-    Every array is declared with the shape of one row and its dtype (None:
-    the first chunk's, and every later chunk must match it). Memory use is
-    one chunk: the bytes go to the file and into the array's checksum.
-    """
+    """Appends chunks of rows to the arrays of a folder being written (`write_array_folder`),
+    each declared with its row shape and dtype (None: the first chunk's); memory is one chunk."""
 
     def __init__(
         self, folder: Path, layout: Mapping[str, tuple[tuple[int, ...], str | None]]
@@ -258,12 +224,8 @@ def write_array_folder(
     name: str,
     version: int,
 ) -> Iterator[ArrayFolderWriter]:
-    """A writer of a cache folder in chunks, published atomically when the block ends.
-
-    `layout`: each array's row shape and dtype. Like `save_array_folder`: first
-    writer wins, nothing is left behind when the block raises, and a damaged
-    folder at `path` is the caller's to discard.
-    """
+    """A writer of a cache folder in chunks (`layout`: each array's row shape and dtype),
+    published when the block ends, first writer winning; nothing is left if it raises."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with publish_once(path) as tmp:
         writer = ArrayFolderWriter(tmp, layout)
@@ -290,10 +252,10 @@ def _stamp_matches(path: Path, fields: Sequence[str]) -> bool:
         return False
 
 
-def _write_stamp(path: Path, fields: Sequence[str], settle_s: float) -> None:
+def _write_stamp(path: Path, fields: Sequence[str]) -> None:
     key = _stamp_key(path, fields)
     newest = max(v[3] for v in key.values()) / 1e9
-    if time.time() - newest < settle_s:
+    if time.time() - newest < STAMP_SETTLE_S:
         return
     try:
         atomic_write_text(path / VERIFIED_STAMP, json.dumps(key))
@@ -331,18 +293,11 @@ def check_array_folder(
     version: int,
     structure_problem: Callable[[dict[str, np.ndarray]], str | None] | None = None,
     verify: bool = True,
-    digest: Callable[[np.ndarray], str] = array_digest,
-    settle_s: float = STAMP_SETTLE_S,
 ) -> tuple[CachedArrays | None, str | None]:
-    """A cache folder's arrays and None, or None and what is wrong with it (None, None: absent).
-
-    Always checked: meta.json (format `version`, a name, array records), every
-    array's header against its file size, shapes and dtypes against meta.json,
-    then `structure_problem(arrays)` (widths, offsets). With `verify`, every
-    array's checksum too, unless a stamp written by an earlier verification
-    shows that no file changed since (`VERIFIED_STAMP`); a verification stamps
-    the folder once its files are `settle_s` old. Never raises on a damaged folder.
-    """
+    """A cache folder's arrays and None, or None and what is wrong (None, None: absent); never
+    raises on damage. Checks meta.json, each header against its file size and meta.json,
+    `structure_problem(arrays)`, and with `verify` the checksums, unless a `VERIFIED_STAMP`
+    shows no file changed since (a verification stamps files `STAMP_SETTLE_S` old)."""
     if not path.exists():
         return None, None
     try:
@@ -370,20 +325,17 @@ def check_array_folder(
         return None, problem
     if verify and not _stamp_matches(path, fields):
         for field in fields:
-            if digest(arrays[field]) != meta["arrays"][field].get("blake2b"):
+            if array_digest(arrays[field]) != meta["arrays"][field].get("blake2b"):
                 return None, f"{field}.npy does not match its checksum"
-        _write_stamp(path, fields, settle_s)
+        _write_stamp(path, fields)
     return CachedArrays(meta=meta, arrays=arrays), None
 
 
 def offsets_problem(
     arrays: Mapping[str, np.ndarray], offsets: str, owners: Sequence[str], items: int, what: str
 ) -> str | None:
-    """What is wrong with `arrays[offsets]` as the cut of `owners`' rows into `items` parts.
-
-    The offsets must have `items + 1` entries, start at 0, never decrease and
-    end at the row count of every owner.
-    """
+    """What is wrong with `arrays[offsets]` as the cut of `owners`' rows into `items` parts:
+    it needs `items + 1` entries from 0, never decreasing, ending at every owner's rows."""
     cut = np.asarray(arrays[offsets])
     if cut.shape != (items + 1,):
         return f"{offsets}.npy has {cut.shape[0]} entries for {items} {what}"

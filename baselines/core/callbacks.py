@@ -9,12 +9,8 @@ import tqdm
 
 
 class StepProgress(tf.keras.callbacks.Callback):
-    """A tqdm bar of training steps per epoch, with the epoch's loss and OPA when it ends.
-
-    tqdm's own Keras callback counts one step per batch callback; with several
-    steps per call (`compile_trainer`) Keras reports the last step's index
-    instead, so this bar advances by the steps actually run.
-    """
+    """A tqdm bar of training steps per epoch, with the epoch's loss and OPA at its end; it
+    advances by the steps run (with several steps per call Keras reports only the last)."""
 
     def __init__(self, desc: str):
         super().__init__()
@@ -50,13 +46,9 @@ class StepProgress(tf.keras.callbacks.Callback):
 
 
 class EpochTimer(tf.keras.callbacks.Callback):
-    """Wall seconds of each epoch's parts: training steps, validation, and the callbacks after.
-
-    The first epoch's `train_s` holds the tracing of the train step; `val_s`
-    is 0.0 for an epoch that does not validate; `callbacks_s[i]` runs from
-    epoch i's end to the next one's start. Listed first, it sees the other
-    callbacks' end-of-epoch work (backup, logs) as its own `callbacks_s`.
-    """
+    """Wall seconds of each epoch's training steps (the first with tracing), validation (0.0
+    without) and the callbacks after: `callbacks_s[i]` runs from epoch i's end to the next
+    start (listed first, it counts the other callbacks' end-of-epoch work)."""
 
     def __init__(self):
         super().__init__()
@@ -103,11 +95,8 @@ class EpochTimer(tf.keras.callbacks.Callback):
 
 
 class LearningRateLogger(tf.keras.callbacks.Callback):
-    """Adds the optimizer's learning rate at the epoch's end to the logs (`learning_rate`).
-
-    Keras' TensorBoard callback logs it only for a schedule; listed before it,
-    this callback puts it in the logs of every run, so TensorBoard plots it.
-    """
+    """Adds the learning rate to the epoch's logs (`learning_rate`); Keras' TensorBoard
+    callback, listed after it, otherwise logs it only for a schedule."""
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
         if logs is None:

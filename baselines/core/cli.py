@@ -1,10 +1,5 @@
-"""Argument parsers of the entry scripts: no abbreviations, defaults in --help, one-line errors.
-
-argparse accepts any unique prefix of a flag by default (`--epoch=5` for
-`--epochs`); absl, which upstream's scripts use, does not, and a typo that
-silently lands on another flag is worse than an error. TensorFlow-free, so
-scripts can refuse bad flags before the slow import.
-"""
+"""Argument parsers of the entry scripts: no flag abbreviations (as absl), defaults in --help,
+one-line errors. TensorFlow-free."""
 
 from __future__ import annotations
 
@@ -74,7 +69,6 @@ def parse_bool(text: str) -> bool:
 
 
 def field_help(field: dataclasses.Field) -> str:
-    """A record field's help text, from its metadata."""
     return field.metadata.get("help", "")
 
 
@@ -85,10 +79,8 @@ def add_field_flags(
     default: Callable[[dataclasses.Field], Any],
     help: Callable[[dataclasses.Field], str] = field_help,
 ) -> None:
-    """One `--<field>` flag per field of dataclass `record`, typed like the field.
-
-    A bool field takes `--flag`, `--flag=true` or `--flag=false` (absl's forms).
-    """
+    """One `--<field>` flag per field of dataclass `record`, typed like the field;
+    a bool takes `--flag`, `--flag=true` or `--flag=false`."""
     for field in dataclasses.fields(record):
         kind = {"bool": parse_bool, "int": int, "float": float}.get(str(field.type), str)
         extra = {"nargs": "?", "const": True} if kind is parse_bool else {}

@@ -1,8 +1,4 @@
-"""The base of every cost model: scores [graphs, configurations], lower = predicted faster.
-
-Both collections' model bases derive from `CostModel`, so a saved model of
-either is rebuilt by `Class.from_config(config)` as it was built.
-"""
+"""The base of every cost model: scores [graphs, configurations], lower = predicted faster."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""tf.distribute for training: which strategy `--strategy` names, and who writes.
-
-TensorFlow is imported inside the functions, so the entry script can check a
-flag before paying for the import.
-"""
+"""tf.distribute for training: which strategy `--strategy` names, and who writes. TensorFlow
+is imported inside the functions, so flags are checked before it loads."""
 
 from __future__ import annotations
 
@@ -11,16 +8,13 @@ import json
 from typing import Any
 
 from baselines.core.errors import PipelineError
+from baselines.core.startup import available_cores
 
 STRATEGIES = ("default", "mirrored", "multi_worker")
 
 
 def add_strategy_flag(parser: argparse.ArgumentParser) -> None:
-    """Adds `--strategy` (one of STRATEGIES, default "default") to an entry script's parser.
-
-    Not a field of the run's args: the same recipe on 1 or N devices is the same
-    run (hash).
-    """
+    """Adds `--strategy` to an entry script's parser; not in the run's args or hash."""
     parser.add_argument(
         "--strategy",
         choices=STRATEGIES,
@@ -33,21 +27,14 @@ def add_strategy_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def check_strategy_environment(name: str, tf_config: str | None) -> None:
-    """Refuses, in one line, a strategy its environment cannot serve; cheap (no TensorFlow).
-
-    Only multi_worker needs anything: a TF_CONFIG naming this process's task.
-    """
+    """Refuses a strategy its environment cannot serve (multi_worker: TF_CONFIG); no TensorFlow."""
     if name == "multi_worker":
         check_tf_config(tf_config)
 
 
 def make_strategy(name: str) -> Any:
-    """The tf.distribute strategy `--strategy` names (the flag's help says which).
-
-    A CPU-only mirrored strategy splits the CPU into one logical device per
-    usable core (`split_cpu`). Must run before TensorFlow has made any other
-    op (a rule of multi-worker).
-    """
+    """The tf.distribute strategy `--strategy` names, before TensorFlow makes any other op; a
+    CPU-only mirrored strategy gets one logical device per available core (`split_cpu`)."""
     import os
 
     import tensorflow as tf
@@ -56,7 +43,7 @@ def make_strategy(name: str) -> Any:
         return tf.distribute.get_strategy()
     if name == "mirrored":
         if not tf.config.list_physical_devices("GPU"):
-            split_cpu(usable_cores())
+            split_cpu(available_cores())
         devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
         return tf.distribute.MirroredStrategy([d.name for d in devices])
     if name == "multi_worker":
@@ -65,23 +52,9 @@ def make_strategy(name: str) -> Any:
     raise PipelineError(f"--strategy: '{name}' is not one of {', '.join(STRATEGIES)}")
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity, else the machine's count)."""
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def split_cpu(count: int) -> None:
-    """Splits the physical CPU into `count` logical devices, unless already split.
-
-    TensorFlow's CPU is one device, so a CPU-only MirroredStrategy would have one
-    replica. Must run before TensorFlow initializes its devices; a split made
-    earlier (by the caller) is kept, and after initialization nothing changes.
-    """
+    """Splits the physical CPU into `count` logical devices (a CPU-only MirroredStrategy
+    would have one replica), unless split already or the devices are initialized."""
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]

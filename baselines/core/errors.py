@@ -1,9 +1,5 @@
-"""One error type for every bad input the pipeline can meet, and the CLI wrapper.
-
-Library code raises `PipelineError` with a message that says which file (or
-flag) is wrong, what is wrong with it, and what to do; the user sees that
-line and no traceback.
-"""
+"""One error type for every bad input (which file or flag, what is wrong, what to do), and
+the CLI wrapper that shows it as one line."""
 
 from __future__ import annotations
 
@@ -18,12 +14,8 @@ class PipelineError(Exception):
 
 
 def run_cli(main: Callable[[], int | None], fast_exit: bool = False) -> NoReturn:
-    """Runs `main`, mapping `PipelineError` to one stderr line and exit code 2.
-
-    With `fast_exit`, a successful run ends with `os._exit` once stdout and
-    stderr are flushed: TensorFlow's interpreter teardown takes about a second
-    and there is nothing left to clean up (outputs are written and renamed).
-    """
+    """Runs `main`, mapping `PipelineError` to one stderr line and exit code 2; `fast_exit`
+    ends a successful run with `os._exit` after flushing (TensorFlow's teardown takes a second)."""
     try:
         code = main()
     except PipelineError as e:
@@ -33,8 +25,7 @@ def run_cli(main: Callable[[], int | None], fast_exit: bool = False) -> NoReturn
         print("error: interrupted", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:
-        # The reader went away (`script | head`): not an error of ours. Point stdout
-        # at /dev/null so the interpreter's final flush does not raise again.
+        # The reader went away (`script | head`); /dev/null takes the final flush.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     if fast_exit:

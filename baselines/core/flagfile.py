@@ -1,11 +1,6 @@
-"""Flagfiles: a recipe as a file of flags, absl's convention.
-
-A flagfile holds one `--flag=value` per line; blank lines and lines starting
-with `#` or `//` are ignored, and `--flagfile=OTHER` inside one includes
-another (a relative OTHER is read from the including file's folder). On a
-command line, `--flagfile=FILE` is replaced by the file's flags where it
-stands, so the last occurrence of a flag wins.
-"""
+"""Flagfiles, absl's convention: one `--flag=value` per line, `#` and `//` comments, and
+`--flagfile=OTHER` (relative to the including file) includes another. Expanded in place
+on a command line, so the last occurrence of a flag wins."""
 
 from __future__ import annotations
 

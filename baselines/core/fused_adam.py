@@ -1,26 +1,5 @@
-"""Adam and AdamW whose per-variable work is a few fused ops instead of dozens.
-
-Keras' Adam(W) spends dozens of graph ops on each variable every step
-(`clipnorm`, weight decay, bias corrections recomputed per variable, then the
-updates op by op); on CPU, where a step is bound by per-op cost rather than
-arithmetic, that is a large share of it (docs/performance.md). Here the
-per-step scalars are computed once,
-the per-variable gradient norms are clipped together (one square root, one
-division for all), weight decay is one `ResourceApplyGradientDescent` and the
-update one `ResourceApplyAdam` per variable: the same formulas,
-
-    g <- g * clipnorm / max(||g||, clipnorm)            (per variable)
-    w <- w - lr * weight_decay * w                      (AdamW, before the update)
-    m <- m + (g - m) (1 - beta_1)
-    v <- v + (g^2 - v) (1 - beta_2)
-    w <- w - alpha m / (sqrt(v) + epsilon),  alpha = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)
-
-with float32 rounding in a different order, and 1 - beta computed in float32
-(Keras computes it in double; tests/test_fused_adam.py bounds the difference).
-Sparse (`IndexedSlices`) gradients such as an embedding's, AMSGrad and
-non-float32 variables keep Keras' own path. The optimizer state (its variables
-and their names) is Keras', so checkpoints move between the two.
-"""
+"""Adam and AdamW whose per-variable work is a few fused ops instead of dozens: on CPU a step
+is bound by per-op cost (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -36,7 +15,20 @@ def _fusable(gradient) -> bool:
 
 
 class _FusedUpdate:
-    """Mixin over a Keras Adam(W): the overrides named in the module docstring."""
+    """Mixin over a Keras Adam(W): the same formulas, the per-step scalars computed once,
+    the per-variable norms clipped together, weight decay one `ResourceApplyGradientDescent`
+    and the update one `ResourceApplyAdam` per variable:
+
+        g <- g * clipnorm / max(||g||, clipnorm)            (per variable)
+        w <- w - lr * weight_decay * w                      (AdamW, before the update)
+        m <- m + (g - m) (1 - beta_1)
+        v <- v + (g^2 - v) (1 - beta_2)
+        w <- w - alpha m / (sqrt(v) + epsilon),  alpha = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)
+
+    with float32 rounding in another order, 1 - beta in float32 (Keras: double;
+    tests/test_fused_adam.py bounds the difference). Sparse gradients, AMSGrad and
+    non-float32 variables keep Keras' path; the state is Keras', so checkpoints move.
+    """
 
     def _clip_gradients(self, grads):
         dense = [i for i, g in enumerate(grads) if _fusable(g)]
@@ -73,8 +65,7 @@ class _FusedUpdate:
         )
 
     def _distributed_apply_gradients_fn(self, distribution, grads_and_vars, **kwargs):
-        # Every apply_gradients comes here in cross-replica context (the
-        # default strategy included): once per step.
+        # Once per step, in cross-replica context (the default strategy too).
         step = tf.cast(self.iterations + 1, tf.float32)
         self._step_scalars = {
             "beta1_power": tf.pow(tf.cast(self.beta_1, tf.float32), step),
@@ -106,8 +97,8 @@ class _FusedUpdate:
 
 
 class FusedAdam(_FusedUpdate, tf.keras.optimizers.Adam):
-    """`tf.keras.optimizers.Adam`, fused (module docstring)."""
+    """`tf.keras.optimizers.Adam`, fused (`_FusedUpdate`)."""
 
 
 class FusedAdamW(_FusedUpdate, tf.keras.optimizers.AdamW):
-    """`tf.keras.optimizers.AdamW`, fused (module docstring)."""
+    """`tf.keras.optimizers.AdamW`, fused (`_FusedUpdate`)."""

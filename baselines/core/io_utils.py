@@ -1,13 +1,6 @@
-"""Atomic file output: a result file is either complete or absent.
-
-Writers put their bytes into a temporary file in the destination's own directory
-(so the final rename never crosses a filesystem) and `os.replace` it onto the
-destination only once everything was written. Temporary names look like
-`<name>.tmp-<pid>-<host tag>-<random><suffix>`: the suffix is kept for writers
-that check it (Keras `.keras`, `numpy.savez` `.npz`), and the process id and
-host let `remove_stale_temporaries` tell a killed writer's leftovers from a
-live writer's work in progress.
-"""
+"""Atomic file output: a result file is either complete or absent. Temporaries are named
+`<name>.tmp-<pid>-<host tag>-<random><suffix>` beside the destination, so that
+`remove_stale_temporaries` tells a killed writer's leftovers from live work."""
 
 from __future__ import annotations
 
@@ -65,11 +58,8 @@ _ENOSPC_LIKE = {
 
 
 def write_failure_kind(error: BaseException) -> str | None:
-    """`disk full`, `permission denied`, ... when `error` is the disk refusing a write, else None.
-
-    TensorFlow's file writers raise their own types (ENOSPC as
-    ResourceExhaustedError), so their message is read too.
-    """
+    """`disk full`, `permission denied`, ... when `error` is the disk refusing a write, else
+    None; TensorFlow's own error types are read by their message."""
     kind = _ENOSPC_LIKE.get(getattr(error, "errno", None) or -1)
     if kind is not None:
         return kind
@@ -108,21 +98,15 @@ def remove_stale_temporaries(
     log: Callable[[str], None] = print,
     max_age_s: float | None = 24 * 3600,
 ) -> list[str]:
-    """Removes `*.tmp-*` leftovers of writers that are gone; returns their names.
-
-    On this host a temporary is stale once its writer's process no longer
-    exists. Others are removed only when older than `max_age_s` (None: never):
-    another machine's writer may still be working on a shared folder. A model
-    folder a killed swap had moved aside (`*.tmp-*-old-*`) is put back first
-    when nothing took its place.
-    """
+    """Removes `*.tmp-*` leftovers of writers that are gone (this host's: their process ended;
+    another's: older than `max_age_s`, None never); returns their names. A model folder a
+    killed swap moved aside (`*.tmp-*-old-*`) is put back first when nothing took its place."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         return []
     now = time.time()
     removed, restored = [], []
-    # Names are filtered before any Path is made: an output folder such as
-    # /tmp can hold tens of thousands of entries.
+    # Names filtered before any Path is made: a folder may hold tens of thousands.
     for name in sorted(n for n in os.listdir(folder) if ".tmp-" in n):
         entry = folder / name
         match = _TEMP_NAME.search(name)
@@ -162,7 +146,6 @@ def remove_stale_temporaries(
 
 
 def _fsync_file(path: Path) -> None:
-    """Flushes a written file to disk (best effort: some filesystems refuse)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -185,13 +168,9 @@ def _raise_as_write_failure(error: BaseException, dest: Path) -> None:
 
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str], suffix: str | None = None) -> Iterator[Path]:
-    """Yields a temporary path beside `path`; renames it onto `path` on success.
-
-    The temporary file exists (empty) when the block starts. If the block raises,
-    the temporary file is deleted and `path` is unchanged. `suffix` defaults to
-    the destination's suffix. Raises `PipelineError` when the directory of `path`
-    does not exist or cannot be written, or when the final rename fails.
-    """
+    """Yields a temporary path (an empty file; `suffix` defaults to the destination's) beside
+    `path`, renamed onto it on success; if the block raises, it is deleted and `path` kept.
+    PipelineError when the folder is missing or unwritable, or the rename fails."""
     dest = Path(path)
     parent = dest.parent
     if not parent.is_dir():
@@ -237,7 +216,6 @@ def read_user_text(path: Path, flag: str, what: str = "") -> str:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
-    """Writes `text` to `path` atomically."""
     with atomic_output(path) as tmp:
         try:
             with open(tmp, "w", encoding=encoding, newline="") as f:
@@ -247,11 +225,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "
 
 
 def _default_dir_mode() -> int:
-    """Mode a plain `os.mkdir` would give a new folder (0o777 minus umask).
-
-    `tempfile.mkdtemp` makes 0o700 folders; published outputs should look like
-    every other output of the user's, so their mode is set from the umask.
-    """
+    """Mode a plain `os.mkdir` would give (0o777 minus umask); `mkdtemp` makes 0o700."""
     file_mode = _default_file_mode()
     execute = (file_mode & 0o444) >> 2  # search permission wherever read is allowed
     return file_mode | execute
@@ -274,10 +248,7 @@ _AT_FDCWD = -100
 
 
 def exchange_paths(a: Path, b: Path) -> None:
-    """Swaps two paths in one atomic step (Linux `renameat2(RENAME_EXCHANGE)`).
-
-    Raises OSError (ENOSYS, EINVAL) where the C library or the filesystem lacks it.
-    """
+    """Swaps two paths atomically (Linux `renameat2(RENAME_EXCHANGE)`); OSError if unsupported."""
     renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
     if renameat2 is None:
         raise OSError(errno.ENOSYS, "renameat2 is not available")
@@ -290,15 +261,9 @@ _NO_EXCHANGE = (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP)
 
 
 def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
-    """Renames folder `tmp` onto `dest`; an existing `dest` is replaced atomically.
-
-    Where the OS can exchange two paths in one step, `dest` always names a
-    complete folder. Elsewhere the old folder is moved aside first and put
-    back if the new one cannot be renamed in; a kill between those two
-    renames leaves it for `remove_stale_temporaries` to put back. A rename
-    that loses a race with another writer of the same folder retries, so the
-    last writer wins.
-    """
+    """Renames folder `tmp` onto `dest`, replacing an existing `dest` atomically; without an
+    atomic exchange the old folder is moved aside and put back if the rename fails (after a
+    kill, by `remove_stale_temporaries`). A rename that loses a race retries: the last wins."""
     for _ in range(attempts):
         try:
             os.rename(tmp, dest)  # atomic; fails if another non-empty `dest` exists
@@ -341,12 +306,8 @@ def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
 
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yields an empty temporary folder beside `path`; swaps it onto `path` on success.
-
-    A crash leaves the old folder or nothing, never a half-written one; of
-    concurrent writers of the same `path`, every one succeeds and the last one's
-    folder stays (`_swap_in`).
-    """
+    """Yields an empty temporary folder beside `path`; swaps it onto `path` on success. A crash
+    leaves the old folder or nothing; of concurrent writers the last one's stays."""
     dest = Path(path)
     tmp = _make_temp_dir(dest)
     try:
@@ -361,11 +322,7 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def publish_once(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Like `atomic_directory` for content-addressed folders: the first writer wins.
-
-    For folders whose name is a hash of their content (caches): a concurrent
-    writer's folder holds the same content, so the loser's copy is dropped.
-    """
+    """Like `atomic_directory` for content-addressed folders (caches): the first writer wins."""
     dest = Path(path)
     tmp = _make_temp_dir(dest)
     try:
@@ -385,12 +342,8 @@ PROBE_ATTEMPTS = 5
 
 
 def check_writable_dir(path: Path, flag: str) -> None:
-    """Proves a file can be written in `path`, leaving the filesystem as it was.
-
-    A real attempt, because `os.access` says yes to root even where the
-    filesystem refuses (read-only mounts, /proc). Folders made for the probe are
-    removed again.
-    """
+    """Proves a file can be written in `path` (a real attempt: `os.access` says yes to
+    root on read-only mounts); folders made for the probe are removed again."""
     created = path
     while not created.parent.exists():
         created = created.parent
@@ -403,8 +356,7 @@ def check_writable_dir(path: Path, flag: str) -> None:
                     pass
                 break
             except FileNotFoundError:
-                # Another process probing the same new folder (the workers of
-                # a multi-worker run) removed it between our mkdir and write.
+                # Another worker probing the same new folder removed it meanwhile.
                 if attempt == PROBE_ATTEMPTS - 1:
                     raise
     except OSError as e:
@@ -417,11 +369,8 @@ def check_writable_dir(path: Path, flag: str) -> None:
 
 
 def check_output_file(path: Path, flag: str) -> Path:
-    """Refuses, before any work, an output file that could not be written; returns it.
-
-    Its folder need not exist yet: the writer creates it (`ensure_parent`) when
-    the result is ready, so a run that fails in between leaves nothing behind.
-    """
+    """Refuses, before any work, an output file that could not be written; returns it. Its
+    folder need not exist yet (`ensure_parent` creates it when the result is ready)."""
     path = Path(path).expanduser()
     if path.is_dir():
         raise PipelineError(f"{flag}: {path} is a directory; give a file name")
@@ -430,7 +379,6 @@ def check_output_file(path: Path, flag: str) -> Path:
 
 
 def ensure_parent(path: Path) -> Path:
-    """Creates `path`'s folder (and its parents) for a writer; returns `path`."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -439,10 +387,7 @@ def ensure_parent(path: Path) -> Path:
 
 
 def list_npz_files(folder: Path, max_files: int | None, *, missing: str, empty: str) -> list[Path]:
-    """Sorted `*.npz` files of a split folder (the first `max_files` when given).
-
-    A missing or empty folder is refused with the caller's `missing` or `empty` message.
-    """
+    """Sorted `*.npz` files of a folder (the first `max_files`); `missing`/`empty`: the refusals."""
     if not folder.is_dir():
         raise PipelineError(missing)
     files = sorted(folder.glob("*.npz"))

@@ -1,10 +1,4 @@
-"""Training under Keras `fit`: a ranking train step and its batches, for any collection.
-
-Keras carries the loop (epochs, validation, callbacks, tf.distribute); this module
-adds only what is particular to ranking configurations of graphs (tile kernels
-or whole layout programs). Early stopping, resume and the rest of a run are
-`baselines.core.runner`.
-"""
+"""Training under Keras `fit`: a ranking train step and its batches, for any collection."""
 
 from __future__ import annotations
 
@@ -26,9 +20,8 @@ def sample_config_slots(rng: np.random.Generator, num_available: int, k: int) ->
 
 @dataclasses.dataclass(frozen=True)
 class BatchSource:
-    """Items to rank configurations of: each item's configuration count, and how a
-    batch is assembled from item ids and each item's configuration slots (-1 = padding)
-    into a dict of arrays matching `signature`."""
+    """Items to rank configurations of: each item's configuration count, and how a batch
+    is assembled (item ids, each item's slots, -1 = padding) into a dict matching `signature`."""
 
     num_configs: np.ndarray
     assemble: Callable[[Sequence[int], Sequence[np.ndarray], int], dict]
@@ -39,11 +32,7 @@ class BatchSource:
 
 
 class PooledOPA(tf.keras.metrics.Metric):
-    """Ordered-pair accuracy pooled over every list: correct pairs / comparable pairs.
-
-    Both counts are summed over batches (and over replicas under tf.distribute),
-    as TF-Ranking's OPAMetric pools them.
-    """
+    """Ordered-pair accuracy pooled over every list (and replica), as TF-Ranking's OPAMetric."""
 
     def __init__(self, name: str = "opa", **kwargs):
         super().__init__(name=name, dtype=tf.float64, **kwargs)
@@ -59,13 +48,9 @@ class PooledOPA(tf.keras.metrics.Metric):
 
 
 class RankingTrainer(tf.keras.Model):
-    """Trains `tile_model` (any cost model) under a ranking loss of its [graphs, configs] scores.
-
-    `to_graph` turns a batch dict into the GraphTensor the model's `forward`
-    reads. Each replica's loss is divided by the number of replicas, because Keras'
-    optimizer sums the replicas' gradients: the update is then the gradient of
-    the global batch's mean loss.
-    """
+    """Trains `tile_model` (any cost model) under a ranking loss of its [graphs, configs] scores;
+    `to_graph` makes what `forward` reads. A replica's loss is divided by the replica count
+    (Keras sums the replicas' gradients)."""
 
     def __init__(
         self,
@@ -141,15 +126,9 @@ class RankingTrainer(tf.keras.Model):
         )
 
     def _step_loop(self, step: Callable, counter: tf.Variable) -> Callable:
-        """`steps_per_execution` steps in one compiled call, `step` traced once.
-
-        Keras' own loop starts with its outputs undefined, so AutoGraph traces
-        the step once more to learn their structure (twice the tracing, which
-        is seconds for a GNN); here they start as the metrics' current values,
-        which have the step's structure. One replica only (`compile_trainer`),
-        but not only the default strategy: a one-device MirroredStrategy's
-        variables update only inside `strategy.run`, so the step runs there.
-        """
+        """`steps_per_execution` steps in one compiled call, `step` traced once: outputs start as
+        the metrics' values (Keras' loop traces twice to learn their structure). One replica,
+        but in `strategy.run`: a one-device MirroredStrategy's variables update only there."""
         strategy = self.distribute_strategy
 
         def one_step(batch) -> dict[str, tf.Tensor]:
@@ -169,19 +148,14 @@ class RankingTrainer(tf.keras.Model):
         return tf.function(run, reduce_retracing=True)
 
 
-# Train (and eval) steps per call of Keras' compiled function. Called once per
-# step, `fit` spent as long between steps (Python, iterator hand-off) as in a
-# tile step itself; 32 steps per call still return to Python (callbacks,
-# early stopping's check) every few seconds.
+# Steps per call of Keras' compiled function: at one, `fit` spent as long
+# between steps as in a tile step; 32 still return to Python every few seconds.
 STEPS_PER_EXECUTION = 32
 
 
 def capped_configs(configs: int, most: int, unit: str, log: Callable[[str], None]) -> int:
-    """`--configs`, capped at the most configurations a train `unit` has (said in a line).
-
-    More slots than any graph has would only pad every batch, costing time and
-    memory for nothing; the run's hash and record keep the flag as given.
-    """
+    """`--configs`, capped (said in a line) at the most configurations a train `unit` has: more
+    slots would only pad. The run's hash and record keep the flag as given."""
     if configs <= most:
         return configs
     log(
@@ -192,24 +166,16 @@ def capped_configs(configs: int, most: int, unit: str, log: Callable[[str], None
 
 
 def compile_trainer(trainer: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer) -> None:
-    """`trainer.compile` with `STEPS_PER_EXECUTION` steps per call of the compiled loop.
-
-    Under a strategy with several replicas it stays one step per call: in TF
-    2.15 the replicas' all-reduce of sparse (embedding) gradients inside
-    Keras' step loop pairs up gathers of different shapes and fails.
-    """
+    """`trainer.compile` with `STEPS_PER_EXECUTION` steps per call (one under several replicas:
+    TF 2.15's all-reduce of sparse gradients inside Keras' step loop fails)."""
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
     steps = STEPS_PER_EXECUTION if replicas == 1 else 1
     trainer.compile(optimizer=optimizer, steps_per_execution=steps)
 
 
 def replica_chunks(order: np.ndarray, batch: int, num_replicas: int) -> list[list[np.ndarray]]:
-    """Positions of `order` per global step and replica: each global batch split evenly.
-
-    With one replica the steps are the plain batches of `batch` kernels. With
-    more, a last global batch smaller than the replica count is topped up from
-    the start of the epoch, because every replica must take every step.
-    """
+    """Positions of `order` per global step and replica, each global batch split evenly; a last
+    batch smaller than the replica count is topped up from the epoch's start."""
     steps = []
     for start in range(0, len(order), batch):
         positions = np.arange(start, min(start + batch, len(order)))
@@ -220,14 +186,9 @@ def replica_chunks(order: np.ndarray, batch: int, num_replicas: int) -> list[lis
 
 
 class EpochBatches:
-    """A `BatchSource`'s batches, epoch after epoch, each drawn from its own seed [seed, epoch].
-
-    The stream never ends; Keras takes `steps` batches per epoch
-    (`steps_per_epoch`). It starts at the epoch `first_epoch()` names when its
-    first batch is drawn, i.e. after `BackupAndRestore` restored the optimizer,
-    so a resumed run draws exactly the batches an uninterrupted run draws
-    there. With `fixed_epoch`, every epoch draws the same batches (validation).
-    """
+    """A `BatchSource`'s batches epoch after epoch, each epoch drawn from seed [seed, epoch], from
+    the epoch `first_epoch()` names at the first batch (after `BackupAndRestore`), so a resumed
+    run draws an uninterrupted run's batches. `fixed_epoch`: the same batches every epoch."""
 
     def __init__(
         self,
@@ -295,9 +256,8 @@ class EpochBatches:
         """For `distribute_datasets_from_function`; assembles batches on a background thread."""
         pipeline = context.input_pipeline_id if context else 0
         num_pipelines = context.num_input_pipelines if context else 1
-        # No tf.data autotuning: one generator and a fixed prefetch leave nothing
-        # to tune, and its thread sleeps up to a minute between rounds while
-        # deleting the iterator waits for it: fit returned up to a minute late.
+        # No autotuning (nothing to tune): its thread sleeps up to a minute between
+        # rounds, and deleting the iterator waits for it (fit returned a minute late).
         options = tf.data.Options()
         options.autotune.enabled = False
         return (

@@ -1,7 +1,4 @@
-"""The `--losses` flag: weighted ranking losses as "Name:weight,...". No TensorFlow.
-
-`metrics.make_loss_fn` builds the losses these names stand for.
-"""
+"""The `--losses` flag: weighted ranking losses as "Name:weight,...". No TensorFlow."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Ranking losses for training and ranking-quality metrics for evaluation.
-
-Scores are "lower = predicted faster", runtimes are runtime / normalizer.
-Padding slots carry runtime -1 and are ignored everywhere. Losses are TF, per
-batch of [b, k] scores, combined from a spec string ("ListMLELoss:1,MSE:0.02");
-metrics are numpy, per kernel with all its configurations.
-"""
+"""Ranking losses (TF, per batch of [b, k] scores) and ranking metrics (numpy, per kernel).
+Lower score = predicted faster; runtime / normalizer, -1 for padding (ignored everywhere)."""
 
 from __future__ import annotations
 
@@ -14,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from baselines.core.errors import PipelineError
-from baselines.core.loss_spec import LOSS_NAMES, parse_losses  # noqa: F401 (re-exported)
+from baselines.core.loss_spec import parse_losses  # noqa: F401 (re-exported)
 from baselines.core.ranking import ranking_order
 
 LISTMLE_TEMPERATURE = 10.0
@@ -22,11 +17,7 @@ TOP_KS = (1, 5, 10)
 
 
 def ranking_labels(runtimes: tf.Tensor) -> tf.Tensor:
-    """Relevance labels for TF-Ranking: larger for faster configs, -1 for padding.
-
-    TF-Ranking ranks by label descending and treats negative labels as missing
-    items, so a positive, decreasing function of runtime is needed.
-    """
+    """TF-Ranking labels: 1 / (1 + runtime), larger for faster; -1 (missing) for padding."""
     valid = runtimes >= 0
     return tf.where(valid, 1.0 / (1.0 + tf.maximum(runtimes, 0.0)), -1.0)
 
@@ -38,9 +29,8 @@ def _masked_mse(runtimes: tf.Tensor, scores: tf.Tensor) -> tf.Tensor:
 
 
 def _ranking_loss(loss: tf.keras.losses.Loss) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
-    # Unreduced, then averaged here: the same value as Keras' default reduction,
-    # which Keras refuses inside a tf.distribute replica (it cannot know the
-    # global batch). The trainer scales by the replica count itself.
+    # Averaged here: Keras refuses its default reduction inside a tf.distribute replica
+    # (the trainer scales by the replica count itself).
     return lambda runtimes, scores: tf.reduce_mean(loss(ranking_labels(runtimes), -scores))
 
 
@@ -56,18 +46,13 @@ def listmle_loss(
 ) -> tf.Tensor:
     """ListMLE: mean over lists of the Plackett-Luce NLL of the true order.
 
-    Per list, with real configs sorted fastest first and z = -score / temperature:
-    sum_i logsumexp(z[i:]) - z[i]; padding slots (runtime < 0) take no part.
+    Per list, real configs sorted fastest first, z = -score / temperature:
+    sum_i logsumexp(z[i:]) - z[i]; padding (runtime < 0) takes no part. Not
+    TF-Ranking's ListMLELoss, whose float32 padding logits underflow to -inf
+    (then NaN weights) once a real logit exceeds them by ~87. Ties keep list order.
 
-    Not TF-Ranking's ListMLELoss: its float32 log(cumsum(exp(z - max))) with
-    padding logits log(1e-10) underflows to -inf once a real logit exceeds the
-    padding's by ~87, and one -inf loss turns every weight NaN. Ties keep list
-    order, which is random: the configs of each list are sampled at random.
-
-    `position_weighted` (PListMLELoss; Lan et al. 2014, position-aware
-    ListMLE): the term of true position i (0 = fastest) is weighted by
-    1 / log2(i + 2), rescaled so that a list's n weights sum to n, which keeps
-    ListMLE's scale beside the other losses.
+    `position_weighted` (PListMLELoss, Lan et al. 2014): the term of true position
+    i (0 = fastest) is weighted 1 / log2(i + 2), rescaled so a list's n weights sum to n.
     """
     valid = runtimes >= 0
     order = tf.argsort(
@@ -124,11 +109,8 @@ def make_loss_fn(
 
 
 def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """(correctly ordered pairs, comparable pairs) over [b, k] lists.
-
-    A pair is comparable when both slots are real and runtimes differ. Summing
-    both counts over batches gives the pooled OPA that TF-Ranking's OPAMetric reports.
-    """
+    """(correct, comparable) pairs of [b, k] lists (comparable: both real, runtimes differ);
+    summed over batches, the pooled OPA of TF-Ranking's OPAMetric."""
     valid = runtimes >= 0
     both = tf.logical_and(valid[:, :, None], valid[:, None, :])
     faster = tf.logical_and(runtimes[:, :, None] < runtimes[:, None, :], both)
@@ -140,12 +122,8 @@ def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.T
 
 
 def batch_top_k_errors(runtimes: tf.Tensor, scores: tf.Tensor, k: int) -> tf.Tensor:
-    """Top-k error of each [b, K] list over its real slots: [b] (the numpy `top_k_error`).
-
-    Only among the list's slots (a batch samples some of a kernel's configs).
-    Padding slots are never picked; a list without a real slot (or whose best
-    runtime is 0, as in hidden-label files) gets 0.
-    """
+    """[b] top-k error of each [b, K] list among its real slots (the numpy `top_k_error`); 0
+    for a list without a real slot or whose best runtime is 0 (hidden labels)."""
     valid = runtimes >= 0
     big = tf.constant(np.inf, runtimes.dtype)
     real = tf.where(valid, runtimes, big)
@@ -159,18 +137,10 @@ def batch_top_k_errors(runtimes: tf.Tensor, scores: tf.Tensor, k: int) -> tf.Ten
     return tf.where(usable, picked / tf.where(usable, best, 1.0) - 1.0, 0.0)
 
 
-# ---------------------------------------------------------------------------
-# Per-kernel numpy metrics over all configurations.
-
-
 def require_finite_scores(
     tile_ids: Sequence[str], scores: Sequence[np.ndarray], what: str = "kernels"
 ) -> None:
-    """Refuses NaN or infinite scores, which would rank as an arbitrary order.
-
-    A diverged model scores NaN, and `argsort` then returns file order, so
-    every metric would look plausible.
-    """
+    """Refuses NaN or infinite scores: `argsort` would give file order and plausible metrics."""
     bad = [str(t) for t, s in zip(tile_ids, scores) if not np.all(np.isfinite(s))]
     if bad:
         raise PipelineError(
@@ -210,12 +180,8 @@ def kernel_opa(scores: np.ndarray, runtimes: np.ndarray) -> tuple[int, int]:
 
 
 def _kernel_opa_by_merging(scores: np.ndarray, runtimes: np.ndarray) -> tuple[int, int]:
-    """kernel_opa in O(c log^2 c) time and O(c) memory.
-
-    With configs sorted by runtime, equal runtimes by descending score, a pair
-    i < j is comparable and correctly ordered exactly when score[i] < score[j]:
-    the pairs to count are the strictly increasing pairs of the sorted scores.
-    """
+    """kernel_opa in O(c log^2 c) time, O(c) memory: sorted by runtime, ties by descending score,
+    a pair i < j is comparable and correct exactly when score[i] < score[j]."""
     c = runtimes.size
     _, ties = np.unique(runtimes, return_counts=True)
     comparable = c * (c - 1) // 2 - int((ties * (ties - 1) // 2).sum())
@@ -224,12 +190,8 @@ def _kernel_opa_by_merging(scores: np.ndarray, runtimes: np.ndarray) -> tuple[in
 
 
 def _increasing_pairs(values: np.ndarray) -> int:
-    """#{(i, j): i < j and values[i] < values[j]}, by a bottom-up merge sort.
-
-    At each level, blocks of `width` sorted ranks are paired; every element of a
-    right block counts the elements of its left block that are smaller
-    (`searchsorted` on keys offset per pair keeps all pairs in one sorted array).
-    """
+    """#{(i, j): i < j and values[i] < values[j]} by a bottom-up merge sort: each level pairs
+    blocks of sorted ranks, `searchsorted` on keys offset per pair counting the smaller ones."""
     ranks = np.unique(values, return_inverse=True)[1].astype(np.int64).ravel()
     n = ranks.size
     total, width = 0, 1

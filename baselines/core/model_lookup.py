@@ -1,11 +1,5 @@
-"""Finds a model by class name in a collection's models.py and builds it from its kwargs.
-
-A model is a public class *defined in* the collection's models.py that derives
-from the collection's base class; nothing lists the models, so adding a class
-there is all it takes. Its kwargs are those of its constructor and, through
-`**kwargs`, its bases' (`constructor_kwargs`). A misspelt name or kwarg is
-refused in one line with a suggestion.
-"""
+"""Finds a model by class name in a collection's models.py (any public subclass of its base
+defined there) and builds it from its kwargs; a misspelt name or kwarg is one line."""
 
 from __future__ import annotations
 
@@ -25,13 +19,9 @@ POSITIONAL = ("self", "num_configs", "num_ops")
 
 @dataclasses.dataclass(frozen=True)
 class Upstream:
-    """Upstream's kwarg names, for the users who arrive with them.
-
-    `aliases`: upstream's name -> this collection's; `names`: every kwarg
-    upstream's models take; `no_part`: why a model without the part refuses
-    one (canonical name -> reason); `elsewhere`: (model, upstream name) pairs
-    where upstream meant another part than the alias's.
-    """
+    """Upstream's kwarg names: `aliases` (upstream's -> ours), `names` (all upstream takes),
+    `no_part` (canonical -> why a model without the part refuses it), `elsewhere`
+    ((model, upstream name) -> why it means another part there)."""
 
     aliases: dict[str, str] = dataclasses.field(default_factory=dict)
     names: tuple[str, ...] = ()
@@ -61,11 +51,8 @@ def reductions(reduction: Any) -> tuple[str, ...]:
 
 
 def check_unique_names(path: Path) -> None:
-    """PipelineError unless every top-level name of `path` is bound once.
-
-    A second class of the same name (a copied model not yet renamed) would
-    silently replace the first, and one named like an import hides it.
-    """
+    """PipelineError unless every top-level name of `path` is bound once (a copied
+    model not yet renamed would silently replace the first)."""
     try:
         tree = ast.parse(Path(path).read_text(), filename=str(path))
     except (OSError, UnicodeDecodeError) as e:
@@ -141,11 +128,8 @@ def find_model(module: ModuleType, base: type, name: str) -> type:
 
 
 def constructor_kwargs(cls: type, base: type) -> dict[str, Any]:
-    """Every kwarg `cls` takes, with its default (a subclass's default wins).
-
-    The parameters of each constructor from `cls` up to `base`, followed as long
-    as each passes `**kwargs` on; bases first, so the shared parts lead.
-    """
+    """Every kwarg `cls` takes with its default (a subclass's wins), bases first:
+    each constructor from `cls` up to `base`, as long as it passes `**kwargs` on."""
     chain = []
     for klass in cls.__mro__[: cls.__mro__.index(base) + 1]:
         init = klass.__dict__.get("__init__")

@@ -1,12 +1,5 @@
-"""Reads the arrays of a dataset npz file safely: damaged bytes end in one line naming the file.
-
-An npz file is a zip of .npy members. Each member's header must account for
-exactly the bytes it holds, and its compressed size for its claimed size,
-before anything is allocated: a damaged header declaring 10^10 rows would
-otherwise ask numpy for terabytes. A member may be read by a reader of its
-own, straight from the stream (layout converts configurations block by block).
-Safe to call from many threads.
-"""
+"""Reads a dataset npz file's arrays safely (thread-safe): every member's header and sizes are
+checked before anything is allocated; damaged bytes end in one line naming the file."""
 
 from __future__ import annotations
 
@@ -23,10 +16,8 @@ from baselines.core.errors import PipelineError
 # Deflate cannot shrink data more than about 1032:1, so a member that claims
 # to unpack to more is damaged (or a zip bomb); refused before decompressing.
 MAX_DEFLATE_RATIO = 1032
-# numpy parses every .npy header with ast.literal_eval, and CPython 3.11's
-# compile() is not thread-safe: parsing headers in several threads at once
-# fails at random with "SystemError: AST constructor recursion depth mismatch"
-# (python/cpython#106905). Threads take turns for the header only.
+# numpy parses .npy headers with ast.literal_eval, and CPython 3.11's compile() is not
+# thread-safe (python/cpython#106905): threads take turns for the header only.
 _NPY_HEADER_LOCK = threading.Lock()
 
 # A member's reader: (stream at its data, shape, Fortran order, dtype) -> array.
@@ -95,11 +86,8 @@ def read_npz(
     readers: dict[str, MemberReader] | None = None,
     shapes_only: bool = False,
 ) -> dict[str, np.ndarray | tuple[int, ...]]:
-    """The named arrays of `path` (or, `shapes_only`, their declared shapes).
-
-    A missing key, a damaged member or unreadable bytes raise PipelineError
-    naming the file and ending in `advice`; so does any PipelineError a reader raises.
-    """
+    """The named arrays of `path` (with `shapes_only`, their declared shapes); a missing key or
+    damaged bytes raise one PipelineError naming the file and ending in `advice`."""
     try:
         size = path.stat().st_size
         with zipfile.ZipFile(path) as archive:

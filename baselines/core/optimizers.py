@@ -12,11 +12,8 @@ from baselines.core.fused_adam import FusedAdam, FusedAdamW
 def learning_rate(
     lr: float, schedule: str, epochs: int, steps_per_epoch: int, warmup_epochs: int = 0
 ) -> float | tf.keras.optimizers.schedules.LearningRateSchedule:
-    """`lr` (constant), or Keras' cosine decay over every training step.
-
-    With warm-up, the rate rises linearly from lr / 100 to lr over
-    `warmup_epochs`, then decays along a cosine to lr / 100 at the last step.
-    """
+    """`lr`, or Keras' cosine decay over every training step: with warm-up, linear from lr / 100
+    to lr over `warmup_epochs`, then down to lr / 100 at the last step."""
     if schedule != "cosine":
         return lr
     total = max(2, epochs * steps_per_epoch)
@@ -31,11 +28,7 @@ def learning_rate(
 
 
 def make_optimizer(rate, clip_norm: float | None, weight_decay: float | None = None):
-    """Adam, or AdamW with `weight_decay`, at `rate` (a float or a schedule).
-
-    Keras' optimizers with fewer ops per variable (`fused_adam`): the same
-    updates, a shorter step on CPU.
-    """
+    """Adam, or AdamW with `weight_decay`, at `rate` (float or schedule), fused (`fused_adam`)."""
     if weight_decay is not None:
         return FusedAdamW(learning_rate=rate, weight_decay=weight_decay, clipnorm=clip_norm)
     return FusedAdam(learning_rate=rate, clipnorm=clip_norm)

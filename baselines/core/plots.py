@@ -1,11 +1,5 @@
-"""Figures of results for both collections: errors per program, Kendall's tau per graph,
-scores against runtimes, recipes, growth; and the canvases, bars and PNGs they use.
-
-Each figure function takes plain data (rows, dicts, numpy arrays) and returns a
-`matplotlib.figure.Figure` on its own Agg canvas (`new_figure`): pyplot is never
-imported and no global backend is set, so any process (headless, threaded, one
-that also runs TensorFlow) can make figures.
-"""
+"""Figures of results for both collections, from plain data, each on its own Agg canvas
+(`new_figure`): pyplot is never imported and no global backend is set."""
 
 from __future__ import annotations
 
@@ -25,7 +19,6 @@ DPI = 100
 
 
 def new_figure(width: float, height: float) -> Figure:
-    """An empty figure of `width` x `height` inches on its own Agg canvas."""
     figure = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
     return figure
@@ -95,14 +88,8 @@ def predicted_vs_true(
     seed: int = 0,
     unit: str = "kernel",
 ) -> Figure:
-    """Each config's score against its runtime relative to its `unit`'s fastest config.
-
-    `scores` and `runtimes` hold one array per `unit` (a tile kernel, a layout
-    graph). x: runtime / the unit's fastest runtime (log scale, 1 = fastest);
-    y: the score standardized within its unit (z-score, as the ensembles of
-    both collections standardize). Beyond `max_points` configs, `max_points` of
-    them drawn at random (by `seed`) are shown, and the title says so.
-    """
+    """Each config's score (z-score within its `unit`: tile kernel, layout graph) against its
+    runtime / the unit's fastest (log); beyond `max_points`, a random `max_points` by `seed`."""
     if len(scores) != len(runtimes):
         raise ValueError(f"{len(scores)} {unit}s of scores but {len(runtimes)} of runtimes")
     if max_points < 1:
@@ -142,7 +129,6 @@ def predicted_vs_true(
 
 
 def save_png(figure: Figure, path: str | os.PathLike[str]) -> Path:
-    """Writes `figure` as a PNG at `path`, atomically; returns it."""
     path = Path(path)
     if not isinstance(figure.canvas, FigureCanvasAgg):
         FigureCanvasAgg(figure)
@@ -155,12 +141,8 @@ ALL = "ALL"  # the program of error_table's rows over every kernel
 
 
 def per_program_errors(rows: Sequence[Mapping], ks: Sequence[int] = (1, 5, 10)) -> Figure:
-    """Top-k error of every model per program: one panel per k, one bar per model.
-
-    `rows` are `baselines.tiles.error_table.error_table`'s (keys model, program,
-    top<k>_err, ...). x: the programs, "ALL" (every kernel) first, then the
-    others in the rows' order; bars: the models in the rows' order.
-    """
+    """Top-k error of every model per program, a panel per k, a bar per model; `rows`:
+    `tiles.error_table.error_table`'s, "ALL" first."""
     if not rows:
         raise ValueError("no rows to plot")
     models = list(dict.fromkeys(str(r["model"]) for r in rows))
@@ -189,12 +171,8 @@ _TITLES = {"all": "all configurations", "subset": "fixed subsets"}
 
 
 def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
-    """Kendall's tau of every model on each graph: one panel per configs block, one bar per model.
-
-    `rows` are `baselines.layout.metrics.evaluation_rows`'s. x: "ALL" (the mean
-    over graphs), then the graphs in the rows' order; bars: the models in the
-    rows' order. Panels: "all" configurations, then "subset" when present.
-    """
+    """Kendall's tau of every model per graph, a panel per configs block ("all", "subset"), a bar
+    per model; `rows`: `layout.metrics.evaluation_rows`'s, "ALL" (mean) first."""
     shown = [r for r in rows if r["level"] in ("all", "graph")]
     if not shown:
         raise ValueError("no rows to plot")
@@ -223,12 +201,8 @@ def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
 
 
 def options_per_item(per_item: Mapping[str, Mapping[str, float]], metric: str) -> Figure:
-    """Each option's validation figure on each item (kernel or graph), side by side.
-
-    `per_item[option][item]`. Items are sorted by the first option's figure;
-    "MEAN" (over the items an option scores) comes first. Up to 40 items are
-    bars with their names; more are one marker per option and item.
-    """
+    """Each option's validation figure per item (`per_item[option][item]`), items sorted by the
+    first option's, "MEAN" first; over 40 items, markers instead of named bars."""
     options = list(per_item)
     first = per_item[options[0]] if options else {}
     items = sorted(first, key=lambda i: (not np.isfinite(first[i]), first[i]))

@@ -1,11 +1,5 @@
-"""What a ranking means, for every writer of rankings, and how an ensemble
-combines its members' scores.
-
-A ranking lists configuration indices (a file's own row numbers), predicted
-fastest first: ascending score, since a lower score means predicted faster.
-Equal scores keep file order, so a ranking is a function of the scores alone.
-numpy only: the submission tools import it without TensorFlow.
-"""
+"""What a ranking means (configuration indices by ascending score, ties in file order) and
+how an ensemble combines scores. numpy only."""
 
 from __future__ import annotations
 
@@ -28,22 +22,15 @@ def ranking_cell(scores: np.ndarray, top: int | None = None) -> str:
 
 
 def standardized(scores: np.ndarray) -> np.ndarray:
-    """One kernel's or graph's scores as z-scores, in float64 (so distinct scores stay
-    distinct); all zeros when every score is equal."""
+    """Scores as float64 z-scores (distinct scores stay distinct); zeros when all are equal."""
     scores = np.asarray(scores, dtype=np.float64)
     std = float(scores.std())
     return (scores - scores.mean()) / std if std > 0 else np.zeros_like(scores)
 
 
 def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
-    """Per kernel or graph, the mean of every member's standardized scores.
-
-    `members[m][i]` is model m's scores of item i's configurations. Models of
-    different classes score on different scales; standardizing each item's
-    scores first gives every member the same say, as the top Kaggle solutions
-    averaged them. One member is returned as it is: it ranks exactly as the
-    model alone.
-    """
+    """Per kernel or graph, the mean of every member's standardized scores (`members[m][i]`:
+    model m's scores of item i), so scales do not matter; one member is returned as it is."""
     if not members:
         raise PipelineError("an ensemble needs at least one model; give at least one model folder")
     if len(members) == 1:

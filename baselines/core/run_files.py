@@ -1,11 +1,5 @@
-"""Where a saved run's record is, for either collection, and lists of model folders.
-
-A run is `<out>/model_<hash>/` (the model, with `run.jsonz`, a copy of its
-record written with it) and `<out>/run_<hash>.jsonz` beside it. Readers take
-the copy inside the folder when there is one (it always belongs to the
-model), else the file beside it (models saved before the copy existed).
-No TensorFlow and no numpy: entry scripts read records before importing them.
-"""
+"""Where a saved run's record is: `model_<hash>/run.jsonz` (its copy), else `run_<hash>.jsonz`
+beside the folder (older models); lists of model folders. No TensorFlow, no numpy."""
 
 from __future__ import annotations
 
@@ -44,8 +38,7 @@ def run_file_of(model_dir: Path, script: str) -> Path:
 
 
 def model_dirs(text: str, flag: str) -> list[Path]:
-    """The folders of a comma-separated `--dir` list; an empty item or a folder listed
-    twice is refused in one line naming `flag`."""
+    """The folders of a comma-separated `--dir` list; an empty item or a repeat is refused."""
     items = [item.strip() for item in text.split(",")]
     if not text.strip() or any(not item for item in items):
         raise PipelineError(
@@ -73,8 +66,7 @@ def model_fingerprint(model_dir: Path) -> str:
 
 
 def check_fingerprint(record: dict, model_dir: Path, run_path: Path) -> None:
-    """PipelineError unless the record's `model_fingerprint` (when it has one) is the folder's:
-    a model is never paired with another run's record."""
+    """PipelineError unless the record's `model_fingerprint` (if any) is the folder's."""
     expected = record.get("model_fingerprint")
     if expected is not None and expected != model_fingerprint(model_dir):
         raise PipelineError(
@@ -92,8 +84,8 @@ PREDICT_SCRIPTS = {
 
 
 def read_record(path: Path, collection: str, required: Sequence[str]) -> dict[str, Any]:
-    """The run record at `path`, refused in one line if it is another collection's or
-    lacks a `required` field. Tile records from before the `collection` field have none."""
+    """The run record at `path`, refused if another collection's or lacking a `required`
+    field. Tile records from before the `collection` field have none."""
     script = TRAIN_SCRIPTS[collection]
     if not path.is_file():
         raise PipelineError(f"{path}: run file not found; it is written by {script}")
@@ -111,8 +103,7 @@ def read_record(path: Path, collection: str, required: Sequence[str]) -> dict[st
 
 
 def read_run(model_dir: Path, collection: str, required: Sequence[str]) -> dict[str, Any]:
-    """The run record of `model_dir` (`run_file_of`), checked by `read_record` and
-    `check_fingerprint`."""
+    """The run record of `model_dir`, checked by `read_record` and `check_fingerprint`."""
     model_dir = Path(model_dir).expanduser()
     path = run_file_of(model_dir, TRAIN_SCRIPTS[collection])
     record = read_record(path, collection, required)
@@ -123,5 +114,4 @@ def read_run(model_dir: Path, collection: str, required: Sequence[str]) -> dict[
 def read_runs(
     text: str, flag: str, read: Callable[[Path], dict[str, Any]]
 ) -> list[tuple[Path, dict[str, Any]]]:
-    """(folder, `read(folder)`) of each folder of a comma-separated `flag` list (`model_dirs`)."""
     return [(d, read(d)) for d in model_dirs(text, flag)]

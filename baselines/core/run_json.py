@@ -1,8 +1,4 @@
-"""Run records on disk: gzip'd JSON whose bytes are a function of the record alone.
-
-Tile and layout runs both write their `run_<hash>.jsonz` and the copy inside
-`model_<hash>/` this way; each collection checks its own keys after reading.
-"""
+"""Run records on disk: gzip'd JSON whose bytes are a function of the record alone."""
 
 from __future__ import annotations
 
@@ -16,11 +12,8 @@ from baselines.core.io_utils import describe_write_error
 
 
 def write_gzip_json(path: Path, record: dict[str, Any], dest: Path) -> None:
-    """Writes `record` to `path` (a temporary name); a failed write is one line naming `dest`.
-
-    Keys sorted and the gzip mtime 0, so the same record gives the same bytes;
-    numpy scalars are written as floats.
-    """
+    """Writes `record` to `path` (a temporary) with sorted keys and gzip mtime 0, numpy
+    scalars as floats; a failed write is one line naming `dest`."""
     try:
         with gzip.GzipFile(path, "wb", mtime=0) as f:
             f.write(json.dumps(record, sort_keys=True, default=float).encode())

@@ -1,9 +1,5 @@
-"""Saving a model as a Keras SavedModel and copying saved weights into a rebuilt one.
-
-Both collections save this way: `model_<hash>/` holds the model's variables
-and config and a copy of the run record, and the record holds the model's
-fingerprint (`run_files.model_fingerprint`).
-"""
+"""Saving a model as a Keras SavedModel (with a copy of its run record, which holds the
+model's fingerprint) and copying saved weights into a rebuilt one."""
 
 from __future__ import annotations
 
@@ -22,13 +18,8 @@ from baselines.core.run_json import write_gzip_json
 
 
 def _save_keras(model: tf.keras.Model, folder: Path, dest: Path) -> None:
-    """`model.save` into `folder`; a refused write is one line naming `dest`.
-
-    Saved without traced functions: tracing every layer's call costs seconds a
-    run, and nothing here executes those traces. `tf.keras.models.load_model`
-    rebuilds it once the collection's models.py is imported (defining a model
-    class registers it).
-    """
+    """`model.save` into `folder`, without traces (seconds a run, never executed); a
+    refused write is one line naming `dest`. Loading needs models.py imported."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -47,12 +38,8 @@ def save_model(model: tf.keras.Model, model_dir: Path) -> None:
 def save_run(
     model: tf.keras.Model, record: dict[str, Any], model_dir: Path, run_path: Path
 ) -> None:
-    """Saves a run's model and run file as one unit; the record gains `model_fingerprint`.
-
-    Both are written to temporaries first, so a full disk or any error leaves
-    the previous pair as it was; then each is renamed into place (the folder
-    carries its own copy of the record).
-    """
+    """Saves a run's model and run file as one unit (temporaries first: any error leaves the
+    previous pair); the record gains `model_fingerprint`."""
     with atomic_output(run_path) as run_tmp:
         with atomic_directory(model_dir) as tmp:
             _save_keras(model, tmp, model_dir)
@@ -64,11 +51,8 @@ def save_run(
 def save_finished_run(
     model: tf.keras.Model, record: dict[str, Any], out_dir: Path, log: Callable[[str], None]
 ) -> tuple[Path, Path]:
-    """`model_<hash>/` and `run_<hash>.jsonz` of a finished run into `out_dir`, as one unit.
-
-    The run's backup goes (a rerun starts afresh). The benchmarks read the
-    lines logged about where everything is.
-    """
+    """`model_<hash>/` and `run_<hash>.jsonz` of a finished run into `out_dir`; the backup goes.
+    The benchmarks read the lines it logs."""
     run_hash = record["run_hash"]
     model_dir, run_path = out_dir / f"model_{run_hash}", out_dir / f"run_{run_hash}.jsonz"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -141,12 +125,8 @@ def variable_difference(
 
 
 def copy_saved_variables(model_dir: Path, model: tf.keras.Model) -> None:
-    """Copies the saved Keras model's variables into `model`, which has all of its own.
-
-    Variables are matched by their path in the model (`convs/0/self_dense/kernel`,
-    ...), as Keras itself restores them. Paths and shapes must agree; the
-    first disagreement is named in one line.
-    """
+    """Copies a saved Keras model's variables into `model`, matched by path and shape
+    (as Keras restores them); the first disagreement is named in one line."""
     saved = saved_variable_shapes(model_dir)
     difference = variable_difference(saved, variable_paths(model), type(model).__name__)
     if difference:

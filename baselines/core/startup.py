@@ -18,15 +18,9 @@ def available_cores() -> int:
 
 
 def tile_thread_pools(cores: int | None = None) -> dict[str, str]:
-    """TensorFlow's thread-pool variables for tile training and prediction on `cores` cores.
-
-    On 2 cores or fewer: one thread inside each op, two ops at a time. A tile
-    train step is a few thousand small ops; splitting each across both cores
-    costs more than it saves, while two independent ops side by side keep
-    both busy. Layout training is not given it: its ops work on [nodes,
-    configurations, width] states, and it made their epochs slower. Larger
-    machines keep TensorFlow's own choice (empty): it was not measured there.
-    """
+    """TensorFlow's thread-pool variables for tile work on `cores` cores: on 2 or fewer, one
+    thread per op and two ops at a time (a tile step is thousands of small ops); larger
+    machines keep TensorFlow's choice (not measured). Layout's epochs got slower with it."""
     if cores is None:
         cores = available_cores()
     if cores > 2:
@@ -35,17 +29,8 @@ def tile_thread_pools(cores: int | None = None) -> dict[str, str]:
 
 
 def prepare_tensorflow_import(thread_pools: Mapping[str, str] | None = None) -> None:
-    """Quiets TensorFlow's C++ start-up log, sizes its thread pools, skips setuptools' shim.
-
-    A `thread_pools` variable the environment already sets is left as it is.
-
-    TF 2.15 runs `import distutils` when it is imported. In a virtual
-    environment with setuptools, the shim setuptools installs at interpreter
-    start (`distutils-precedence.pth`) turns that into importing most of
-    setuptools and pkg_resources, a noticeable part of every short command.
-    Python 3.11 still ships its own distutils, which is all TF needs, so the
-    shim is removed there.
-    """
+    """Quiets TensorFlow's C++ log, sets unset `thread_pools` variables and drops setuptools'
+    distutils shim, which turns TF 2.15's `import distutils` into most of setuptools."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA-plugin noise on CPU machines
     for name, value in (thread_pools or {}).items():
         os.environ.setdefault(name, value)

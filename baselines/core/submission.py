@@ -1,13 +1,5 @@
-"""Kaggle submission for TpuGraphs: read rankings, join them to the sample by ID.
-
-A submission is a CSV with header `ID,TopConfigs`; TopConfigs is a `;`-separated
-list of config indices, best first. The Kaggle sample submission lists every ID
-the competition expects (844 `tile:xla:<id>` rows, then 50
-`layout:<source>:<search>:<stem>` rows), in its own order. Rankings may come from
-several CSVs (`merge_rankings`); `join_submission` puts them into the sample's
-rows **by ID**, never by row position. Layout rows are checked against their
-test files by `baselines.layout.submission`.
-"""
+"""Kaggle submission for TpuGraphs: `ID,TopConfigs` rankings (indices `;`-separated, best
+first), joined to the sample's rows **by ID**, never by row position."""
 
 from __future__ import annotations
 
@@ -50,10 +42,7 @@ def _shown_cell(cell: str, limit: int = 60) -> str:
 
 
 def parse_top_configs(text: str, where: str) -> list[int]:
-    """Parses a TopConfigs cell (`3;0;7`) into distinct non-negative ints.
-
-    `where` names the file and line for the error message.
-    """
+    """A TopConfigs cell (`3;0;7`) as distinct non-negative ints; `where` names the line."""
     cell = text.strip()
     if not cell:
         raise PipelineError(f"{where}: TopConfigs is empty")
@@ -82,11 +71,7 @@ def parse_top_configs(text: str, where: str) -> list[int]:
 
 
 def _iter_id_rows(path: Path, what: str) -> Iterator[tuple[int, str, str]]:
-    """Yields (line number, ID, raw TopConfigs) of an `ID,TopConfigs` CSV.
-
-    Blank lines are skipped. `what` names the kind of file in messages
-    ("prediction CSV", "sample submission").
-    """
+    """(line number, ID, raw TopConfigs) of an `ID,TopConfigs` CSV, blank lines skipped."""
     if not path.exists():
         raise PipelineError(f"{what} {path} not found")
     if not path.is_file():
@@ -136,10 +121,7 @@ def _unique_id_rows(path: Path, what: str) -> Iterator[tuple[str, str, list[int]
 
 
 def read_rankings_csv(path: str | os.PathLike[str]) -> dict[str, list[int]]:
-    """Reads a predictions CSV `ID,TopConfigs` into {ID: [config indices]}, in file order.
-
-    Raises `PipelineError` naming the file and line for anything malformed.
-    """
+    """A predictions CSV as {ID: [config indices]} in file order; PipelineError names file, line."""
     return {row_id: ranking for row_id, _, ranking in _unique_id_rows(Path(path), "prediction CSV")}
 
 
@@ -161,11 +143,8 @@ def sample_ids_from_test_dirs(
     tile_test_dir: str | os.PathLike[str],
     layout_root: str | os.PathLike[str] | None = None,
 ) -> list[tuple[str, str]]:
-    """Builds the submission's ID list from downloaded test splits (no sample CSV).
-
-    Tile rows first, then layout rows when `layout_root` (`<data>/npz/layout`)
-    exists, in the sample's order; every row gets the dummy ranking `FILL_RANKING`.
-    """
+    """The submission's ID list from downloaded test splits (no sample CSV): tile rows, then
+    layout rows when `layout_root` exists, in the sample's order, all `FILL_RANKING`."""
     tile_dir = Path(tile_test_dir)
     if not tile_dir.is_dir():
         raise PipelineError(f"tile test directory {tile_dir} not found")
@@ -187,7 +166,6 @@ def sample_ids_from_test_dirs(
 
 
 def find_sample_submission(data_dirs: Iterable[str | os.PathLike[str]]) -> Path | None:
-    """The first `<dir>/sample_submission.csv` that is a file, else None."""
     for directory in data_dirs:
         candidate = Path(directory) / SAMPLE_NAME
         if candidate.is_file():
@@ -196,10 +174,7 @@ def find_sample_submission(data_dirs: Iterable[str | os.PathLike[str]]) -> Path 
 
 
 def collection_of(row_id: str) -> str:
-    """The collection an ID belongs to: the ID without its last `:`-part.
-
-    `tile:xla:<id>` -> `tile:xla`; `layout:nlp:random:<stem>` -> `layout:nlp:random`.
-    """
+    """The ID without its last `:`-part: `layout:nlp:random:<stem>` -> `layout:nlp:random`."""
     return row_id.rsplit(":", 1)[0] if ":" in row_id else ""
 
 
@@ -212,11 +187,8 @@ def _collection_order(collections: Iterable[str]) -> list[str]:
 def merge_rankings(
     inputs: Sequence[tuple[str, Mapping[str, Sequence[int]]]],
 ) -> tuple[dict[str, list[int]], dict[str, str]]:
-    """Merges the rankings of several inputs: (label, {ID: ranking}) each.
-
-    Returns ({ID: ranking}, {ID: label of the input it came from}). An ID in two
-    inputs is refused: which of the two rankings to submit is not ours to guess.
-    """
+    """({ID: ranking}, {ID: its input's label}) of (label, {ID: ranking}) inputs; an ID in two
+    inputs is refused (which to submit is not ours to guess)."""
     merged: dict[str, list[int]] = {}
     origin: dict[str, str] = {}
     for label, rankings in inputs:
@@ -240,10 +212,7 @@ def refuse_unknown_ids(
     origin: Mapping[str, str] | None = None,
     sample_label: str = "the sample submission",
 ) -> None:
-    """Refuses IDs that the sample does not list (Kaggle cannot score them).
-
-    The message names the first input (`origin[ID]`) that holds such IDs.
-    """
+    """Refuses IDs the sample does not list, naming the first input (`origin[ID]`) holding one."""
     sample_ids = {row_id for row_id, _ in sample_rows}
     unknown = [row_id for row_id in rankings if row_id not in sample_ids]
     if not unknown:
@@ -273,10 +242,7 @@ class Submission:
         return sum(self.dummy_per_collection.values())
 
     def describe(self) -> str:
-        """`894 rows (tile:xla 844, layout:xla:default 8, ...), 0 dummy`.
-
-        The five Kaggle collections are always listed (0 where absent).
-        """
+        """`894 rows (tile:xla 844, layout:xla:default 8, ...), 0 dummy`; all five collections."""
         names = list(COLLECTIONS) + [
             c for c in _collection_order(self.rows_per_collection) if c not in COLLECTIONS
         ]
@@ -297,24 +263,12 @@ def join_submission(
     *,
     dummy_rows: bool = True,
 ) -> Submission:
-    """Joins rankings of every collection (tile and layout) to the sample's rows by ID.
+    """Joins rankings of every collection to the sample's rows by ID, in the sample's order.
 
-    The rows are exactly the sample's IDs in the sample's order. A dummy row
-    is a sample ID no input provides: tile rows get `FILL_RANKING`, other rows
-    keep the sample's value (the real sample has `0;1;...;999` for layout
-    rows); each is counted as dummy in its collection.
-
-    - A collection none of whose IDs any input provides (no predictions CSV
-      given for it, e.g. tile predictions only) gets dummy rows.
-    - A collection that inputs provide only in part is refused, unless
-      `allow_missing`: then its missing rows are dummy rows too. Inputs that
-      provide no sample ID at all are refused the same way.
-    - `dummy_rows=False` forbids dummy rows entirely, whatever `allow_missing`
-      says: any sample ID no input provides is refused, so the result is either
-      a submission of predictions only or a `PipelineError`. Callers that must
-      never write a dummy row (a one-command job) set it.
-
-    `origin` ({ID: input label}) names the inputs in messages.
+    A dummy row is a sample ID no input provides (tile rows `FILL_RANKING`, others the
+    sample's value). A collection no input provides gets dummy rows; one provided in part
+    is refused unless `allow_missing`, as are inputs providing no sample ID;
+    `dummy_rows=False` refuses any dummy row. `origin` ({ID: label}) names the inputs.
     """
     refuse_unknown_ids(sample_rows, rankings, origin, sample_label)
     for row_id, ranking in rankings.items():
@@ -358,8 +312,7 @@ def join_submission(
 
 
 def _gaps(refused, absent, ids_per_collection, missing, rankings, origin) -> list[str]:
-    """Per refused collection: how many of its IDs no input provides, and which inputs
-    hold its other IDs."""
+    """Per refused collection: how many IDs are missing, and which inputs hold the others."""
     gaps = []
     for collection in refused:
         ids, gone = ids_per_collection[collection], missing[collection]
@@ -390,7 +343,6 @@ def _refusal_hint(dummy_rows: bool, only_absent: bool) -> str:
 def write_csv_atomic(
     path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[str]]
 ) -> None:
-    """Writes a CSV (`\\n` line ends) atomically."""
     with atomic_output(path) as tmp:
         try:
             with open(tmp, "w", newline="", encoding="utf-8") as f:

@@ -1,7 +1,4 @@
-"""Text tables of result rows, as both collections' evaluation scripts and benchmarks write them.
-
-Pure Python: no numpy, no TensorFlow.
-"""
+"""Text tables of result rows (markdown, CSV) for the evaluation scripts and benchmarks."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ from collections.abc import Sequence
 
 
 def cell(value: object) -> str:
-    """A table cell: floats to 4 decimals, anything else as str()."""
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 

@@ -1,10 +1,5 @@
-"""A run's flags on TensorBoard's HParams dashboard, beside the scalars that measure it.
-
-TensorBoard's run folders are named by run hash only; the trial id labels a
-run readably, and the dashboard lists its flags (an unset optional flag, which
-HParams cannot hold, is left out) beside the metrics named here, each a
-(tag, run, title): ("epoch_opa", "validation", "val OPA").
-"""
+"""A run's flags on TensorBoard's HParams dashboard (unset ones left out), beside the scalars
+that measure it, each (tag, run, title): ("epoch_opa", "validation", "val OPA")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""A sweep's command line and its Apache Beam pipeline, for any collection.
-
-`main` is the entry scripts' whole body. Each run of a sweep (`jobs/sweeps.py`)
-is one element of the pipeline, and the summary is written once every run has
-ended. Beam is imported only inside the functions that run the pipeline.
-"""
+"""A sweep's command line and Apache Beam pipeline, for any collection: one element per run,
+the summary once every run has ended. Beam is imported only where the pipeline runs."""
 
 from __future__ import annotations
 
@@ -109,13 +105,9 @@ def _beam_parse(options) -> dict:
 
 
 def beam_options(spec: CollectionSpec, beam_args: list[str]):
-    """(PipelineOptions, runner, parsed options) from the flags that are not training flags.
-
-    On the local runner the defaults are two worker processes; options Beam
-    does not know are refused there. Other runners get them as they are
-    (portable runners hand them to their job server), except near-misses of a
-    training flag.
-    """
+    """(PipelineOptions, runner, parsed options) of the flags that are not training flags:
+    locally two worker processes by default and unknown options refused; other runners get
+    them as they are, but for near-misses of a training flag."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
     given = {arg[2:].split("=", 1)[0] for arg in beam_args if arg.startswith("--")}
@@ -149,13 +141,8 @@ def beam_options(spec: CollectionSpec, beam_args: list[str]):
 
 
 def make_pipeline(options, runner: str):
-    """A Beam pipeline; the local runner is Beam's FnApiRunner, as the DirectRunner's batch mode.
-
-    Beam's DirectRunner first tries the Prism runner (a Go binary it downloads)
-    which runs every element in the launching process and ignores
-    --direct_running_mode; the FnApiRunner is what runs batch pipelines with
-    --direct_num_workers worker processes.
-    """
+    """A Beam pipeline; locally Beam's FnApiRunner with --direct_num_workers processes
+    (the DirectRunner would try Prism, which runs every element in this process)."""
     import apache_beam as beam
 
     if runner in DIRECT_RUNNERS:
@@ -179,7 +166,6 @@ def make_pipeline(options, runner: str):
 
 
 def import_train_function(path: str) -> Callable[..., Mapping[str, Any]]:
-    """The function a "module:name" path names."""
     module, name = path.split(":")
     return getattr(importlib.import_module(module), name)
 

@@ -1,20 +1,11 @@
-"""Sweeps of training runs on Apache Beam, for any collection: what to train, the summary.
-
-A sweep is a list of flag dicts (keys = the training script's flag names) on
-top of base flags; the flags given on the command line win in every run
-(`expand_runs`). What differs between collections is the collection's spec
-(`jobs/collections.py`: `tile_spec.TILE_XLA`, `layout_spec.ANY_LAYOUT`).
-
-The command line and the Beam pipeline that runs a sweep are `jobs/beam.py`'s.
-Nothing here imports TensorFlow or Beam.
-"""
+"""Sweeps of training runs for any collection (flag dicts on top of base flags, command-line
+flags winning: `expand_runs`) and their summary. No TensorFlow, no Beam."""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
 import difflib
-import io
 import json
 import math
 import os
@@ -26,6 +17,7 @@ from typing import Any
 
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_write_text, read_user_text
+from baselines.core.tables import csv_table, markdown_table
 from baselines.jobs.collections import CollectionSpec, Result
 
 SUMMARY_CSV = "sweep_summary.csv"
@@ -54,11 +46,8 @@ def _field_types(args_type: type) -> dict[str, str]:
 
 
 def check_flag_value(spec: CollectionSpec, name: str, value: Any, where: str) -> Any:
-    """`value` for flag `name` if its JSON type fits the flag's type, else PipelineError.
-
-    A dict is taken for `model_kwargs_json` (stored as its JSON text); null
-    for a flag that may be None.
-    """
+    """`value` for flag `name` if its JSON type fits the flag's type, else PipelineError
+    (a dict for `model_kwargs_json`, as JSON text; null for an optional flag)."""
     kind_of = _field_types(spec.args_type)[name]
     optional = kind_of.endswith(" | None")
     kind_of = kind_of.removesuffix(" | None")
@@ -132,11 +121,8 @@ def load_sweep(spec: CollectionSpec, name: str | None, num_seeds: int | None = N
 def expand_runs(
     spec: CollectionSpec, sweep: Sweep, overrides: Mapping[str, Any]
 ) -> tuple[list, int]:
-    """One args record per entry (base < entry < overrides) and how many repeats were dropped.
-
-    Two entries that end up with the same flags (the same run hash) would
-    train the same run into the same files; the later one is dropped.
-    """
+    """One args record per entry (base < entry < overrides), and how many repeats (the
+    same run hash, the same files) were dropped."""
     if sweep.name == "seeds" and "seed" in overrides:
         raise PipelineError("--seed: not with --sweep=seeds, which sets the seed of every run")
     runs: dict[str, Any] = {}
@@ -158,7 +144,6 @@ def summary_dir(runs: Sequence[Any]) -> Path:
 
 
 def one_line(text: Any) -> str:
-    """`text` on one line, runs of white space as one space."""
     return " ".join(str(text).split())
 
 
@@ -170,12 +155,8 @@ def run_one(
     train: Callable[..., Mapping[str, Any]],
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Trains one run with `train(args, progress=False, log=...)`; a result either way.
-
-    The result is `status` "ok" with `spec.summarize(record)`'s fields and the
-    wall time, or `status` "error" with the failure in one line: one failed run
-    must not stop the sweep.
-    """
+    """Trains one run with `train(args, progress=False, log=...)`: `status` "ok" with
+    `spec.summarize(record)` and the wall time, or "error" and why (the sweep goes on)."""
     run_hash = args.run_hash()
     label = f"[run {index + 1}/{total} {run_hash[:8]}]"
     result: dict[str, Any] = {
@@ -224,10 +205,8 @@ def differing_flags(spec: CollectionSpec, results: Iterable[Result]) -> list[str
 
 
 def ensemble_dirs(spec: CollectionSpec, ranked: Sequence[Result], top: int) -> list[str]:
-    """The model folders of the best `top` trained runs (`ranked`: best first).
-
-    With `spec.ensemble_key`, only runs that share the best run's key take part.
-    """
+    """The model folders of the best `top` trained runs (`ranked`: best first), only those
+    sharing the best run's `spec.ensemble_key` when it is set."""
     if spec.ensemble_key is not None and ranked:
         best = spec.ensemble_key(ranked[0])
         ranked = [r for r in ranked if spec.ensemble_key(r) == best]
@@ -273,13 +252,7 @@ def summary_rows(
 
 
 def summary_csv(spec: CollectionSpec, results: Iterable[Result]) -> str:
-    """The summary as CSV text."""
-    header, rows = summary_rows(spec, results)
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return out.getvalue()
+    return csv_table(*summary_rows(spec, results))
 
 
 def _cell(text: str) -> str:
@@ -300,19 +273,13 @@ def summary_markdown(spec: CollectionSpec, results: Iterable[Result], ensemble_t
         "",
     ]
     if ok:
-        lines.append("| " + " | ".join(header[i] for i in keep) + " |")
-        lines.append("|" + "---|" * len(keep))
-        lines += ["| " + " | ".join(_cell(row[i]) for i in keep) + " |" for row in rows[: len(ok)]]
-        lines.append("")
+        table = [[_cell(row[i]) for i in keep] for row in rows[: len(ok)]]
+        lines.append(markdown_table([header[i] for i in keep], table))
     if failed:
         flags = differing_flags(spec, results)
-        lines += ["## Failed runs", ""]
-        lines.append("| run_hash | " + " | ".join([*flags, "error"]) + " |")
-        lines.append("|" + "---|" * (len(flags) + 2))
-        for r in failed:
-            cells = [r["run_hash"], *(str(r["flags"][f]) for f in flags), r["error"]]
-            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-        lines.append("")
+        table = [[r["run_hash"], *(str(r["flags"][f]) for f in flags), r["error"]] for r in failed]
+        table = [[_cell(c) for c in cells] for cells in table]
+        lines += ["## Failed runs", "", markdown_table(["run_hash", *flags, "error"], table)]
     command = ensemble_command(spec, ok, ensemble_top)
     if command:
         count = len(ensemble_dirs(spec, ok, ensemble_top))
@@ -330,7 +297,6 @@ def summary_markdown(spec: CollectionSpec, results: Iterable[Result], ensemble_t
 def write_summary(
     spec: CollectionSpec, out_dir: Path | str, results: Iterable[Result], ensemble_top: int
 ) -> tuple[Path, Path]:
-    """Writes sweep_summary.csv and sweep_summary.md into `out_dir`, each atomically."""
     results = list(results)
     out_dir = Path(out_dir).expanduser()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -344,6 +310,3 @@ def count_failed(csv_path: Path) -> int:
     """Rows of a written sweep_summary.csv whose status is not ok."""
     with open(csv_path, encoding="utf-8", newline="") as f:
         return sum(row["status"] != "ok" for row in csv.DictReader(f))
-
-
-# --- the command line and the Beam pipeline ------------------------------------------------

@@ -1,46 +1,4 @@
-"""Layout batches: G program graphs x K layout configurations each, as numpy dicts.
-
-A layout graph is prepared once (`prepare_graphs`). A batch then packs G
-prepared graphs, each with K configuration slots drawn by
-`baselines.core.keras_fit.EpochBatches`; a graph with fewer than K
-configurations gets all of them plus masked padding slots.
-
-Batch layout (N nodes, E edges, NC configurable nodes, EC edges between two
-configurable nodes, all summed over the G graphs; ids are global in the batch):
-
-- `node_sizes`, `edge_sizes`, `cfg_sizes`, `cfg_edge_sizes` [G]: per-graph counts;
-- `node_opcode` [N] int32, `node_feats` [N, 140] float32 (`normalize_node_feat`);
-- `edge_source`, `edge_target` [E]: edge_index rows [u, v] as consumer u -> producer
-  v (the tiles' `feed` convention); models read both directions (`graph_ops`);
-- `cfg_node` [NC]: the node id of every configurable node, graph by graph;
-- `cfg_source`, `cfg_target` [EC]: edges whose two ends are configurable, as ids
-  into the NC configurable nodes (same direction as `edge_*`);
-- `cfg_ref` [NC, 18] int8: per configurable node, the layouts its three groups are
-  compared with when nothing is configured: its own minor-to-major order (output
-  group), operand 0's (input group) and operand 1's (kernel group), -1 past a
-  tensor's rank or where the operand is missing; `cfg_dims` [NC, 18] float32: the
-  same three tensors' shape dims, log1p (0 past the rank). Operand i is the
-  node's i-th edge row in file order (the synthetic files write edges in operand
-  order; for the real files it is a guess, and only a feature); `cfg_operand`
-  [NC, 2] int32: the configurable id of operands 0 and 1 where that operand is
-  itself configurable, else -1;
-- `config_rows` [NC, R, 18] int8: each configurable node's distinct layout rows
-  (-1..5) among the batch's slots, `PAD_VALUE` past its own count (R: the most any
-  node has); `config_codes` [NC, K] int32: slot k's row among its node's. Padding
-  slots use a row of `PAD_VALUE`. Configurable nodes first and slots second, so
-  the config-independent part of a node's state is one [NC, d] row broadcast over
-  K; `to_model_inputs` adds `config_values` [NC, K, 18], the gathered rows;
-- `config_runtimes` [G * K] float32: runtime / the graph's smallest runtime
-  (over the configurations the prepared graph holds), -1 in padding slots (the
-  core losses' padding convention); `config_mask` [G * K] 1/0; `config_index`
-  [G * K]: the configuration's row in the prepared graph, -1 for padding;
-- `graph_id` [G] bytes;
-- `node_segment` [N] bool, training batches of segment training only
-  (`segment_source`): the nodes the gradient flows through.
-
-A prepared graph keeps the stored configurations (a cached split's memory map)
-and reads only a batch's rows, when the batch is assembled.
-"""
+"""Layout batches: G program graphs x K configuration slots each, numpy dicts (`assemble_batch`)."""
 
 from __future__ import annotations
 
@@ -87,13 +45,8 @@ BATCH_SIGNATURE = {
 
 
 def normalize_node_feat(node_feat: np.ndarray) -> np.ndarray:
-    """The 140 node feature columns as the models read them, float32 [n, 140].
-
-    Columns 0-133: sign(x) * log1p(|x|), a fixed transform rather than train
-    statistics, so nothing has to be saved beside a model and a graph's
-    features do not depend on which other graphs were loaded. Columns 134-139:
-    `layout_minor_to_major`.
-    """
+    """The 140 node feature columns as models read them, float32 [n, 140]: sign(x) * log1p(|x|)
+    (fixed: nothing saved beside a model), then `layout_minor_to_major` in 134-139."""
     x = np.asarray(node_feat, dtype=np.float64)
     out = np.sign(x) * np.log1p(np.abs(x))
     out[:, MINOR_TO_MAJOR] = layout_minor_to_major(node_feat)
@@ -102,7 +55,8 @@ def normalize_node_feat(node_feat: np.ndarray) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PreparedGraph:
-    """A layout graph as batches take it; built once per graph by `prepare_graphs`."""
+    """A layout graph as batches take it (`prepare_graphs`); its configurations stay stored
+    (a cache's memory map) until a batch reads its rows."""
 
     graph_id: str
     node_feats: np.ndarray  # float32 [n, 140], normalized
@@ -127,10 +81,7 @@ class PreparedGraph:
 
 
 def operand_nodes(graph: LayoutGraph) -> np.ndarray:
-    """int64 [nc, 3]: each configurable node's own node id, operand 0's and operand 1's (-1: none).
-
-    Operand i is the node's i-th edge row in file order (module docstring).
-    """
+    """int64 [nc, 3]: each configurable node's own id, operand 0's and operand 1's (-1: none)."""
     nc = graph.num_configurable
     tensors = np.full((nc, 3), -1, dtype=np.int64)  # own, operand 0, operand 1
     tensors[:, 0] = graph.node_config_ids
@@ -149,7 +100,7 @@ def operand_nodes(graph: LayoutGraph) -> np.ndarray:
 
 
 def reference_layouts(graph: LayoutGraph, tensors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(cfg_ref int8 [nc, 18], cfg_dims float32 [nc, 18]) of a graph (module docstring);
+    """(cfg_ref int8 [nc, 18], cfg_dims float32 [nc, 18]) of a graph (`assemble_batch`);
     `tensors`: its `operand_nodes` [nc, 3]."""
     m2m = layout_minor_to_major(graph.node_feat)  # [n, 6], -1 past the rank
     dims = np.log1p(np.maximum(graph.node_feat[:, SHAPE_DIMS], 0)).astype(np.float32)
@@ -162,11 +113,8 @@ def reference_layouts(graph: LayoutGraph, tensors: np.ndarray) -> tuple[np.ndarr
 
 
 def configurable_operands(operands: np.ndarray, cfg_of_node: np.ndarray) -> np.ndarray:
-    """int32 [nc, 2]: the configurable id of each configurable node's operands 0 and 1,
-    -1 where the operand is missing or not configurable (`cfg_operand`).
-
-    operands: `operand_nodes` [nc, 3]; cfg_of_node: [n], each node's configurable id or -1.
-    """
+    """int32 [nc, 2] (`cfg_operand`): the configurable id of each configurable node's
+    operands 0 and 1, else -1; operands: `operand_nodes`, cfg_of_node [n] (-1: not configurable)."""
     nodes = operands[:, 1:]
     return np.where(nodes >= 0, cfg_of_node[np.maximum(nodes, 0)], -1).astype(np.int32)
 
@@ -203,10 +151,8 @@ def prepare_graphs(graphs: Sequence[LayoutGraph]) -> list[PreparedGraph]:
 
 
 def config_fields(graph: PreparedGraph, slots: np.ndarray, num_configs: int) -> dict:
-    """The per-configuration fields of one graph's K slots (-1 = padding), as batch keys.
-
-    A scorer that keeps a graph's other fields between calls replaces only these.
-    """
+    """The per-configuration batch fields of one graph's K slots (-1 = padding); a scorer
+    that keeps a graph's other fields replaces only these."""
     k = int(num_configs)
     slots = np.asarray(slots, dtype=np.int64)
     if slots.shape[0] > k:
@@ -258,7 +204,34 @@ def assemble_batch(
     config_slots: Sequence[np.ndarray],
     num_configs: int,
 ) -> dict[str, np.ndarray]:
-    """One batch dict (module docstring) of graphs[graph_ids]; slots: K indices, -1 = padding."""
+    """One batch of graphs[graph_ids], each with K `config_slots` (-1 = padding; a graph with
+    fewer configurations gets them all plus padding). N nodes, E edges, NC configurable
+    nodes, EC edges between two configurable nodes, summed over the G graphs; ids are
+    global in the batch:
+
+    - `node_sizes`, `edge_sizes`, `cfg_sizes`, `cfg_edge_sizes` [G]: per-graph counts;
+    - `node_opcode` [N] int32, `node_feats` [N, 140] float32 (`normalize_node_feat`);
+    - `edge_source`, `edge_target` [E]: edge_index rows [u, v], consumer u -> producer v;
+    - `cfg_node` [NC]: the node id of every configurable node, graph by graph;
+    - `cfg_source`, `cfg_target` [EC]: ids into the NC configurable nodes, same direction;
+    - `cfg_ref` [NC, 18] int8: the layouts of a configurable node's three groups when
+      nothing is configured: its own minor-to-major order (output), operand 0's
+      (input) and operand 1's (kernel), -1 past a rank or for a missing operand;
+      `cfg_dims` [NC, 18] float32: those tensors' shape dims, log1p (0 past the
+      rank). Operand i is the node's i-th edge row in file order (the synthetic
+      files' operand order; a guess for real files); `cfg_operand` [NC, 2] int32:
+      the configurable id of operands 0 and 1, else -1;
+    - `config_rows` [NC, R, 18] int8: each configurable node's distinct rows among
+      the slots, `PAD_VALUE` past its count; `config_codes` [NC, K] int32: slot k's
+      row among its node's (a node's config-independent state is one [NC, d] row
+      broadcast over K); `to_model_inputs` adds `config_values` [NC, K, 18];
+    - `config_runtimes` [G * K] float32: runtime / the graph's smallest, -1 for
+      padding; `config_mask` [G * K] 1/0; `config_index` [G * K]: the row in the
+      prepared graph, -1 for padding;
+    - `graph_id` [G] bytes;
+    - `node_segment` [N] bool, segment training only (`segment_source`): the
+      nodes the gradient flows through.
+    """
     k = int(num_configs)
     parts: dict[str, list] = {key: [] for key in BATCH_SIGNATURE}
     node_base = cfg_base = 0
@@ -308,7 +281,6 @@ def assemble_batch(
 
 
 def batch_source(graphs: Sequence[PreparedGraph]) -> BatchSource:
-    """Prepared graphs as `baselines.core.keras_fit.EpochBatches` draws batches from them."""
     graphs = list(graphs)
     return BatchSource(
         num_configs=np.array([g.num_configs for g in graphs], dtype=np.int64),
@@ -322,11 +294,8 @@ SEGMENT_SIGNATURE = {**BATCH_SIGNATURE, SEGMENT_KEY: tf.TensorSpec([None], tf.bo
 
 
 def segment_mask(node_sizes: np.ndarray, keep_nodes: int, rng: np.random.Generator) -> np.ndarray:
-    """[N] bool: per graph of n nodes, nodes start..start+keep_nodes-1 of it, start uniform.
-
-    A graph of at most keep_nodes nodes is kept whole. Node ids are in file
-    order, so a segment is mostly a run of neighbouring computations.
-    """
+    """[N] bool: per graph of n nodes, nodes start..start+keep_nodes-1, start uniform (all
+    when n <= keep_nodes); node ids are in file order, so a segment is a run of neighbours."""
     parts = []
     for n in np.asarray(node_sizes, dtype=np.int64):
         keep = np.zeros(n, dtype=bool)
@@ -337,11 +306,8 @@ def segment_mask(node_sizes: np.ndarray, keep_nodes: int, rng: np.random.Generat
 
 
 def segment_source(graphs: Sequence[PreparedGraph], keep_nodes: int, seed: int) -> BatchSource:
-    """`batch_source` whose batches also carry `node_segment` (`segment_mask`).
-
-    The generator is seeded by `seed` and the batch's graphs and slots, so a
-    resumed epoch draws the same segments as an uninterrupted run.
-    """
+    """`batch_source` whose batches also carry `node_segment` (`segment_mask`), seeded by
+    `seed` and the batch's graphs and slots, so a resumed epoch draws the same segments."""
     plain = batch_source(graphs)
 
     def assemble(ids: Sequence[int], slots: Sequence[np.ndarray], k: int) -> dict:
@@ -359,14 +325,9 @@ def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
 
 
 def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
-    """What a layout model's `forward` reads: a GraphTensor and the config values.
-
-    The GraphTensor has one component per graph, node sets `op` (`op`: opcode,
-    `feats`) and `cfg` (the configurable nodes, no features), edge sets `feed`
-    (op -> op, consumer -> producer, as the core layers expect) and `cfg_feed`
-    (cfg -> cfg). Beside it, the batch fields of the same names (module
-    docstring); `node_segment` is None when the batch has none.
-    """
+    """What a layout model's `forward` reads: a GraphTensor (a component per graph, node sets
+    `op` and `cfg`, edge sets `feed`, consumer -> producer, and `cfg_feed`) and the batch
+    fields of the same names (`node_segment` None when absent)."""
     node_sizes, cfg_sizes = batch["node_sizes"], batch["cfg_sizes"]
     graph = tfgnn.GraphTensor.from_pieces(
         node_sets={

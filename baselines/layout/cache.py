@@ -1,15 +1,6 @@
-"""A memory-mapped, content-keyed, verified cache of a layout split's validated graphs.
-
-The cache holds a split exactly as the reader returns it (dropping duplicates,
-sampling and pruning run on top of it, the same way every time), as one folder
-of `.npy` arrays: each array of every graph concatenated in file order, plus
-offsets per graph. Configurations are stored as their codebooks (half a byte
-or a byte per configuration and configurable node, not 18), and node features
-the same way: each graph's distinct feature rows once, an index per node (a real
-graph of 21,918 nodes has 145 distinct rows). It comes back memory-mapped, so a
-warm load never holds a split's configurations in memory. The folder is checked on every load
-(`baselines.core.array_cache.check_array_folder`) and written one graph at a time.
-"""
+"""A memory-mapped, content-keyed, verified cache of a layout split as the reader returns it:
+every graph's arrays concatenated, plus offsets; configurations as codebooks, node features
+as each graph's distinct rows and an index per node."""
 
 from __future__ import annotations
 
@@ -38,11 +29,9 @@ from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
 # Bump when the folder's layout or the reader's validation rules change.
 LAYOUT_CACHE_VERSION = 3
 
-# Every cached array: the shape of one row and its dtype (None: text, the graph ids).
-# A graph's configurations are its codebook (`codebook.py`): `row_counts` (one per
-# configurable node) cut `codebook_rows`, and `config_codes` holds its (c, nc)
-# codes as `code_bits`-wide unsigned integers (4: two per byte, `pack_codes`).
-# Node i's features are `node_feat_rows[node_feat_index[i]]`, both per graph.
+# Every cached array's row shape and dtype (None: text). `row_counts` cut `codebook_rows`
+# per node; `config_codes` holds (c, nc) `code_bits`-wide codes (4: `pack_codes`); node
+# i's features are `node_feat_rows[node_feat_index[i]]`, both per graph.
 _ROWS = {
     "node_feat_rows": ((NODE_FEAT_DIM,), "float32"),
     "node_feat_index": ((), "int32"),
@@ -85,10 +74,8 @@ CACHE_DIR_HELP = (
 def prepare_cache_dir(
     cache_dir: Path | str | None, log: Callable[[str], None] = print
 ) -> Path | None:
-    """The cache folder of `--cache_dir` (None: no cache), checked writable, leftovers removed.
-
-    A folder that cannot be written is refused before any slow work.
-    """
+    """The cache folder of `--cache_dir` (None: no cache), checked writable before any slow
+    work, leftovers removed."""
     if cache_dir is None:
         return None
     cache = Path(cache_dir).expanduser()
@@ -104,11 +91,8 @@ def layout_cache_path(cache_dir: Path | str, folder: Path | str, files: Sequence
 
 
 def save_layout_cache(graphs: Iterable[LayoutGraph], cache_path: Path, name: str) -> None:
-    """Writes graphs (read one at a time from the iterable) as a cache folder, atomically.
-
-    Nothing is published when the iterable raises (a file that fails
-    validation): a cache only ever holds a whole, valid split.
-    """
+    """Writes graphs (one at a time) as a cache folder, atomically; nothing is published
+    when the iterable raises, so a cache holds a whole, valid split."""
     with write_array_folder(cache_path, _LAYOUT, name=name, version=LAYOUT_CACHE_VERSION) as writer:
         ids: list[str] = []
         sizes: dict[str, list[int]] = {offsets: [0] for offsets in _OFFSETS_OF}
@@ -226,11 +210,8 @@ def _graphs(arrays: dict[str, np.ndarray]) -> list[LayoutGraph]:
 def check_layout_cache(
     cache_path: Path, verify: bool = True
 ) -> tuple[list[LayoutGraph] | None, str | None]:
-    """A cached split's graphs and None, or None and what is wrong (None, None: absent).
-
-    The graphs' arrays are read-only memory-mapped views of the folder's
-    files. Never raises on a damaged folder.
-    """
+    """A cached split's graphs (read-only memory-mapped views) and None, or None and what
+    is wrong (None, None: absent). Never raises on damage."""
     loaded, problem = check_array_folder(
         cache_path,
         FIELDS,
@@ -250,12 +231,8 @@ def load_cached_graphs(
     read: Callable[[Path], LayoutGraph],
     log: Callable[[str], None] | None = print,
 ) -> list[LayoutGraph]:
-    """Every graph of `files` (a split folder's), from the cache, built with `read` if needed.
-
-    A damaged cache is said in one `log` line (print when None) and rebuilt;
-    a cache that cannot be written (any OSError while writing) is one
-    PipelineError line and leaves no folder behind.
-    """
+    """Every graph of `files` from the cache, built with `read` if needed; a damaged cache is
+    one `log` line (print when None) and rebuilt, an unwritable one a PipelineError."""
     folder = Path(folder).expanduser()
     cache_path = layout_cache_path(cache_dir, folder, files)
     graphs, problem = check_layout_cache(cache_path)
@@ -271,8 +248,7 @@ def load_cached_graphs(
             f"{cache_path}: cannot write the cache ({describe_write_error(e)}; nothing kept); "
             "free space there or pass another --cache_dir (or none)"
         ) from None
-    # Just written (or just published by a concurrent writer of the same
-    # files): its checksums are verified, and stamped, on the next load.
+    # Just written (or published by a concurrent writer): verified, and stamped, next load.
     graphs, problem = check_layout_cache(cache_path, verify=False)
     if graphs is None:
         raise PipelineError(

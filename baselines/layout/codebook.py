@@ -1,19 +1,6 @@
-"""A graph's layout configurations as per-node codebooks: distinct rows once, codes per config.
-
-A configuration sets an 18-value layout row (-1..5) on every configurable node.
-Across all of a file's configurations a node takes few distinct rows (at most 9
-in every real file), so a `Codebook` keeps each node's distinct rows once
-(`rows`, node after node, cut by `offsets`) and, per (configuration, node), the
-index of its row among the node's (`codes`): one byte instead of 18. A node
-with more than 256 distinct rows makes the codes wider (uint16, then uint32),
-never truncated. Where no node has more than 16 rows, a cache stores two codes
-per byte (`pack_codes`; the codebook is then `packed` and unpacks what it reads).
-
-    book = Codebook.from_values(values)            # int8 (c, nc, 18)
-    book.values(np.array([3, 0]))                  # int8 (2, nc, 18), the same rows
-    book.select(np.array([0, 2])).num_configs      # 2: a lazy selection
-    builder = CodebookBuilder(nc); builder.add(block); ...; builder.finish()
-"""
+"""A graph's layout configurations as per-node codebooks: each configurable node's distinct
+18-value rows once (at most 9 in any real file) and a code per (configuration, node), one
+byte instead of 18 (wider past 256 rows; two per byte, `pack_codes`, up to 16)."""
 
 from __future__ import annotations
 
@@ -93,9 +80,7 @@ class Codebook:
     selected  int64    (c,)     configuration i is stored configuration selected[i];
                                 None: every stored one in order (c == s)
 
-    Selecting is lazy (only the indices are kept), so a memory-mapped cache's
-    codes are never copied whole; `codes_of` reads the codes of a few
-    configurations at a time.
+    Selecting is lazy, so a memory-mapped cache's codes are never copied whole.
     """
 
     codes: np.ndarray
@@ -149,14 +134,8 @@ class Codebook:
 
 
 def read_rows(array: np.ndarray, selected: np.ndarray | None, slots: np.ndarray) -> np.ndarray:
-    """`array[selected[slots]]` (`selected` None: `array[slots]`), reading only those rows.
-
-    A contiguous run of rows is read as one slice; other rows are read in
-    ascending order, each once (a memory map reads sorted rows faster), then put
-    in `slots`' order. A memory map's pages, once read, stay resident (counted
-    in RSS): over an epoch that would be every configuration a split holds, so
-    the pages read are released.
-    """
+    """`array[selected[slots]]` (`selected` None: `array[slots]`), reading only those rows, in
+    sorted order (a contiguous run as one slice), their memory-mapped pages then released."""
     slots = np.asarray(slots, dtype=np.int64).reshape(-1)
     rows = slots if selected is None else np.asarray(selected)[slots]
     if rows.size and 0 <= rows[0] and rows[-1] < array.shape[0] and np.all(np.diff(rows) == 1):
@@ -172,11 +151,8 @@ def read_rows(array: np.ndarray, selected: np.ndarray | None, slots: np.ndarray)
 
 
 class CodebookBuilder:
-    """Builds a `Codebook` from blocks of configurations, as a file is read.
-
-    A node's rows get codes block by block, in key order within a block, so the
-    codes already given never change when later blocks bring new rows.
-    """
+    """Builds a `Codebook` from blocks of configurations as a file is read; codes
+    already given never change when later blocks bring new rows."""
 
     def __init__(self, num_nodes: int):
         self.keys: list[dict[int, int]] = [{} for _ in range(num_nodes)]

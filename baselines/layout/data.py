@@ -1,12 +1,6 @@
-"""Reads and validates the layout collections' files (layout:{xla,nlp}:{default,random}).
-
-One npz file is one program graph with its layout configurations. Every defect
-raises `PipelineError` with one line: the file, what is wrong, what to do.
-`node_config_feat` becomes a per-node codebook (`codebook.py`) while it is
-read, a block of configurations at a time: loaded whole as float32 an nlp file
-takes several GB, its codes a few MB.
-The config and pruning helpers of `baselines.layout.prune` are re-exported here.
-"""
+"""Reads and validates the layout files; every defect is one `PipelineError` line.
+`node_config_feat` becomes a codebook while read, a block at a time (as float32 an nlp
+file takes several GB)."""
 
 from __future__ import annotations
 
@@ -28,19 +22,7 @@ from baselines.layout.graph import (
     NODE_CONFIG_FEAT_DIM,
     LayoutGraph,
 )
-from baselines.layout.prune import dedup_configs, prune_to_configurable, sample_configs
-
-__all__ = [
-    "LayoutGraph",
-    "dedup_configs",
-    "layout_minor_to_major",
-    "list_layout_files",
-    "load_layout_split",
-    "prune_to_configurable",
-    "read_config_count",
-    "read_layout_file",
-    "sample_configs",
-]
+from baselines.layout.prune import dedup_configs, sample_configs
 
 REQUIRED_KEYS = (
     "node_feat",
@@ -67,10 +49,6 @@ def _bad(path: Path, problem: str, advice: str = ADVICE) -> PipelineError:
     return PipelineError(f"{path}: {problem}; {advice}")
 
 
-# ---------------------------------------------------------------------------
-# Reading node_config_feat.
-
-
 def _config_value_problem(block: np.ndarray, first_config: int) -> str | None:
     """Where a block of node_config_feat breaks the -1..5 integer rule, or None."""
     if block.dtype.kind == "f":
@@ -91,11 +69,8 @@ def _config_value_problem(block: np.ndarray, first_config: int) -> str | None:
 def _read_config_feat(
     path: Path, stream: IO[bytes], shape: tuple, fortran: bool, dtype: np.dtype
 ) -> Codebook:
-    """node_config_feat as a `Codebook`, checked and coded one block of configurations at a time.
-
-    A Fortran-order member stores configurations innermost, so blocks of them are
-    not contiguous: it is read whole first (none of the real files is stored so).
-    """
+    """node_config_feat as a `Codebook`, checked and coded a block of configurations at a time
+    (a Fortran-order member is read whole first; no real file is stored so)."""
     if dtype.kind not in "fiu":
         raise _bad(path, f"node_config_feat has dtype {dtype}, expected float32 or integers")
     if len(shape) != 3 or shape[2] != NODE_CONFIG_FEAT_DIM:
@@ -121,16 +96,8 @@ def _read_config_feat(
     return builder.finish()
 
 
-# ---------------------------------------------------------------------------
-# One file.
-
-
 def read_layout_file(path: Path | str) -> LayoutGraph:
-    """Reads and validates one layout file; raises PipelineError on any defect.
-
-    The graph id is the file name without `.npz` (the id Kaggle's submission uses
-    after `layout:<source>:<search>:`).
-    """
+    """Reads and validates one layout file; the graph id is the file name without `.npz`."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise PipelineError(f"{path}: layout file not found; check the path")
@@ -144,10 +111,7 @@ def read_layout_file(path: Path | str) -> LayoutGraph:
 
 
 def read_config_count(path: Path | str) -> int:
-    """The number of configurations of a layout file, from `config_runtime`'s header only.
-
-    Reads no array data (for checking a submission row against a test file).
-    """
+    """A layout file's configuration count, from `config_runtime`'s header only."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise PipelineError(f"{path}: layout file not found; check the path")
@@ -165,10 +129,7 @@ def _integers(path: Path, key: str, value: np.ndarray) -> np.ndarray:
 
 def validate_layout_arrays(path: Path, graph_id: str, raw: dict[str, np.ndarray]) -> LayoutGraph:
     """Checks shapes, dtypes, ids, value ranges and finiteness; returns a LayoutGraph.
-
-    `raw["node_config_feat"]`: a `Codebook` (checked while it was read), or values of any
-    dtype, which must be integers in -1..5.
-    """
+    `raw["node_config_feat"]`: a `Codebook` (checked while read) or integers in -1..5."""
     node_feat = raw["node_feat"]
     if node_feat.dtype.kind not in "fiu":
         raise _bad(path, f"node_feat has dtype {node_feat.dtype}, expected float32")
@@ -241,20 +202,13 @@ def validate_layout_arrays(path: Path, graph_id: str, raw: dict[str, np.ndarray]
 
 
 def layout_minor_to_major(node_feat: np.ndarray) -> np.ndarray:
-    """node_feat's layout columns 134-139 as float32, with -1 where they are padding.
-
-    The file pads past a tensor's rank with 0, which reads like "dimension 0".
-    A tensor's rank r is its number of non-zero shape dims (columns 21-26).
-    """
+    """node_feat's layout columns 134-139 as float32, -1 past the tensor's rank (the
+    file pads with 0); the rank is the count of non-zero shape dims (columns 21-26)."""
     node_feat = np.asarray(node_feat)
     rank = np.count_nonzero(node_feat[:, SHAPE_DIMS], axis=1)
     m2m = node_feat[:, MINOR_TO_MAJOR].astype(np.float32)
     m2m[np.arange(m2m.shape[1])[None, :] >= rank[:, None]] = -1.0
     return m2m
-
-
-# ---------------------------------------------------------------------------
-# A folder of files.
 
 
 def _folder_hint(folder: Path) -> str:
@@ -293,15 +247,8 @@ def load_layout_split(
     log: Callable[[str], None] | None = print,
     cache_dir: Path | str | None = None,
 ) -> list[LayoutGraph]:
-    """Every graph of a split folder, in file-name order.
-
-    `drop_duplicates` removes repeated configurations first (`dedup_configs`),
-    then `max_configs` samples each graph's configurations (`sample_configs`,
-    deterministic by `seed`). What was dropped is reported in one `log` line.
-    With `cache_dir`, the files are read through the split's cache
-    (`baselines.layout.cache`) and reduced on top of it, so a warm load gives
-    the same graphs.
-    """
+    """Every graph of a split folder in file-name order, deduplicated (`drop_duplicates`), then
+    sampled (`max_configs`, by `seed`), said in a `log` line; `cache_dir`: through the cache."""
     files = list_layout_files(folder, max_files)
     if cache_dir is None:
         raw: Iterable[LayoutGraph] = (read_layout_file(path) for path in files)

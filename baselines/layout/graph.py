@@ -1,10 +1,5 @@
-"""The in-memory form of one layout file: a program graph and its configurations.
-
-`LayoutGraph` is what `baselines.layout.data.read_layout_file` returns and what the
-config and pruning helpers in `baselines.layout.prune` take and give back. Its
-configurations are a `Codebook` (`codebook.py`): each configurable node's
-distinct layout rows once, and a small code per (configuration, node).
-"""
+"""The in-memory form of one layout file: a program graph and its configurations
+(a `Codebook`: each configurable node's distinct rows once, a code per configuration)."""
 
 from __future__ import annotations
 
@@ -16,14 +11,12 @@ from baselines.layout.codebook import WIDTH, Codebook
 
 NODE_CONFIG_FEAT_DIM = WIDTH
 
-# Layout groups hold minor-to-major dimension numbers of tensors of rank <= 6,
-# and -1 for "no dimension" / "compiler default".
+# Minor-to-major dimension numbers of tensors of rank <= 6; -1: none / compiler default.
 CONFIG_VALUE_MIN = -1
 CONFIG_VALUE_MAX = 5
 
 
-# eq=False: the fields are arrays, whose == is elementwise, so a generated
-# __eq__ would raise; identity comparison is what callers get instead.
+# eq=False: a generated __eq__ would compare arrays elementwise and raise.
 @dataclasses.dataclass(frozen=True, eq=False)
 class LayoutGraph:
     """One program graph with `c` layout configurations of its `nc` configurable nodes.
@@ -76,10 +69,8 @@ class LayoutGraph:
         return self.configs.values()
 
     def select_configs(self, indices: np.ndarray) -> LayoutGraph:
-        """The same graph with only the configurations at `indices`, in that order.
-
-        Lazy: the codebook keeps the indices (`Codebook.select`); only the runtimes are copied.
-        """
+        """The same graph with only the configurations at `indices`, in that order (lazy: the
+        codebook keeps the indices; only the runtimes are copied)."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)  # `select` keeps a copy
         return dataclasses.replace(
             self, config_runtime=self.config_runtime[indices], configs=self.configs.select(indices)

@@ -1,14 +1,5 @@
-"""Ranking quality of layout models: Kendall's tau-b and slowdown@k per graph, program and overall.
-
-Scores are lower = predicted faster, as for tiles. numpy only (no TensorFlow),
-so evaluation scripts import it cheaply.
-
-A graph's *program* is its id (the file stem) up to the first ".": real xla
-files are named `<program>.<topology>.<precision>` (`unet_3d.4x4.bf16`); an id
-without a "." (the nlp files, the toy set) is its own program. Tau means skip
-graphs where tau is undefined (constant scores or runtimes). Fixed subsets of
-configurations, as upstream evaluates, are drawn by `choose_subsets`.
-"""
+"""Ranking quality of layout models: Kendall's tau-b and slowdown@k per graph, program (the id
+up to its first ".") and overall. numpy only."""
 
 from __future__ import annotations
 
@@ -47,13 +38,8 @@ def _signs(block: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def kendall_tau(pred: np.ndarray, runtime: np.ndarray) -> float:
-    """Kendall's tau-b between scores and runtimes; ties in either are allowed.
-
-    tau_b = (concordant - discordant) / sqrt((P - ties_pred) * (P - ties_runtime))
-    over the P pairs of configurations. Counted over ordered pairs i != j (every
-    term doubled, the ratio unchanged), a block of rows at a time. NaN when
-    fewer than 2 configurations or when either input is constant.
-    """
+    """Kendall's tau-b, (concordant - discordant) / sqrt((P - ties_pred) * (P - ties_runtime))
+    over the P pairs, a block of rows at a time; NaN below 2 configurations or if constant."""
     pred, runtime = _as_vectors(pred, runtime)
     c = pred.size
     if c < 2:
@@ -74,11 +60,8 @@ def kendall_tau(pred: np.ndarray, runtime: np.ndarray) -> float:
 
 
 def slowdown_at_k(pred: np.ndarray, runtime: np.ndarray, k: int) -> float:
-    """min(runtime of the k lowest-scored configs) / min(runtime) - 1; 0 is perfect.
-
-    Equal scores are taken in file order. Needs positive runtimes, so test
-    files (runtimes hidden as 0) are refused.
-    """
+    """min(runtime of the k lowest-scored configs) / min(runtime) - 1, 0 perfect, ties in file
+    order; runtimes must be positive (test files are refused)."""
     pred, runtime = _as_vectors(pred, runtime)
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
         raise PipelineError(f"k must be an integer >= 1, got {k!r}")
@@ -166,14 +149,9 @@ def evaluation_rows(
     scores_by_model: Mapping[str, Sequence[np.ndarray]],
     subsets: Mapping[str, np.ndarray] | None = None,
 ) -> list[dict]:
-    """Rows of COLUMNS: per model, "ALL", then each program by name, then each graph in order.
-
-    "ALL" and program rows are means over their graphs. `configs` is "all"
-    (every configuration) for the first block of rows and "subset" for the
-    second, present when `subsets` (graph id -> config indices) is given: there
-    each graph's scores and runtimes are both taken at its indices. Runtimes
-    must be positive (a labelled split).
-    """
+    """Rows of COLUMNS per model: "ALL", each program, each graph, the first two means over
+    graphs (tau where defined). `configs`: "all", then "subset" with `subsets` (graph id ->
+    config indices: scores and runtimes taken there). Runtimes must be positive."""
     graph_ids = [str(g) for g in graph_ids]
     if not graph_ids:
         raise PipelineError("no graphs to evaluate")
@@ -206,11 +184,8 @@ def evaluation_rows(
 
 
 def choose_subsets(config_counts: Mapping[str, int], size: int, seed: int) -> dict[str, np.ndarray]:
-    """Graph id -> sorted indices of at most `size` of its configurations, by seed and id.
-
-    A graph with fewer keeps all. The draw of a graph depends only on (`seed`,
-    its id, its count, `size`), never on which other graphs are evaluated.
-    """
+    """Graph id -> sorted indices of at most `size` of its configurations, drawn by (`seed`, id,
+    count, `size`) alone."""
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
         raise PipelineError(f"--subset_size: must be an integer >= 1, got {size!r}")
     if int(seed) < 0:
@@ -226,10 +201,7 @@ def choose_subsets(config_counts: Mapping[str, int], size: int, seed: int) -> di
 
 
 def subsets_json(subsets: Mapping[str, np.ndarray], seed: int | None, size: int | None) -> str:
-    """The subsets as JSON: {"seed": ..., "size": ..., "subsets": {id: [sorted indices]}}.
-
-    One graph a line, graphs sorted by id, so that two records compare line by line.
-    """
+    """The subsets as JSON {"seed", "size", "subsets": {id: [sorted indices]}}, a graph a line."""
     lines = [
         f"  {json.dumps(g)}: {json.dumps([int(i) for i in np.sort(idx)])}"
         for g, idx in sorted(subsets.items())
@@ -241,11 +213,8 @@ def subsets_json(subsets: Mapping[str, np.ndarray], seed: int | None, size: int 
 def parse_subsets(
     text: str, where: str, config_counts: Mapping[str, int]
 ) -> tuple[dict[str, np.ndarray], int | None, int | None]:
-    """(subsets, seed, size) of a recorded subsets file, checked against the split.
-
-    `config_counts` is graph id -> configurations of every graph of the split.
-    Anything that does not fit is refused in one line naming `where`.
-    """
+    """(subsets, seed, size) of a recorded subsets file, checked against the split's
+    `config_counts` (graph id -> configurations); a misfit is one line naming `where`."""
     fix = "pass a file written by layout_evaluate.py for this split, or leave --subsets out"
     try:
         record = json.loads(text)
@@ -299,5 +268,4 @@ def markdown(rows: Sequence[dict]) -> str:
 
 
 def csv_text(rows: Sequence[dict]) -> str:
-    """Every row, COLUMNS in order, floats to 4 decimals (as in the markdown)."""
     return csv_table(COLUMNS, [[cell(r[c]) for c in COLUMNS] for r in rows])

@@ -1,17 +1,6 @@
-"""Layout cost models: every class here maps a layout batch to one score per configuration.
-
-The contract is the tiles' one (`core.cost_model`): a model is a public class
-defined here deriving from `LayoutModel`, built as `Class(num_configs,
-num_ops, **kwargs)`. `forward(inputs, num_configs)` reads
-`batching.to_model_inputs(batch)` and returns scores [graphs, K], lower =
-predicted faster; K is read off the batch. A model may instead define
-`forward` in two parts, `graph_part` and `config_part`; both models here do.
-
-A configuration's score does not depend on which other configurations share
-its batch, except in LayoutSAGE with `config_attention_heads > 0`
-(`attends_across_configs`), whose graphs `scoring.GraphScorer` scores in one
-call so a score never depends on how scoring was chunked.
-"""
+"""Layout cost models: every public `LayoutModel` subclass here, built as `Class(num_configs,
+num_ops, **kwargs)`, scores a batch (`batching.to_model_inputs`) as [graphs, K], lower =
+predicted faster."""
 
 from __future__ import annotations
 
@@ -38,13 +27,8 @@ NUM_CONFIG_VALUES = CONFIG_VALUE_MAX - CONFIG_VALUE_MIN + 1  # -1..5: 7 values
 
 
 class ConfigAttention(tf.keras.layers.Layer):
-    """Self-attention across one graph's configurations (pre-norm, residual).
-
-    x [G, K, d] holds a per-configuration state of each of G graphs; returns
-    x + MHA(LN(x), LN(x)), where configuration k of graph g attends to every real
-    configuration of graph g (padding slots, mask 0, are never attended to) and
-    to no other graph's.
-    """
+    """Self-attention across one graph's configurations (pre-norm, residual): x [G, K, d] ->
+    x + MHA(LN(x), LN(x)), attending only to the same graph's real (mask 1) configurations."""
 
     def __init__(self, heads: int, key_dim: int, **kw):
         super().__init__(**kw)
@@ -60,10 +44,8 @@ class ConfigAttention(tf.keras.layers.Layer):
 
 
 class LayoutModel(CostModel):
-    """Shared parts: `call`, `create_variables` and the optional split of `forward`.
-
-    A subclass implements `forward`, or `graph_part` and `config_part`.
-    """
+    """Shared parts: `call`, `create_variables` and the optional split of `forward` into
+    `graph_part` and `config_part`; a subclass implements one or the other."""
 
     keras_package = "tpugraphs_layout"
 
@@ -77,27 +59,21 @@ class LayoutModel(CostModel):
 
     @property
     def attends_across_configs(self) -> bool:
-        """Whether a score depends on the other configurations scored with it."""
+        """Whether a score depends on the configurations scored with it (scored in one call)."""
         return False
 
     def nodes_per_config(self, num_nodes: int, num_configurable: int) -> int:
-        """How many nodes' states a scoring call holds per configuration of a graph.
-
-        `scoring.GraphScorer` sizes its chunks by it.
-        """
+        """Nodes a scoring call holds states of per configuration (sizes `GraphScorer`'s chunks)."""
         return num_nodes
 
     def forward(self, inputs: dict, num_configs=None, training=None) -> tf.Tensor:
         """Scores [graphs, K], lower = predicted faster; K is read from `config_values`."""
         return self.config_part(inputs, self.graph_part(inputs, training), training)
 
-    # Optional split of `forward`: `scoring.GraphScorer` runs graph_part once per
-    # graph however many calls score its configurations.
+    # Optional split of `forward`: `scoring.GraphScorer` runs graph_part once per graph.
     def graph_part(self, inputs: dict, training=None):
-        """The configuration-independent states of the batch's graphs (a tensor or a dict).
-
-        Reads only the graph fields of `inputs`, never `config_values`.
-        """
+        """The configuration-independent states of the batch's graphs (a tensor or a dict), from
+        the graph fields of `inputs` only."""
         raise NotImplementedError
 
     def config_part(self, inputs: dict, graph_part, training=None) -> tf.Tensor:
@@ -116,13 +92,8 @@ class LayoutModel(CostModel):
 
 
 def backprop_segment(inputs: dict, states: tf.Tensor, training=None) -> tf.Tensor:
-    """Segment training ("backpropdropout"): `states` [N, ...] with the gradient stopped
-    on every node outside `inputs["node_segment"]`.
-
-    The value is unchanged, so the forward pass still sees the whole graph; in
-    training the gradient reaches the layers below only through the segment's
-    nodes. Without a segment (scoring, validation) or outside training: `states`.
-    """
+    """Segment training ("backpropdropout"): `states` [N, ...], gradient stopped outside
+    `inputs["node_segment"]`; the value is unchanged. No segment or not training: `states`."""
     segment = inputs.get("node_segment")
     if segment is None or not training:
         return states
@@ -141,14 +112,10 @@ def _place_on_nodes(inputs: dict, cfg_values: tf.Tensor) -> tf.Tensor:
 
 class ResModel(LayoutModel):
     """Upstream's layout baseline (ResModel) in spirit: early join, residual GCN, sum pooling.
-
-    state[v, k] = act(W_op [embed(opcode_v) ; feats_v] + W_cfg values[v, k]) with
-    values[v, k] the 18 layout values (as numbers, -1..5) of configuration k when
-    v is configurable and 0 otherwise; the op part is computed once per graph.
-    Then `mlp_layers - 1` more Dense layers (`backprop_segment` after them),
-    `num_gnns` ResGCN layers, `reduction` pooling over the graph's nodes and a
-    head with `final_mlp_layers` hidden layers (0: linear).
-    """
+    state[v, k] = act(W_op [embed(opcode_v) ; feats_v] + W_cfg values[v, k]), values the 18
+    layout values (-1..5) of configuration k on configurable v, else 0 (the op part once per
+    graph); then `mlp_layers - 1` Dense layers (`backprop_segment` after them), `num_gnns`
+    ResGCN layers, `reduction` pooling and a head of `final_mlp_layers` hidden layers."""
 
     def __init__(
         self,
@@ -207,18 +174,15 @@ class ResModel(LayoutModel):
 class LayoutSAGE(LayoutModel):
     """Config-independent GraphSAGE once per graph, then per-config work on configurable nodes.
 
-    Per graph: op states h = SAGE^num_gnns(OpEncoder(graph)) [N, hidden] and
-    the graph state g = pool(h). Per configuration k and configurable node w:
-    e[w, k] = `embed_values` (plus `tile_padding` and `relayout_copies`
-    features when asked), x[w, k] = MLP(W_n [h_w ; enc_w] + W_c e[w, k]);
-    `config_layers` residual rounds x += act(W_s x + W_p mean_producers(x) +
-    W_c mean_consumers(x)) over edges between configurable nodes; c[k] =
-    pool_w x[w, k], then `ConfigAttention` when `config_attention_heads` > 0;
-    the score is head([g ; c[k]]) (head(c[k]) with `graph_state_in_head=false`).
-    With `relative_to_reference`, c[k] pools x[w, k] - x_ref[w], x_ref computed
-    for the reference layouts (`cfg_ref`), so a node that keeps its reference
-    layout adds nothing to any configuration's state. In segment training the
-    gradient stops at OpEncoder outside the segment.
+    Per graph: h = SAGE^num_gnns(OpEncoder(graph)) [N, hidden], g = pool(h). Per
+    configuration k and configurable node w: e[w, k] = `embed_values` (plus
+    `tile_padding`, `relayout_copies` when asked), x[w, k] = MLP(W_n [h_w ; enc_w]
+    + W_c e[w, k]); `config_layers` rounds x += act(W_s x + W_p mean_producers(x)
+    + W_c mean_consumers(x)) over configurable-to-configurable edges; c[k] =
+    pool_w x[w, k], then `ConfigAttention` if `config_attention_heads` > 0; score
+    head([g ; c[k]]) (head(c[k]) with `graph_state_in_head=false`).
+    `relative_to_reference`: c[k] pools x[w, k] - x_ref[w] (x of `cfg_ref`).
+    Segment training stops the gradient at OpEncoder outside the segment.
     """
 
     def __init__(
@@ -303,13 +267,8 @@ class LayoutSAGE(LayoutModel):
         return num_configurable
 
     def embed_values(self, values: tf.Tensor, inputs: dict) -> tf.Tensor:
-        """[NC, K, 18 * (e + 1)]: per slot, embed(slot, value, value == reference) ; dim size.
-
-        The reference is the layout the slot's tensor has when nothing is
-        configured (`cfg_ref`), so a slot that keeps it and one that moves a
-        dimension differ by table row; the dim size is log1p of the size of the
-        dimension the value names (0 for -1), from `cfg_dims`.
-        """
+        """[NC, K, 18 * (e + 1)]: per slot, embed(slot, value, value == `cfg_ref`'s) ; log1p of the
+        size of the dimension the value names (0 for -1, from `cfg_dims`)."""
         values = tf.cast(values, tf.int32)  # [NC, K, 18], -1..5
         ref = tf.cast(inputs["cfg_ref"], tf.int32)[:, None, :]  # [NC, 1, 18]
         same = tf.cast(tf.equal(values, ref), tf.int32)
@@ -359,9 +318,8 @@ class LayoutSAGE(LayoutModel):
     def config_part(self, inputs: dict, graph_part: dict, training=None) -> tf.Tensor:
         graph = inputs["graph"]
         graph_state, node_part = graph_part["graph_state"], graph_part["node_part"]
-        # Up to the join, a state depends only on the node and its layout row: computed
-        # once per distinct row (`config_rows`), then gathered per slot. Relayout copies
-        # read the operands' rows of the same configuration, so they take every slot.
+        # Up to the join a state depends on the node and its row only: computed per distinct
+        # row, then gathered per slot; relayout copies read the operands' rows, so every slot.
         per_row = not self.relayout_copies
         values = inputs["config_rows"] if per_row else inputs["config_values"]
         if self.relative_to_reference:

@@ -1,8 +1,4 @@
-"""Makes layout graphs smaller: fewer configurations, or only the nodes near configurable ones.
-
-Layout files are large (tens of thousands of configurations, and thousands of
-nodes no configuration touches), so training reduces them.
-"""
+"""Makes layout graphs smaller: fewer configurations, or only the nodes near configurable ones."""
 
 from __future__ import annotations
 
@@ -16,16 +12,8 @@ from baselines.layout.graph import LayoutGraph
 
 
 def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
-    """The graph with repeated configurations removed, and how many were dropped.
-
-    Two configurations are the same when their node_config_feat rows are equal.
-    The first occurrence in file order is kept, with its own runtime: repeats
-    differ only by measurement noise, and a measured value (not a mean) leaves
-    every kept runtime one the file holds.
-
-    Configurations are compared by their codes: within one codebook, equal
-    codes are equal rows.
-    """
+    """The graph without repeated configurations (equal codes), and how many were dropped; the
+    first in file order is kept, with its own measured runtime."""
     c = graph.num_configs
     if graph.num_configurable == 0:
         # No configurable node: every configuration is the same (empty) one.
@@ -46,11 +34,7 @@ def graph_key(graph_id: str) -> int:
 
 
 def sample_configs(graph: LayoutGraph, max_configs: int, seed: int) -> LayoutGraph:
-    """At most `max_configs` configurations, drawn without replacement, in file order.
-
-    The draw depends on `seed` and on the graph id, so one seed gives every graph
-    its own sample and the same sample on every run.
-    """
+    """At most `max_configs` configurations, drawn by (`seed`, graph id), in file order."""
     if isinstance(max_configs, bool) or not isinstance(max_configs, int | np.integer):
         raise PipelineError(f"max_configs must be an integer >= 1, got {max_configs!r}")
     if max_configs < 1:
@@ -66,15 +50,9 @@ def sample_configs(graph: LayoutGraph, max_configs: int, seed: int) -> LayoutGra
 
 
 def prune_to_configurable(graph: LayoutGraph, hops: int) -> tuple[LayoutGraph, np.ndarray]:
-    """The subgraph of configurable nodes and every node within `hops` edges of one.
-
-    Edges count in both directions (producer or consumer). Only edges whose two
-    ends are kept survive. Nodes keep their relative order and are renumbered
-    0..k-1; node_config_feat and config_runtime are unchanged (configurable
-    nodes are always kept, in the same order). Each node_splits boundary
-    becomes the number of kept nodes before it. Returns the pruned graph and
-    the kept nodes' original ids (ascending, int64).
-    """
+    """(the subgraph of configurable nodes and every node within `hops` edges either way, the
+    kept ids ascending int64): edges with both ends kept, nodes renumbered in order,
+    configurations unchanged, node_splits counting the kept nodes before each boundary."""
     if isinstance(hops, bool) or not isinstance(hops, int | np.integer) or hops < 0:
         raise PipelineError(f"hops must be an integer >= 0, got {hops!r}")
     n = graph.num_nodes

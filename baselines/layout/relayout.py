@@ -1,22 +1,4 @@
-"""Which tensors a layout configuration makes the compiler copy into another layout.
-
-XLA's layout assignment gives every tensor one layout where it is produced; a
-consumer that reads it in another layout gets a copy (a relayout, often a
-transpose) inserted between them. Whether a configuration causes one is a
-comparison of layouts along an edge, so it holds for every program family.
-
-Per configurable node w and configuration, with every group resolved (all -1:
-the compiler's default, i.e. its reference layout `cfg_ref`):
-
-- operand 0 and operand 1: 1 where w reads the operand (input and kernel group)
-  in another layout than the operand is produced in: the operand's own output
-  group when it is configurable (`cfg_operand`), its file layout otherwise;
-- its output: 1 where w's output layout differs from its file layout, which every
-  consumer that does not choose its own layout reads it in;
-
-then the same three indicators times the tensor's log element count / 10, so that
-a model can weigh a copy by the bytes it moves.
-"""
+"""Which tensors a layout configuration makes the compiler copy into another layout."""
 
 from __future__ import annotations
 
@@ -30,9 +12,15 @@ RELAYOUT_DIM = 6
 def relayout_copies(
     values: tf.Tensor, cfg_ref: tf.Tensor, cfg_operand: tf.Tensor, cfg_dims: tf.Tensor
 ) -> tf.Tensor:
-    """[NC, K, RELAYOUT_DIM] float32 copy indicators (module docstring).
+    """[NC, K, RELAYOUT_DIM] float32 copy indicators of the batch fields of those names.
 
-    The inputs are the batch fields of the same names (`batching`).
+    XLA gives a tensor one layout where it is produced; a consumer reading it in
+    another gets a copy. Per configurable node w and configuration, groups
+    resolved (all -1: the reference layout `cfg_ref`):
+    - operands 0 and 1: 1 where w reads the operand in another layout than it is
+      produced in (its output group if configurable, `cfg_operand`, else its file layout);
+    - output: 1 where w's output layout differs from its file layout;
+    then the same three times the tensor's log element count / 10.
     """
     values = tf.cast(values, tf.int32)
     ref = tf.cast(cfg_ref, tf.int32)[:, None, :]  # [NC, 1, 18]

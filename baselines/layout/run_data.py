@@ -1,11 +1,5 @@
-"""A layout run's graphs, reduced as its args say, and its saved model and record.
-
-Training splits drop duplicate configurations (`drop_duplicates`) and sample
-`max_configs`; splits to rank keep every configuration (a submission row lists
-them all). Both are pruned to the configurable nodes' `prune_hops`-hop
-neighbourhood (None: the whole graph), so a model ranks graphs shaped like
-those it was trained on.
-"""
+"""A layout run's graphs, reduced as its args say (training: deduplicated, sampled; ranking:
+every configuration; both pruned to `prune_hops`), and its saved model and record."""
 
 from __future__ import annotations
 
@@ -52,10 +46,8 @@ def load_run_split(
     log: Callable[[str], None] | None = print,
     cache_dir: Path | str | None = None,
 ) -> list[LayoutGraph]:
-    """The graphs of `folder`, reduced for training or for ranking (module docstring).
-
-    With `cache_dir`, read through the split's memory-mapped cache (`baselines.layout.cache`).
-    """
+    """The graphs of `folder`, reduced for training or ranking (module docstring), through
+    the split's cache with `cache_dir`."""
     graphs = load_layout_split(
         folder,
         max_files=max_files,
@@ -74,11 +66,8 @@ def load_run_split(
 def max_configs_note(
     max_configs: int | None, graphs: Sequence[LayoutGraph], distinct: bool = False
 ) -> str | None:
-    """One line when `max_configs` exceeds every graph's configurations (nothing was sampled).
-
-    `graphs` are the loaded train and validation graphs (`distinct`: their
-    duplicates were dropped first).
-    """
+    """One line when `max_configs` exceeds every train/valid graph's (`distinct`: deduplicated)
+    configurations, so nothing was sampled."""
     if max_configs is None or not graphs:
         return None
     most = max(g.num_configs for g in graphs)
@@ -103,10 +92,7 @@ def read_layout_run(model_dir: Path) -> dict[str, Any]:
 
 
 def build_model(name: str, kwargs: dict[str, Any]):
-    """The model `name` of baselines/layout/models.py, unbuilt; a bad name or kwarg is one line.
-
-    `kwargs` may hold `num_configs` and `num_ops` (a run record's `get_config`).
-    """
+    """The model `name` of layout/models.py, unbuilt; `kwargs` may hold num_configs, num_ops."""
     from baselines.layout import models
 
     kwargs = dict(kwargs)
@@ -115,7 +101,6 @@ def build_model(name: str, kwargs: dict[str, Any]):
 
 
 def restore_layout_model(model_dir: Path, record: dict[str, Any]):
-    """Rebuilds the run's class with its kwargs and copies the saved weights in."""
     from baselines.core.saved_model import copy_saved_variables
 
     model = build_model(record["model"], record["model_kwargs"]).create_variables()
@@ -124,11 +109,8 @@ def restore_layout_model(model_dir: Path, record: dict[str, Any]):
 
 
 def read_layout_models(text: str, flag: str) -> list[tuple[Path, dict[str, Any]]]:
-    """(folder, run record) of each comma-separated model folder, all of one collection.
-
-    An empty item, a folder listed twice, a tile model and models of different
-    sources or searches are refused in one line naming `flag`.
-    """
+    """(folder, run record) of each comma-separated model folder; an empty item, a repeat,
+    a tile model or mixed collections are refused naming `flag`."""
     models = read_runs(text, flag, read_layout_run)
     kinds = {(r["source"], r["search"]) for _, r in models}
     if len(kinds) > 1:

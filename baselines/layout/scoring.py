@@ -22,32 +22,20 @@ from baselines.layout.batching import (
 )
 from baselines.layout.graph import LayoutGraph
 from baselines.layout.layout_args import LayoutTrainArgs
-from baselines.layout.metrics import kendall_tau, slowdown_at_k
+from baselines.layout.metrics import SLOWDOWN_KS, kendall_tau, slowdown_at_k
 from baselines.layout.models import LayoutModel
 from baselines.layout.run_data import load_run_split, restore_layout_model
 
-SLOWDOWN_KS = (1, 10, 100)
 SCORE_CHUNK = 256  # configurations per scoring call, at most
-# Node-configuration slots per scoring call: a graph of n nodes (as the model
-# counts them) is scored SCORE_SLOT_BUDGET // n configurations per call (1 to
-# SCORE_CHUNK), so memory does not grow with the graph. An early-join model
-# holds [nodes, configs, hidden] float32 states, about 6 per slot at a
-# prediction run's peak: 2**18 slots stay under ~0.8 GB per call at hidden 128.
+# Node-configuration slots per scoring call (`GraphScorer.chunk_for`): at about 6
+# float32 states per slot, 2**18 slots stay under ~0.8 GB per call at hidden 128.
 SCORE_SLOT_BUDGET = 2**18
 
 
 class GraphScorer:
-    """Scores every configuration of a prepared graph, in chunks sized to the graph.
-
-    A chunk holds at most `chunk` configurations and at most `slot_budget`
-    node-configuration slots (`chunk_for`), so one call's memory is bounded
-    whatever the graph's size. A configuration's score does not depend on its
-    chunk beyond float32 rounding (a kernel may sum in another order for
-    another row count). Each traced function serves every graph and chunk
-    size. A model that attends across configurations scores all of a graph's
-    configurations in one call instead, so its scores do not depend on the
-    chunking (and its memory is not bounded by the budget).
-    """
+    """Scores every configuration of a prepared graph in chunks of at most `chunk`
+    configurations and `slot_budget` node-configuration slots (`chunk_for`); a score depends
+    on its chunk only by float32 rounding. Attending models score a graph in one call."""
 
     def __init__(
         self, model: LayoutModel, chunk: int = SCORE_CHUNK, slot_budget: int = SCORE_SLOT_BUDGET
@@ -57,9 +45,7 @@ class GraphScorer:
             lambda batch: model.forward(to_model_inputs(batch), None, training=False),
             input_signature=[BATCH_SIGNATURE],
         )
-        # A model split in two has its graph part computed once per graph: the
-        # op encoder, batch assembly and tensor conversion were ~15% of every
-        # call on a large graph.
+        # A split model's graph part runs once per graph (~15% of every call on a large graph).
         self.splits = model.splits_graph_part and not model.attends_across_configs
         self._graph_part = tf.function(
             lambda batch: model.graph_part(to_model_inputs(batch), training=False),
@@ -72,12 +58,8 @@ class GraphScorer:
         return self._score(to_tensors(batch)).numpy()
 
     def chunk_for(self, graph: PreparedGraph) -> int:
-        """Configurations per call for `graph`: slot_budget // its nodes, 1 to `chunk`.
-
-        The nodes are those the model holds states of per configuration
-        (`nodes_per_config`); never below 1, so a graph larger than the budget
-        is still scored, one configuration per call.
-        """
+        """Configurations per call: slot_budget // the nodes the model holds per configuration
+        (`nodes_per_config`), 1 to `chunk`."""
         if self.model.attends_across_configs:
             return max(graph.num_configs, 1)
         nodes = self.model.nodes_per_config(graph.node_feats.shape[0], graph.cfg_node.shape[0])
@@ -121,7 +103,7 @@ class GraphScorer:
 
 
 def evaluate_graphs(model: LayoutModel, graphs: Sequence[PreparedGraph]) -> dict[str, Any]:
-    """Kendall tau (per graph and mean), pooled OPA and mean slowdown@k over all configurations."""
+    """Kendall tau (per graph and mean), pooled OPA and mean slowdown@k over every configuration."""
     scorer = GraphScorer(model)
     taus, pairs, slowdowns = {}, np.zeros(2), {k: [] for k in SLOWDOWN_KS}
     for g in graphs:
@@ -142,13 +124,8 @@ def evaluate_graphs(model: LayoutModel, graphs: Sequence[PreparedGraph]) -> dict
 
 
 class ValidationKendallTau(tf.keras.callbacks.Callback):
-    """Adds `val_kendall_tau` to an epoch's logs: mean Kendall tau-b over the validation sample.
-
-    List it before the callbacks that read the logs. The sample is
-    `val_batches`' fixed one (the configurations validation OPA is measured
-    on), scored per graph on its unpadded slots. The mean is over graphs whose
-    tau is defined; a graph met twice (replica top-up) counts once.
-    """
+    """Adds `val_kendall_tau` to the epoch's logs (list it before their readers): mean Kendall
+    tau-b over `val_batches`' fixed sample, per graph on its real slots, each graph once."""
 
     def __init__(self, val_batches: EpochBatches):
         super().__init__()
@@ -179,14 +156,8 @@ def score_runs(
     log: Callable[[str], None] | None = print,
     cache_dir: Path | str | None = None,
 ) -> tuple[list[LayoutGraph], list[list[np.ndarray]]]:
-    """(the folder's graphs, each model's scores of every configuration of every graph).
-
-    The folder is read once per distinct pruning, as each run was trained
-    (every configuration kept). The graphs returned come in file-name order,
-    pruned as the first model's run says, so their config indices are the
-    files' own. With `cache_dir`, the folder is read through the memory-mapped
-    split cache.
-    """
+    """(the folder's graphs, each model's scores of all their configurations): read once per
+    pruning (`cache_dir`: through the cache), in file order, pruned as the first run says."""
     by_hops: dict[int | None, tuple[list[LayoutGraph], list]] = {}
     members = []
     for model_dir, record in models:

@@ -1,12 +1,5 @@
-"""Checks the layout rows of a Kaggle submission against the layout test files.
-
-A layout row (`layout:<source>:<search>:<stem>`) must list every configuration
-of its test file once, fastest first (Kaggle scores it by Kendall's tau over all
-of them). The test file `<layout_root>/<source>/<search>/test/<stem>.npz`
-gives the configuration count c (read from `config_runtime`'s header only); the
-row must be a permutation of 0..c-1. Without the file, the row can only be checked
-to be a permutation of 0..len-1; `check_layout_rankings` counts those rows.
-"""
+"""Checks the layout rows of a Kaggle submission: each must be a permutation of 0..c-1, c the
+configuration count of its test file (its header only), else of 0..len-1."""
 
 from __future__ import annotations
 
@@ -41,10 +34,8 @@ def layout_test_file(layout_root: Path, row_id: str) -> Path | None:
 
 
 def permutation_problem(ranking: Sequence[int], count: int) -> str | None:
-    """What keeps `ranking` from being a permutation of 0..count-1, or None.
-
-    E.g. `missing 2 (3, 7); duplicated 1 (5); out of range 1 (1000)`.
-    """
+    """What keeps `ranking` from being a permutation of 0..count-1, or None:
+    `missing 2 (3, 7); duplicated 1 (5); out of range 1 (1000)`."""
     seen: set[int] = set()
     duplicated: list[int] = []
     out_of_range: list[int] = []
@@ -96,10 +87,8 @@ def check_layout_rankings(
     origin: Mapping[str, str],
     layout_root: Path,
 ) -> LayoutCheck | None:
-    """Checks every layout row of `rankings` (module docstring); None when there are none.
-
-    A bad row is refused in one line naming the input (`origin[ID]`).
-    """
+    """Checks every layout row (module docstring), a bad one refused naming `origin[ID]`;
+    None when there are none."""
     layout_ids = [row_id for row_id in rankings if row_id.startswith(LAYOUT_PREFIX)]
     if not layout_ids:
         return None

@@ -1,20 +1,4 @@
-"""How much a layout pads its tensor to the TPU's vector tiles: per configuration, per tensor.
-
-A TPU stores an array in tiles of (sublanes, 128 lanes) over its two most-minor
-dimensions: (8, 128) for 4-byte elements, (16, 128) for 2-byte and (32, 128) for
-1-byte ones. A layout that puts a dimension of 3 in the lanes stores 128 lanes for
-it; one that puts a multiple of 128 there stores none extra. Which dimension is
-most-minor is what a layout configuration chooses, so the padding it causes is a
-fact of the hardware, not of any one program family.
-
-For each of a configurable node's three tensors (its output, operand 0, operand
-1: the `config_values` groups) and each configuration, the features are the log
-of the padded-to-stored size ratio of the lanes (most-minor dimension to a
-multiple of 128) and of the sublanes (second-minor dimension to a multiple of 8,
-16 and 32), and the tensor's log element count / 10 (so that a model can weigh
-the padding by the bytes it moves). Groups are resolved by `resolved_group`; a
-missing tensor, or a dimension past its rank, gives 0.
-"""
+"""How much a layout pads its tensors to the TPU's vector tiles, per configuration and tensor."""
 
 from __future__ import annotations
 
@@ -33,9 +17,8 @@ TILE_PADDING_DIM = NUM_GROUPS * FEATURES_PER_GROUP
 def resolved_group(values: tf.Tensor, ref: tf.Tensor, group: int) -> tf.Tensor:
     """[NC, K, 6]: group `group`'s layout (int32 values [NC, K, 18], ref [NC, 1, 18]).
 
-    A group that gives its first k dims (the real files often give only the two
-    most-minor ones) keeps them, and the reference's other dims follow in the
-    reference's order; a group of all -1 (the compiler's default) is the reference:
+    Given dims are kept and the reference's others follow in its order; all -1
+    (the compiler's default) is the reference:
         given (4, 0, -1, -1, -1, -1), reference (4, 3, 2, 1, 0, -1) -> (4, 0, 3, 2, 1, -1)
     """
     start = group * GROUP_WIDTH
@@ -72,10 +55,15 @@ def _log_pad_ratio(size: tf.Tensor, present: tf.Tensor, tile: int) -> tf.Tensor:
 
 
 def tile_padding(values: tf.Tensor, cfg_ref: tf.Tensor, cfg_dims: tf.Tensor) -> tf.Tensor:
-    """[NC, K, TILE_PADDING_DIM] float32 padding features (module docstring).
+    """[NC, K, TILE_PADDING_DIM] float32 padding features of values [NC, K, 18] and
+    `batching`'s cfg_ref, cfg_dims [NC, 18].
 
-    values: [NC, K, 18] layout values; cfg_ref, cfg_dims: [NC, 18], as `batching`
-    builds them.
+    A TPU stores an array in tiles of (8, 16 or 32 sublanes for 4-, 2-, 1-byte
+    elements) x 128 lanes over its two most-minor dims, which the layout chooses.
+    For each tensor (output, operand 0, operand 1: groups resolved by
+    `resolved_group`): the log padded/stored ratio of the lanes (most-minor dim to
+    a multiple of 128) and of the sublanes (second-minor dim to multiples of 8,
+    16, 32), and the log element count / 10. A missing tensor or dim gives 0.
     """
     values = tf.cast(values, tf.int32)
     ref = tf.cast(cfg_ref, tf.int32)[:, None, :]  # [NC, 1, 18]

@@ -1,40 +1,6 @@
-"""Analytic estimates of what a tile configuration costs, from what the real files hold.
-
-The "analytic hybrid": easy hardware arithmetic computed per configuration and
-given to a model beside its learned inputs, so it only has to learn the
-corrections. Nothing here is fitted to a cost model; it uses the files'
-columns and documented facts of the TPU:
-
-- a vector tile is 8 sublanes x 128 lanes (XLA's TPU layouts tile the two
-  minor dimensions of an array by (8, 128));
-- a TPU v3 core has 16 MiB of vector memory (VMEM) for the tiles in flight,
-  which are double-buffered (the next tile is fetched while one is computed);
-- an element takes the bytes XLA stores it in (`ELEMENT_BYTES`).
-
-Per kernel, from raw node features: the tiled tensor is the last root op
-(column 0) that has a shape (columns 21-26; a tuple root has none), with its
-dims, its layout (`minor_to_major`, columns 134-139) and its element width
-(the one-hot of columns 2-20). The contraction is the last convolution
-(opcode 26) or dot (opcode 34), and its kernel tensor is the shape of its
-second operand.
-
-Per configuration, from the raw config bounds (kernel 0-5, output 8-13, input 16-21):
-
-- `output_tiles`: prod over the tiled tensor's dims of ceil(dim / output bound),
-  a bound of 0 counting as the whole dim;
-- `padded_share`: the share of a tile's (8, 128) vector tiles that is padding:
-  1 - (t_minor * t_second) / (ceil(t_minor / 128) * 128 * ceil(t_second / 8) * 8),
-  t the output bound of the layout's most and second-most minor dim;
-- `vmem_share`: 2 x (output + input + kernel tile bytes) / 16 MiB, each tile's
-  bytes the product of its group's non-zero bounds times the element width;
-- `reduction_steps`: with kernel bounds, prod over the kernel tensor's
-  contracted dims of ceil(size / kernel bound): a convolution's input-feature
-  and spatial dims (its dimension numbers, columns 99 and 101-104, or HWIO
-  when the file has none), a dot's second-minor dim (K of (..., K, N)); else 1.
-
-`config_estimates` returns them as four model inputs, each on a scale near 1
-(`model_inputs`).
-"""
+"""Analytic estimates of what a tile configuration costs, from the files' columns and TPU facts
+(8 x 128 vector tiles, 16 MiB of double-buffered VMEM, `ELEMENT_BYTES`), given to a model
+beside its learned inputs so it learns only the corrections."""
 
 from __future__ import annotations
 
@@ -45,8 +11,7 @@ NUM_ESTIMATES = len(ESTIMATES)
 
 LANES, SUBLANES = 128, 8
 VMEM_BYTES = 16 * 2**20
-# One-hot column of node_feat -> bytes per element; columns 2 (invalid),
-# 18 (tuple), 19 (opaque) and 20 (token) hold no array, so count the default.
+# One-hot column of node_feat -> element bytes; 2, 18, 19 and 20 hold no array (default).
 ELEMENT_BYTES = {
     3: 1,  # pred
     4: 1,  # s8
@@ -83,7 +48,8 @@ def _dims(row: np.ndarray) -> list[int]:
 
 
 def tiled_tensor(node_feat: np.ndarray) -> tuple[list[int], list[int], int]:
-    """(dims, minor_to_major, element bytes) of the kernel's tiled tensor; ([], [], 4) if none."""
+    """(dims, minor_to_major, element bytes) of the tiled tensor: the last root op (column 0)
+    with a shape (columns 21-26; layout 134-139, one-hot width 2-20); ([], [], 4) if none."""
     roots = [i for i in np.flatnonzero(node_feat[:, IS_ROOT] > 0) if _dims(node_feat[i])]
     if not roots:
         return [], [], DEFAULT_ELEMENT_BYTES
@@ -98,7 +64,8 @@ def tiled_tensor(node_feat: np.ndarray) -> tuple[list[int], list[int], int]:
 def contracted_dims(
     node_feat: np.ndarray, node_opcode: np.ndarray, edges: np.ndarray
 ) -> tuple[list[int], list[int]]:
-    """(kernel tensor dims, indices of its contracted dims) of the last contraction; ([], [])."""
+    """(kernel tensor dims, indices of its contracted dims) of the last convolution (26) or
+    dot (34), the kernel tensor the shape of its second operand; ([], []) if none."""
     found = np.flatnonzero((node_opcode == OP_CONVOLUTION) | (node_opcode == OP_DOT))
     if not len(found):
         return [], []
@@ -126,7 +93,17 @@ def contracted_dims(
 def kernel_estimates(
     node_feat: np.ndarray, node_opcode: np.ndarray, edges: np.ndarray, config_feat: np.ndarray
 ) -> np.ndarray:
-    """[c, 4] float64 raw estimates (output_tiles, padded_share, vmem_share, reduction_steps)."""
+    """[c, 4] float64 raw estimates; config bounds: kernel 0-5, output 8-13, input 16-21.
+
+    - `output_tiles`: prod over the tiled dims of ceil(dim / output bound), bound 0 = whole dim;
+    - `padded_share`: 1 - (t_minor * t_second) / (ceil(t_minor / 128) * 128 *
+      ceil(t_second / 8) * 8), t the output bound of the most and second-most minor dim;
+    - `vmem_share`: 2 x (output + input + kernel tile bytes) / 16 MiB, a tile's
+      bytes the product of its non-zero bounds times the element width;
+    - `reduction_steps`: prod over the kernel tensor's contracted dims of
+      ceil(size / kernel bound) (a convolution's input-feature and spatial dims,
+      columns 99 and 101-104, else HWIO; a dot's K of (..., K, N)); 1 without bounds.
+    """
     c = config_feat.shape[0]
     dims, layout, width = tiled_tensor(node_feat)
     out = np.ones((c, NUM_ESTIMATES), np.float64)

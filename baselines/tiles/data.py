@@ -1,12 +1,5 @@
-"""Reading, validating and caching tile:xla npz files.
-
-One npz file holds one kernel (a fused XLA subgraph) and every tile
-configuration measured for it. A split is stored here as a `TileSplit`: flat
-arrays for all kernels of the split concatenated, plus offsets, so that a split
-of millions of configurations is a handful of numpy arrays rather than millions
-of Python objects, and its cache is a folder of `.npy` files that memory-maps.
-A bad file raises `PipelineError` naming the file and the problem.
-"""
+"""Reading, validating and caching tile:xla npz files (one kernel each). A split is a
+`TileSplit` of flat arrays plus offsets, cached as a memory-mapped folder of `.npy` files."""
 
 from __future__ import annotations
 
@@ -24,7 +17,6 @@ import tqdm
 
 from baselines.core import array_cache
 from baselines.core.args_record import TOY_MAX_FILES
-from baselines.core.array_cache import discard_directory  # noqa: F401 (re-exported)
 from baselines.core.errors import PipelineError
 from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE  # noqa: F401 (re-exported)
 from baselines.core.io_utils import list_npz_files
@@ -128,10 +120,6 @@ class TileSplit:
         return dataclasses.replace(self, **changes)
 
 
-# ---------------------------------------------------------------------------
-# Reading one file.
-
-
 def _bad(path: Path | str, problem: str) -> PipelineError:
     return PipelineError(f"{path}: {problem}")
 
@@ -210,10 +198,6 @@ def validate_kernel(path: Path, tile_id: str, raw: dict[str, np.ndarray]) -> Ker
     )
 
 
-# ---------------------------------------------------------------------------
-# Reading a split.
-
-
 def list_split_files(split_dir: Path | str, max_files: int | None = None) -> list[Path]:
     """Sorted npz files of a split (first `max_files` when given); errors when none."""
     split_dir = Path(split_dir).expanduser()
@@ -227,7 +211,6 @@ def list_split_files(split_dir: Path | str, max_files: int | None = None) -> lis
 
 
 def stack_kernels(name: str, kernels: Sequence[Kernel]) -> TileSplit:
-    """Concatenates kernels into one TileSplit."""
 
     def offsets(sizes: list[int]) -> np.ndarray:
         return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -285,12 +268,8 @@ PROCESS_POOL_MIN_FILES = 256
 def read_files(
     name: str, files: Sequence[Path], num_workers: int | None = None, progress: bool = True
 ) -> TileSplit:
-    """Reads and validates files in parallel.
-
-    Parsing an npz file is mostly Python (zipfile, numpy headers) and holds the
-    GIL, so large splits are read by a pool of `spawn`ed processes, in chunks;
-    small ones by threads, which start instantly. Kernel order is file order.
-    """
+    """Reads and validates files in parallel, in file order: a pool of `spawn`ed processes for
+    large splits (parsing holds the GIL), threads for small ones."""
     workers = num_workers or os.cpu_count() or 1
     bar = tqdm.tqdm(total=len(files), desc=f"read {name}", unit="file", disable=not progress)
     with bar:
@@ -315,15 +294,13 @@ def read_files(
 
 
 def files_fingerprint(files: Sequence[Path]) -> str:
-    """Hash of every file's path, size, mtime and zip directory: any change gives a new key."""
     return array_cache.files_fingerprint(files, salt=f"v{CACHE_FORMAT_VERSION}")
 
 
 _ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "name"]
 
 
-# Width and dtype of every cached array (None: the row count, checked against
-# the offsets).
+# Width and dtype of every cached array (None: the row count, checked by the offsets).
 _CACHE_LAYOUT = {
     "node_feat": ((None, NODE_FEAT_DIM), "float32"),
     "node_opcode": ((None,), "int32"),
@@ -341,27 +318,18 @@ _OFFSETS_OF = {
     "edge_offsets": ("edge_index",),
     "config_offsets": ("config_feat", "config_runtime", "config_runtime_normalizers"),
 }
-# The shared machinery's names, looked up here at each call (tests replace them).
-VERIFIED_STAMP = array_cache.VERIFIED_STAMP
-_STAMP_SETTLE_S = array_cache.STAMP_SETTLE_S
-_array_digest = array_cache.array_digest
 
 
 def save_split_cache(split: TileSplit, cache_path: Path) -> None:
-    """Writes a split as a cache folder, atomically (`array_cache.save_array_folder`).
-
-    A damaged folder already there is moved aside first, or the
-    first-writer-wins rename would keep it.
-    """
+    """Writes a split as a cache folder atomically, a damaged one there moved aside first."""
     cache_path.parent.mkdir(parents=True, exist_ok=True)
     if cache_path.exists() and check_split_cache(cache_path)[1] is not None:
-        discard_directory(cache_path)
+        array_cache.discard_directory(cache_path)
     array_cache.save_array_folder(
         cache_path,
         {field: getattr(split, field) for field in _ARRAY_FIELDS},
         name=split.name,
         version=CACHE_FORMAT_VERSION,
-        digest=_array_digest,
     )
 
 
@@ -384,30 +352,20 @@ def _structure_problem(arrays: dict[str, np.ndarray]) -> str | None:
 
 
 def check_split_cache(cache_path: Path, verify: bool = True) -> tuple[TileSplit | None, str | None]:
-    """A cached split and None, or None and what is wrong with it (None, None: absent).
-
-    The checks are `array_cache.check_array_folder`'s, with the fixed widths
-    and the offsets. Never raises on a damaged folder.
-    """
+    """A cached split and None, or None and what is wrong (None, None: absent), by
+    `array_cache.check_array_folder` plus widths and offsets; never raises on damage."""
     loaded, problem = array_cache.check_array_folder(
         cache_path,
         _ARRAY_FIELDS,
         version=CACHE_FORMAT_VERSION,
         structure_problem=_structure_problem,
         verify=verify,
-        digest=_array_digest,
-        settle_s=_STAMP_SETTLE_S,
     )
     if loaded is None:
         return None, problem
     arrays = dict(loaded.arrays)
     arrays["tile_ids"] = np.asarray(arrays["tile_ids"])
     return TileSplit(name=loaded.meta["name"], **arrays), None
-
-
-def load_split_cache(cache_path: Path) -> TileSplit | None:
-    """Memory-maps a verified cached split, or returns None when it is absent or damaged."""
-    return check_split_cache(cache_path)[0]
 
 
 def load_split(
@@ -420,11 +378,8 @@ def load_split(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> TileSplit:
-    """Loads one split folder, through the cache when `cache_dir` is given.
-
-    A damaged cache (see `check_split_cache`) is rebuilt from the npz files,
-    said in one line through `log` (default: print).
-    """
+    """Loads one split folder, through the cache when `cache_dir` is given; a damaged
+    cache is rebuilt, said in one line through `log` (default: print)."""
     split_dir = Path(split_dir).expanduser()
     name = name or split_dir.name
     files = list_split_files(split_dir, max_files)
@@ -451,10 +406,7 @@ def load_split(
 def data_identity(
     root: Path, splits: Sequence[str], toy_data: bool = False, toy_fallback: bool = False
 ) -> dict:
-    """What a run's data was: the root, each split's files fingerprint, and their hash.
-
-    The fingerprints are the cache keys, so any change to a file gives a new identity.
-    """
+    """What a run's data was: the root, each split's files fingerprint (cache key), their hash."""
     max_files = TOY_MAX_FILES if toy_data else None
     fingerprints = {s: files_fingerprint(list_split_files(root / s, max_files)) for s in splits}
     resolved = str(Path(root).expanduser().resolve())

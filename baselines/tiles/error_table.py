@@ -1,7 +1,5 @@
-"""Top-K errors of saved models and of their ensemble, overall and per program.
-
-A program is the file-name prefix before the trailing hash ("benchmarks" upstream).
-"""
+"""Top-K errors of saved models and their ensemble, overall and per program (the file-name
+prefix before the trailing hash)."""
 
 from __future__ import annotations
 
@@ -61,5 +59,4 @@ def markdown(rows: Sequence[dict]) -> str:
 
 
 def csv_text(rows: Sequence[dict]) -> str:
-    """Every row, COLUMNS in order, floats to 4 decimals (as in the markdown)."""
     return csv_table(COLUMNS, [[cell(r[c]) for c in COLUMNS] for r in rows])

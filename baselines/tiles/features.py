@@ -1,18 +1,6 @@
-"""Feature normalization fitted on the train split and saved with every model.
-
-Node and config features span many orders of magnitude (shape products reach
-1e9), so each column is first compressed with a signed log, `sign(x) * log1p(|x|)`,
-then standardized with the train split's mean and standard deviation. Every
-column is kept, constant ones included (they map to 0), so feature widths are
-always 140 and 24 whatever data was loaded: a model trained on a subset is
-interchangeable with one trained on everything.
-
-Normalized node features carry six more columns after the 140
-(`layout_positions`: a per-dimension model needs the inverse of the files'
-`minor_to_major`), config features four more after the 24 (the analytic
-estimates of `analytic.config_estimates`). Models read the derived columns
-only when a kwarg asks for them.
-"""
+"""Feature normalization fitted on the train split and saved with every model: per column a
+signed log, `sign(x) * log1p(|x|)`, then the train mean and std (constant columns map to 0),
+then six `layout_positions` node columns and four `analytic` config columns."""
 
 from __future__ import annotations
 
@@ -42,13 +30,8 @@ NORMALIZED_CONFIG_DIM = CONFIG_FEAT_DIM + NUM_ESTIMATES
 
 
 def layout_positions(node_feat: np.ndarray) -> np.ndarray:
-    """[n, 6] float32: position of dimension d in the op's layout, 0 = most minor.
-
-    -1 for dimensions past the op's rank (the last non-zero shape dim), for
-    tuples and scalars (no shape dims), and for a dimension the layout does not
-    name. Raw (unnormalized) node features in. E.g. minor_to_major [1, 0, 3, 2]
-    of a rank-4 op gives [1, 0, 3, 2, -1, -1]: dim 1 is the most minor.
-    """
+    """[n, 6] float32 of raw node features: position of dim d in the op's layout (0: most minor),
+    -1 past the rank or unnamed: minor_to_major [1, 0, 3, 2] of rank 4 -> [1, 0, 3, 2, -1, -1]."""
     shape = node_feat[:, SHAPE_COLUMN : SHAPE_COLUMN + NUM_DIMS] > 0
     rank = np.where(shape.any(axis=1), NUM_DIMS - np.argmax(shape[:, ::-1], axis=1), 0)
     minor_to_major = node_feat[:, LAYOUT_COLUMN : LAYOUT_COLUMN + NUM_DIMS].astype(np.int64)
@@ -111,8 +94,7 @@ def uses_estimates(model_kwargs: dict) -> bool:
 
 
 def _check_raw_width(node_feat: np.ndarray) -> None:
-    # Normalized features are wider (layout positions appended): normalizing
-    # them again would be a silent mistake, so it is refused.
+    # Normalized features (wider) normalized again would be a silent mistake: refused.
     if node_feat.ndim != 2 or node_feat.shape[1] != NODE_FEAT_DIM:
         raise PipelineError(
             f"node features of shape {node_feat.shape}: expected the files' "
@@ -157,11 +139,8 @@ class FeatureStats:
         return _standardize(config_feat, self.config_mean, self.config_std, chunk_rows)
 
     def normalize_split(self, split: TileSplit, estimates: bool = True) -> TileSplit:
-        """A copy of the split with normalized float32 features and the derived columns.
-
-        With `estimates` False the analytic columns are zeros, which saves
-        computing them for models that do not read them (`uses_estimates`).
-        """
+        """A copy of the split with normalized float32 features and the derived columns
+        (the analytic ones zeros unless `estimates`, see `uses_estimates`)."""
         _check_raw_width(split.node_feat)
         configs = np.zeros((split.config_feat.shape[0], NORMALIZED_CONFIG_DIM), np.float32)
         configs[:, :CONFIG_FEAT_DIM] = self.normalize_configs(split.config_feat)

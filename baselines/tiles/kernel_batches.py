@@ -1,26 +1,5 @@
-"""Kernel batches: numpy assembly and the GraphTensor schema models consume.
-
-A batch is B kernels, each with the same number K of configuration slots, merged
-into one GraphTensor with one component per kernel (what
-`tfgnn.GraphTensor.merge_batch_to_components` would give):
-
-- node set `op`: `op` (opcode id, int32), `feats` (normalized node features);
-- node set `config`: `feats`, `runtimes` (runtime / normalizer), `normalizers`,
-  `mask` (1 for a real configuration, 0 for a padding slot) and `index` (the
-  configuration's row in its file, -1 for padding);
-- node set `g`: one node per kernel, `tile_id`;
-- edge sets `feed` (op -> op: source is the consumer u, target the producer v of
-  each `edge_index` row [u, v], as in the baseline), `g_op` and `g_config`.
-
-Kernels with fewer than K configurations are padded, not dropped: every loss
-and metric ignores the padding slots. Sampling with replacement instead would
-repeat configurations and give them extra weight in the listwise loss.
-
-Batches are plain dicts of numpy arrays (`assemble_batch`) until they enter a
-`tf.function` whose input signature is `BATCH_SIGNATURE`; there
-`graph_from_batch` builds the GraphTensor. All dimensions are dynamic in the
-signature, so batches of any size share one trace.
-"""
+"""Kernel batches: numpy dicts (`assemble_batch`) and the GraphTensor models read
+(`graph_from_batch`); `BATCH_SIGNATURE` is all dynamic, so one trace serves every batch."""
 
 from __future__ import annotations
 
@@ -30,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from baselines.core.keras_fit import BatchSource, sample_config_slots  # noqa: F401 (re-exported)
+from baselines.core.keras_fit import BatchSource
 from baselines.tiles.analytic import NUM_ESTIMATES
 from baselines.tiles.data import CONFIG_FEAT_DIM, TileSplit
 from baselines.tiles.features import ANALYTIC_COLUMN, NORMALIZED_CONFIG_DIM, NORMALIZED_NODE_DIM
@@ -58,10 +37,7 @@ def assemble_batch(
     config_slots: Sequence[np.ndarray],
     num_configs: int,
 ) -> dict[str, np.ndarray]:
-    """Merges kernels into one batch dict; config_slots[i] holds K indices (-1 = padding).
-
-    Shorter slot lists are padded. Work is per kernel, never per configuration.
-    """
+    """Merges kernels into one batch dict; config_slots[i]: up to K indices, padded to K with -1."""
     op_sizes, feed_sizes, node_parts, edge_parts = [], [], [], []
     config_rows, config_pad = [], []
     node_base = 0
@@ -108,13 +84,20 @@ def assemble_batch(
 def _component_ids(sizes: tf.Tensor) -> tf.Tensor:
     """[0, 0, 1, 2, 2, ...]: the component of each item, from per-component sizes."""
     ends = tf.cumsum(sizes)
-    # Three ops: tf.repeat and row_splits_to_segment_ids (which calls it) add
-    # dozens, which dominate tracing time.
+    # Three ops: tf.repeat (and row_splits_to_segment_ids) add dozens, slowing tracing.
     return tf.searchsorted(ends, tf.range(tf.reduce_sum(sizes)), side="right", out_type=tf.int32)
 
 
 def graph_from_batch(batch: dict[str, tf.Tensor]) -> tfgnn.GraphTensor:
-    """Builds the baseline's GraphTensor schema (module docstring) from a batch dict."""
+    """The GraphTensor of a batch dict, one component per kernel:
+
+    - node set `op`: `op` (opcode, int32), `feats` (normalized node features);
+    - node set `config`: `feats`, `runtimes` (runtime / normalizer), `normalizers`,
+      `mask` (0 for a padding slot) and `index` (row in its file, -1 for padding);
+    - node set `g`: one node per kernel, `tile_id`;
+    - edge sets `feed` (consumer u -> producer v of each `edge_index` row [u, v]),
+      `g_op` and `g_config`.
+    """
     op_sizes = batch["op_sizes"]
     config_sizes = batch["config_sizes"]
     num_ops = tf.reduce_sum(op_sizes)
@@ -187,7 +170,6 @@ def dummy_batch(num_configs: int) -> dict[str, np.ndarray]:
 
 
 def batch_source(split: TileSplit) -> BatchSource:
-    """A split's kernels as the core training loop draws batches from them."""
     return BatchSource(
         num_configs=split.num_configs,
         assemble=lambda ids, slots, k: assemble_batch(split, ids, slots, k),
@@ -196,7 +178,6 @@ def batch_source(split: TileSplit) -> BatchSource:
 
 
 def configs_per_kernel(graph: tfgnn.GraphTensor) -> tf.Tensor:
-    """Number of configuration slots per kernel (batches have the same count each)."""
     return graph.node_sets["config"].total_size // graph.num_components
 
 

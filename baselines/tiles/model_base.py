@@ -1,11 +1,6 @@
-"""The base classes tile models build on; the models themselves are in models.py.
-
-A tile model maps a batch of kernels (a GraphTensor, graph.py) to one score per
-configuration, [batch, num_configs], lower = predicted faster. A model is a
-join type (`LateJoinModel`, `EarlyJoinModel`) times a backbone (`ConvStack`),
-as upstream's are. Each constructor takes the kwargs of the parts it builds and passes the rest
-on (`**kwargs`); a model's kwargs are all of those (`core.model_lookup`).
-"""
+"""The base classes of tile models: a join type (`LateJoinModel`, `EarlyJoinModel`) times a
+backbone (`ConvStack`), as upstream's. Each constructor takes its parts' kwargs and passes
+the rest on (`**kwargs`)."""
 
 from __future__ import annotations
 
@@ -21,14 +16,10 @@ from baselines.tiles.layers import ConfigScoringHead, KernelPooling, OpEncoder, 
 
 
 class TileModel(CostModel):
-    """The parts every tile model has: op encoder, pooling per kernel and scoring head.
+    """The parts every tile model has (op encoder, pooling per kernel, scoring head); a subclass
+    makes `self.head` (`make_head`) and implements `forward`."""
 
-    A subclass makes `self.head` (`make_head`) and implements `forward`. Every
-    subclass is registered with Keras under its class name when defined.
-    """
-
-    # Saved models keep only the class name and its config (no traced functions,
-    # see model_builder.restore_model); Keras finds the class by "tpugraphs_tiles>MLP", ...
+    # Saved models keep the class name and config: Keras finds "tpugraphs_tiles>MLP", ...
     keras_package = "tpugraphs_tiles"
     # Whether the model reads the analytic estimates (prediction computes them then).
     analytic_inputs = False
@@ -60,18 +51,14 @@ class TileModel(CostModel):
         )
 
     def build(self, input_shape=None) -> None:
-        """Creates the standard parts' variables, in the order `forward` first calls them.
-
-        So a seed gives the weights a forward pass would. A subclass's own layers
-        are built by a forward pass (`model_builder.create_variables`).
-        """
+        """Creates the standard parts' variables in the order `forward` calls them (so a
+        seed gives the same weights); a subclass's own layers are built by a forward pass."""
         self.op_encoder.build(None)
         self.build_body()
         self.head.build(tf.TensorShape([None, None, self.head_input_dim()]))
         self.built = True
 
     def build_body(self) -> None:
-        """Builds the layers between the op encoder and the head."""
         for layer in self.message_passing_layers():
             layer.build(tf.TensorShape([None, self.hidden_dim]))
 
@@ -100,10 +87,8 @@ class TileModel(CostModel):
 
 
 class ConvStack:
-    """Mixin backbone: `num_layers` convolutions of `conv_class`, applied in sequence.
-
-    `directed`: separate weights per edge direction (upstream's `directed`).
-    """
+    """Mixin backbone: `num_layers` convolutions of `conv_class` in sequence (`directed`:
+    weights per edge direction)."""
 
     conv_class: type
 
@@ -127,14 +112,9 @@ class ConvStack:
 
 
 class LateJoinModel(TileModel):
-    """Op-only message passing, pooled per kernel, then joined with each config.
-
-    `config_dim`: width of the layers applied once per configuration (default
-    `hidden_dim`). A subclass overrides `message_passing` and lists its layers
-    in `message_passing_layers()`, so `build` creates them; it may set
-    `config_encoder` (re-encodes the configs beside the op states) or
-    `kernel_gate` and `config_projection` (a kernel x config product term).
-    """
+    """Op-only message passing, pooled per kernel, then joined with each config (layers of
+    `config_dim`, default `hidden_dim`). A subclass lists its layers in `message_passing_layers()`
+    and may set `config_encoder`, or `kernel_gate` and `config_projection`."""
 
     def __init__(
         self,
@@ -189,11 +169,8 @@ class LateJoinModel(TileModel):
 
 
 class EarlyJoinModel(TileModel):
-    """Config features joined onto every op node before message passing.
-
-    Dense([op ; config]) is computed as Dense(op) + Dense(config): the op part
-    once per op and the config part once per config, not once per pair.
-    """
+    """Config features joined onto every op node before message passing; Dense([op ; config])
+    as Dense(op) + Dense(config), each part computed once."""
 
     def __init__(self, num_configs: int, num_ops: int = OPCODE_VOCAB_SIZE, **kwargs):
         super().__init__(num_configs, num_ops, **kwargs)

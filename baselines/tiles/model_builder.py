@@ -1,8 +1,5 @@
-"""Builds a tile model of models.py by name, creates its variables, rebuilds saved runs.
-
-The lookup and the kwarg checks are `core.model_lookup`'s; this module adds
-the tiles' part: models.py and `TileModel`, and upstream's kwarg names.
-"""
+"""Builds a tile model of models.py by name, creates its variables, rebuilds saved runs
+(the lookup and kwarg checks are `core.model_lookup`'s)."""
 
 from __future__ import annotations
 
@@ -33,10 +30,8 @@ _RESGCN_MLP = (
     "convolution, and these ResGCN layers have one Dense layer each; the scoring "
     "head's depth is final_mlp_layers"
 )
-# Upstream's kwarg names (its models and its sweep). Upstream's MLP calls its
-# depth `mlp_layers` and its SAGE models call the head after the GNN
-# `final_mlp_layers`: both are the scoring head's depth here. A run file keeps
-# the names the user passed; `build_model` maps them.
+# Upstream's kwarg names (its MLP's `mlp_layers` and its SAGE models' `final_mlp_layers`
+# are both the head's depth here); run files keep the names given, `build_model` maps them.
 UPSTREAM = model_lookup.Upstream(
     aliases={
         "num_gnns": "num_layers",
@@ -72,7 +67,6 @@ def model_classes(module: ModuleType | None = None) -> dict[str, type[TileModel]
 
 
 def model_kwargs(name: str, module: ModuleType | None = None) -> dict[str, Any]:
-    """The kwargs the model `name` takes, with their defaults."""
     cls = model_lookup.find_model(module or models_module(), TileModel, name)
     return model_lookup.constructor_kwargs(cls, TileModel)
 
@@ -114,15 +108,8 @@ def check_scores_shape(model: TileModel, scores: tf.Tensor, kernels: int, config
 
 
 def create_variables(model: TileModel, compiled: bool = True) -> None:
-    """Creates the model's variables, for training (`compiled`) or inference.
-
-    With `compiled`, one forward pass on a tiny kernel runs under the fully
-    dynamic batch signature, so a saved model accepts batches of any size
-    (needed before `save_model`); the pass also creates the variables of
-    layers that only a call builds (a student's extra layer). Without it,
-    `model.build()` creates the standard parts' variables from the known
-    widths, with no forward pass.
-    """
+    """Creates the model's variables: `compiled`, by a forward pass under the dynamic batch
+    signature (any batch size once saved; layers only a call builds too); else by `build()`."""
     if not compiled:
         model.build()
         return
@@ -148,13 +135,8 @@ def build_from_record(record: dict[str, Any]) -> TileModel:
 
 
 def restore_model(model_dir: Path, record: dict[str, Any]) -> TileModel:
-    """Rebuilds the run's model class and copies the saved Keras model's weights in.
-
-    The variables are created as training created them: from the known widths
-    and, when the saved model holds variables that this leaves out (a layer
-    only a call builds), by one forward pass. A class or kwargs that still do
-    not fit fail with the first differing variable named.
-    """
+    """Rebuilds the run's model class and copies the saved weights in; variables are created as
+    training did (plus one forward pass when the saved model holds more)."""
     model_dir = Path(model_dir).expanduser()
     model = build_from_record(with_saved_layout(record, model_dir))
     if variable_paths(model).keys() != saved_variable_shapes(model_dir).keys():
@@ -164,12 +146,8 @@ def restore_model(model_dir: Path, record: dict[str, Any]) -> TileModel:
 
 
 def with_saved_layout(record: dict[str, Any], model_dir: Path) -> dict[str, Any]:
-    """`record`, with `cheb_layout` set for a ChebSAGE saved before that kwarg existed.
-
-    ChebSAGE had parallel branches only, and run files keep the kwargs the user
-    gave, so a record without `cheb_layout` may be of either layout; the saved
-    variables tell (parallel ones live under `cheb_branch/`).
-    """
+    """`record` with `cheb_layout` set for a ChebSAGE saved before that kwarg: parallel
+    when the saved variables live under `cheb_branch/`."""
     if record.get("model") != "ChebSAGE":
         return record
     kwargs = resolve_model_kwargs("ChebSAGE", record["model_kwargs"])
@@ -181,6 +159,5 @@ def with_saved_layout(record: dict[str, Any], model_dir: Path) -> dict[str, Any]
 
 
 def load_trained_model(model_dir: Path) -> tuple[TileModel, dict[str, Any], FeatureStats]:
-    """Rebuilds the run's model, copies the saved weights in, returns it with its stats."""
     record, stats = read_run_for_model(model_dir)
     return restore_model(model_dir, record), record, stats

@@ -1,19 +1,7 @@
-"""Tile cost models: every class here maps a kernel batch to one score per configuration.
-
-This file is the model contract. A model is any public class defined here that
-derives from `TileModel` (usually through `LateJoinModel` or `EarlyJoinModel`,
-in `model_base.py`); it is found by its class name, so adding a class here is
-all it takes:
-
-    python tiles_train.py --model=MyModel --toy_data=True --epochs=1
-
-A model takes `(num_configs, num_ops, **kwargs)` and returns, from
-`forward(graph, num_configs)`, scores of shape [batch, num_configs], lower =
-predicted faster. Its kwargs are the keyword parameters of its constructor and
-of the base constructors it passes `**kwargs` to; training saves them in the
-run file and prediction rebuilds the class with them, then copies the trained
-weights in. docs/adding_a_model.md walks through an example.
-"""
+"""Tile cost models: every public `TileModel` subclass defined here is a model, found by class
+name (`--model=MyModel`). It takes `(num_configs, num_ops, **kwargs)` and
+`forward(graph, num_configs)` returns scores [batch, num_configs], lower = predicted faster
+(docs/adding_a_model.md)."""
 
 from __future__ import annotations
 
@@ -64,16 +52,10 @@ class LateJoinResGCN(ConvStack, LateJoinModel):
 
 
 class LateJoinGAT(LateJoinModel):
-    """GATv2 blocks (both edge directions, residual, LayerNorm), sum/mean/max pooling.
-
-    The head sees [kernel ; config ; gate(kernel) * proj(config)]: the product
-    term lets a small MLP express how good a tile is *for this kernel* (a tile
-    size matters relative to the kernel's shapes), which a concatenation alone
-    learns slowly. With `config_encoding="per_dim"` each config is a set of six
-    per-dimension tokens beside the matching dims of `tiled_op_heads` ops the
-    model picks by attention (`layers/config_encoder.py`); `dim_layout` says
-    how a token finds its dim.
-    """
+    """GATv2 blocks (both edge directions, residual, LayerNorm), sum/mean/max pooling; the head
+    sees [kernel ; config ; gate(kernel) * proj(config)], the product judging a tile for this
+    kernel. `config_encoding="per_dim"`: six per-dimension config tokens beside the dims of
+    `tiled_op_heads` ops picked by attention (`PerDimConfigEncoder`, `dim_layout`)."""
 
     def __init__(
         self,
@@ -130,20 +112,10 @@ class LateJoinGAT(LateJoinModel):
 
 
 class ChebSAGE(EarlyJoinModel):
-    """Config features on every op node, then ChebNet and GraphSAGE layers.
-
-    `cheb_layout="interleaved"` (the default): one stack of `num_layers` layers
-    alternating ChebConv and SAGEConv (Cheb, SAGE, Cheb, ...) on the early-join
-    states [ops, configs, hidden]. ChebConv applies Chebyshev polynomials up to
-    order `cheb_order` - 1 of the symmetrized graph's scaled Laplacian.
-    `cheb_layout="parallel"`: two branches from the same states, `num_layers`
-    ChebConv layers and `num_layers` SAGEConv layers, concatenated ([ops,
-    configs, 2 hidden]); twice the convolutions. Either way the states are
-    pooled per kernel and scored by the MLP head. `directed` applies to the
-    SAGE layers (ChebConv's Laplacian is undirected by definition). Runs saved
-    with parallel branches before this kwarg existed rebuild as parallel
-    (`model_builder.with_saved_layout`).
-    """
+    """Config features on every op node, then ChebNet and GraphSAGE layers: `num_layers`
+    alternating (`cheb_layout="interleaved"`) or `num_layers` of each as two concatenated
+    branches ("parallel"; runs saved before `cheb_layout` rebuild so,
+    `model_builder.with_saved_layout`). Chebyshev order `cheb_order` - 1; `directed`: SAGE's."""
 
     def __init__(
         self,

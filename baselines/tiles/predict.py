@@ -1,13 +1,5 @@
-"""Compiled, chunked and packed scoring of every configuration of every kernel.
-
-One `tf.function` with a fully dynamic input signature scores a batch, so a
-whole split runs through a single trace. Large kernels are cut into chunks and
-small ones packed several to a call (`plan_calls`), so memory stays bounded
-and per-call overhead is amortized. Padding slots are masked and their scores
-dropped; a configuration's score does not depend on the other configurations
-in its call. `SavedRanker` normalizes raw splits with the statistics saved in
-the run, never with refitted ones.
-"""
+"""Compiled scoring of every configuration of every kernel in one trace: large kernels chunked,
+small ones packed (`plan_calls`), padding dropped, so a score never depends on its call."""
 
 from __future__ import annotations
 
@@ -55,17 +47,9 @@ def plan_calls(
     max_kernels: int = 256,
     early_join: bool = True,
 ) -> list[Call]:
-    """Splits large kernels into chunks and packs small ones; covers every config once.
-
-    Bounds per call: kernels x slots <= max_configs, and for early-join models
-    (states [ops, configs, hidden]) ops x slots <= max_elements (unless a single
-    kernel's ops alone exceed it: then one config per call). Late-join models
-    hold states per op and per config, never per pair, so for them ops (not
-    ops x slots) <= max_elements, and a kernel is cut only by max_configs:
-    cutting it by ops x slots would rerun its message passing once per chunk.
-    Small kernels are packed in order of configuration count, so the slot
-    count they share wastes little padding.
-    """
+    """Splits large kernels into chunks and packs small ones (by configuration count), every
+    config once: kernels x slots <= max_configs, and ops x slots <= max_elements (early join;
+    at least one config) or ops <= max_elements (late join, cut by max_configs only)."""
     calls: list[Call] = []
     small: list[int] = []
     for i, (c, n) in enumerate(zip(num_configs.tolist(), num_nodes.tolist())):
@@ -102,16 +86,9 @@ def _packed(group: list[int], num_configs: np.ndarray) -> Call:
 
 
 class ConfigScorer:
-    """Scores configurations with `model.forward` under one compiled function.
-
-    `max_elements` bounds ops x configuration slots per call for early-join
-    models (their state size) and ops per call for the others; `max_configs`
-    bounds configuration slots per call. The early-join default keeps states
-    at 8 MiB, which stay in cache: much larger calls fall out of it, much
-    smaller ones pay the per-call overhead. A late-join op's fixed cost is
-    paid once per call, so fewer, larger calls are faster until their states
-    outgrow the cache.
-    """
+    """Scores configurations with `model.forward` under one compiled function: `max_elements`
+    bounds ops x slots per call (early join; default 8 MiB of states) or ops (late join),
+    `max_configs` slots per call."""
 
     def __init__(
         self, model: TileModel, max_elements: int = 1 << 15, max_configs: int | None = None
@@ -142,8 +119,7 @@ class ConfigScorer:
             slots = [np.arange(start, stop) for _, start, stop in call.ranges]
             return self._score(to_tensors(assemble_batch(split, ids, slots, call.slots))).numpy()
 
-        # Two calls in flight: the ops of one call form mostly a chain, so a
-        # second call keeps the other core busy.
+        # Two calls in flight: one call's ops are mostly a chain; another uses the idle core.
         with ThreadPoolExecutor(max_workers=2) as pool:
             for call, out in zip(calls, pool.map(run, calls)):
                 for row, (i, start, stop) in enumerate(call.ranges):
@@ -214,9 +190,6 @@ class SavedRanker:
 def ranking_rows(
     tile_ids: Sequence[str], scores: Sequence[np.ndarray], top: int = 5
 ) -> list[tuple[str, str]]:
-    """`ID,TopConfigs` rows: `tile:xla:<id>` and its `top` predicted-fastest configs.
-
-    Fastest first, equal scores in file order (`core.ranking`).
-    """
+    """`ID,TopConfigs` rows: `tile:xla:<id>` and its `top` predicted-fastest configs."""
     require_finite_scores(tile_ids, scores)
     return [(f"{TILE_PREFIX}{tid}", ranking_cell(s, top)) for tid, s in zip(tile_ids, scores)]

@@ -1,9 +1,5 @@
-"""A tile run's record and feature statistics, read without TensorFlow.
-
-`tiles_gen_predictions_csv.py` reads the record (and its feature statistics)
-before TensorFlow is imported, so the data can be read and normalized in
-another process meanwhile.
-"""
+"""A tile run's record and feature statistics, read without TensorFlow (the ranking script
+reads them while the data loads elsewhere)."""
 
 from __future__ import annotations
 
@@ -23,11 +19,9 @@ def read_run_file(path: Path) -> dict[str, Any]:
 
 
 def read_run_for_model(model_dir: Path) -> tuple[dict[str, Any], FeatureStats]:
-    """The run record of `model_dir` and its feature statistics."""
     record = read_run(model_dir, "tile", REQUIRED)
     return record, FeatureStats.from_dict(record["feature_stats"])
 
 
 def read_model_list(text: str, flag: str) -> list[tuple[Path, dict[str, Any]]]:
-    """Model folders from a comma-separated list, each with its run record."""
     return read_runs(text, flag, lambda folder: read_run_for_model(folder)[0])

@@ -1,9 +1,5 @@
-"""Keras layers for graph cost models, one small module per idea.
-
-Layers read a GraphTensor with node set `op` (`op`: opcode, `feats`: node
-features) and edge set `feed` (op -> op: the consumer to the op it reads),
-which the tile and the layout graphs share.
-"""
+"""Keras layers for graph cost models, one small module per idea. They read node set `op`
+(`op`: opcode, `feats`) and edge set `feed` (consumer -> producer), as both collections build."""
 
 from baselines.core.layers.cheb import ChebConv
 from baselines.core.layers.gat import GATv2Block

@@ -6,18 +6,12 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from baselines.core.layers import graph_ops
-from baselines.core.layers.pointwise import PointwiseDense, state_width
+from baselines.core.layers.pointwise import PointwiseDense, build_denses
 
 
 def scaled_laplacian(graph: tfgnn.GraphTensor) -> tf.SparseTensor:
-    """Sparse L~ = 2 L / lambda_max - I = -D^-1/2 A D^-1/2 with lambda_max = 2.
-
-    L = I - D^-1/2 A D^-1/2 is the normalized Laplacian of the undirected op
-    graph: A = P + P^T for P the `feed` edges, self loops dropped, as PyG's
-    `get_laplacian` drops them. An isolated op's row of L~ is zero. Edges
-    never cross kernels, so in a packed batch every kernel's block is its own
-    Laplacian.
-    """
+    """Sparse L~ = 2 L / lambda_max - I = -D^-1/2 A D^-1/2 (lambda_max = 2), L the normalized
+    Laplacian of A = P + P^T without self loops (PyG's `get_laplacian`); isolated rows are zero."""
     adj = graph.edge_sets["feed"].adjacency
     not_loop = tf.cast(tf.not_equal(adj.source, adj.target), tf.float32)
     degree = graph_ops.bidirectional_degree(graph, edge_weight=not_loop)
@@ -29,16 +23,9 @@ def scaled_laplacian(graph: tfgnn.GraphTensor) -> tf.SparseTensor:
 
 
 class ChebConv(tf.keras.layers.Layer):
-    """Computes `act(sum_{k<K} T_k(L~) h W_k + b)` for every op node.
-
-    T_0 h = h, T_1 h = L~ h, T_k h = 2 L~ T_{k-1} h - T_{k-2} h: Chebyshev
-    polynomials of the scaled normalized Laplacian of the symmetrized op graph
-    (`scaled_laplacian`; PyG's `ChebConv` with normalization "sym" and
-    lambda_max 2), one weight matrix per order, so order K mixes neighbourhoods
-    up to K - 1 hops. The activation is None (linear, as in PyG) unless given.
-    Works on [n, d] and on early-join states [n, k, d] (the config axis rides
-    along: one sparse matmul per order for all configurations).
-    """
+    """Computes `act(sum_{k<K} T_k(L~) h W_k + b)` on `scaled_laplacian`, T_0 h = h, T_1 h = L~ h,
+    T_k h = 2 L~ T_{k-1} h - T_{k-2} h (PyG's `ChebConv`, "sym", lambda_max 2): order K mixes
+    up to K - 1 hops. Linear unless `activation` is given; works on [n, d] and [n, k, d]."""
 
     def __init__(self, units: int, order: int = 3, activation=None, **kw):
         super().__init__(**kw)
@@ -53,11 +40,7 @@ class ChebConv(tf.keras.layers.Layer):
         self.activation = tf.keras.activations.get(activation)
 
     def build(self, input_shape=None) -> None:
-        """Creates the weights for states of shape `input_shape` ([..., d])."""
-        width = state_width(input_shape)
-        if width is not None:
-            for dense in self.order_denses:
-                dense.build(tf.TensorShape([None, width]))
+        build_denses(self.order_denses, input_shape)
         super().build(input_shape)
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:

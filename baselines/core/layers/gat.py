@@ -10,14 +10,8 @@ from baselines.core.layers.pointwise import state_width
 
 
 class HeadLogits(tf.keras.layers.EinsumDense):
-    """Per-head attention logits: `logits[..., h] = sum_c features[..., h, c] kernel[c, h]`.
-
-    TF-GNN's `GATv2Conv` computes this with `EinsumDense("...ik,ki->...i")`;
-    this is that layer (same `kernel` variable, name and shape, so saved
-    models load unchanged) computing it as one multiply and one sum, because
-    TensorFlow's CPU einsum kernel is slow on a tile batch's few hundred edges
-    (docs/performance.md).
-    """
+    """Per-head attention logits `sum_c features[..., h, c] kernel[c, h]`: TF-GNN's EinsumDense
+    (same `kernel`) as one multiply and sum, CPU einsum being slow here (docs/performance.md)."""
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         return tf.reduce_sum(inputs * tf.transpose(self.kernel), axis=-1)
@@ -34,14 +28,9 @@ def gatv2_conv(**kwargs) -> gat_v2.GATv2Conv:
 
 
 class GATv2Block(tf.keras.layers.Layer):
-    """Computes `LayerNorm(h + Dropout(W [gat_fwd(h) ; gat_bwd(h)]))` for op nodes.
-
-    `gat_fwd` lets every op attend over its consumers and `gat_bwd` over its
-    producers (TF-GNN's `GATv2Conv` on `feed` with receiver TARGET and SOURCE;
-    a `feed` edge runs from consumer to producer), each with `num_heads` heads
-    of `units // num_heads` channels, concatenated. Each direction has its own
-    weights: upstream's `directed=True`.
-    """
+    """Computes `LayerNorm(h + Dropout(W [gat_fwd(h) ; gat_bwd(h)]))` for op nodes: attention over
+    consumers and over producers, each with its own weights (upstream's `directed=True`) and
+    `num_heads` heads of `units // num_heads` channels."""
 
     def __init__(self, units: int, num_heads: int, dropout: float = 0.0, **kw):
         super().__init__(**kw)
@@ -57,12 +46,8 @@ class GATv2Block(tf.keras.layers.Layer):
         self.norm = tf.keras.layers.LayerNormalization(name="norm")
 
     def build(self, input_shape=None) -> None:
-        """Creates the weights for states of shape `input_shape` ([num_ops, units]).
-
-        TF-GNN's GATv2Conv creates its weights on its first call, so both are
-        called once on the smallest graph that reaches all of them: two ops and
-        one edge.
-        """
+        """Creates the weights for states [num_ops, units], by calling both convs once on
+        a graph of two ops and one edge (GATv2Conv builds on its first call)."""
         width = state_width(input_shape)
         if width is not None:
             tiny = tfgnn.GraphTensor.from_pieces(

@@ -1,15 +1,6 @@
-"""Message passing over `feed` for node values of any rank ([n, d] or [n, k, d]).
-
-Neighbour aggregation is one sparse-dense matmul with a (weighted) adjacency
-matrix: early-join states [n, k, d] are viewed as [n, k * d], so all
-configurations share one pass over the edges and no [edges, k, d] message
-tensor is ever built.
-
-`feed` edges run from a consumer u (source) to its producer v (target). The
-adjacency of direction "producers" sums, at every op, the states of the ops it
-reads; "consumers" the states of the ops that read it; "both" their sum
-(A + A^T, the symmetrized graph).
-"""
+"""Message passing over `feed` for node values [n, d] or [n, k, d]: one sparse-dense matmul,
+no [edges, k, d] messages. "producers" sums the ops a node reads, "consumers" the ops
+reading it, "both" their sum (A + A^T)."""
 
 from __future__ import annotations
 
@@ -40,14 +31,9 @@ def adjacency(
     edge_weight: tf.Tensor | None = None,
     edge_set: str = "feed",
 ) -> tf.SparseTensor:
-    """Sparse [n, n] matrix R (M + S) C for M the `direction`'s adjacency.
-
-    M is P (row u has a 1 at v for every edge u -> v: u's producers), its
-    transpose (consumers) or P + P^T ("both"); `edge_weight` [edges] replaces
-    the 1s. S is diag(self_weight) (no self loops when None); R =
-    diag(row_weight), C = diag(column_weight) (identity when None). Folding the
-    scales into the matrix saves whole passes over [n, k, d] states.
-    """
+    """Sparse [n, n] matrix R (M + S) C, M the `direction`'s adjacency: P (u -> v for every edge),
+    P^T ("consumers") or P + P^T ("both"), `edge_weight` [edges] for its 1s; S =
+    diag(self_weight), R = diag(row_weight), C = diag(column_weight), each absent when None."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
     adj = graph.edge_sets[edge_set].adjacency

@@ -9,11 +9,7 @@ from baselines.core.format import NODE_FEAT_DIM
 
 
 class OpEncoder(tf.keras.layers.Layer):
-    """Computes `act(W [embed(opcode) ; feats])` for every op node.
-
-    The embedding table has `vocab_size` rows fixed up front (every uint8 opcode),
-    so its shape never depends on the opcodes present in the data.
-    """
+    """Computes `act(W [embed(opcode) ; feats])`, the table fixed at `vocab_size` rows."""
 
     def __init__(
         self,

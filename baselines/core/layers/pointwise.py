@@ -6,15 +6,9 @@ import tensorflow as tf
 
 
 class PointwiseDense(tf.keras.layers.Dense):
-    """Computes `act(x W + b)` on the last axis of `x`, for x of rank 2 or more.
-
-    Same variables and results as `tf.keras.layers.Dense`. For rank > 2 Keras
-    goes through `tf.tensordot`, whose shape bookkeeping adds dozens of ops per
-    layer and slows tracing; here one MatMul and two reshapes do the work. The
-    bias is added after the reshape back, which keeps the MatMul a plain one
-    (a fused MatMul + BiasAdd is compiled anew for every call shape on oneDNN
-    CPU builds).
-    """
+    """`tf.keras.layers.Dense` on the last axis of `x` (rank >= 2) as one MatMul between two
+    reshapes (Keras' `tensordot` adds dozens of ops), the bias after the reshape (oneDNN
+    recompiles a fused MatMul + BiasAdd for every shape)."""
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         out = pointwise_matmul(inputs, self.kernel)
@@ -35,16 +29,19 @@ def pointwise_matmul(x: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
 
 
 def state_width(input_shape) -> int | None:
-    """The last dimension of a node-state shape; None for a graph's (scalar) shape.
-
-    Graph layers are called as `layer(graph, states)`, so Keras builds them with
-    the graph's shape, which does not give the state width; their sublayers are
-    then built on the first call. Passing the states' shape to `build` (as
-    `TileModel.build` does) creates the weights without any call.
-    """
+    """The last dimension of a node-state shape; None for a graph's (scalar) shape, with which
+    Keras builds graph layers (`layer(graph, states)`)."""
     if input_shape is None:
         return None
     shape = tf.TensorShape(input_shape)
     if shape.rank is None or shape.rank == 0:
         return None
     return shape[-1]
+
+
+def build_denses(denses, input_shape) -> None:
+    """Builds each dense for node states of shape `input_shape` (not for a graph's shape)."""
+    width = state_width(input_shape)
+    if width is not None:
+        for dense in denses:
+            dense.build(tf.TensorShape([None, width]))

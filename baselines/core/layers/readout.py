@@ -14,22 +14,14 @@ REDUCTIONS = ("sum", "mean", "max")
 
 
 def folding_pays(num_configs, config_width: int, units: int):
-    """Whether `ConfigScoringHead.score_gated` folds its first layer per kernel.
-
-    Folding costs config_width * gate_width * units per kernel and saves
-    gate_width * (config_width + units) per config, so it pays once a kernel
-    has more than config_width * units / (config_width + units) configs (the
-    gate width cancels). Works on ints and on scalar tensors.
-    """
+    """Whether `ConfigScoringHead.score_gated` folds its first layer per kernel: folding costs
+    c * g * u per kernel, saves g * (c + u) per config (c config width, g gate width, u units)."""
     return num_configs * (config_width + units) > config_width * units
 
 
 class KernelPooling(tf.keras.layers.Layer):
-    """Pools op states to one vector per kernel: concat of the given reductions.
-
-    Works on [n, d] (gives [b, d * len(reductions)]) and on [n, k, d]
-    (gives [b, k, d * len(reductions)]).
-    """
+    """Pools op states to one vector per kernel, the reductions concatenated: [n, d] to
+    [b, d * len(reductions)], [n, k, d] to [b, k, d * len(reductions)]."""
 
     def __init__(self, reductions: Sequence[str] = ("sum",), **kw):
         super().__init__(**kw)
@@ -74,13 +66,8 @@ class ConfigScoringHead(tf.keras.layers.Layer):
     def score_joined(
         self, kernel_states: tf.Tensor, config_states: tf.Tensor, training=None
     ) -> tf.Tensor:
-        """Same as `call` on [kernel_states repeated per config ; config_states].
-
-        kernel_states [b, dk], config_states [b, k, dc]. The first layer's
-        kernel-side product is computed once per kernel, not once per config,
-        and the [b, k, dk + dc] input is never built: a late-join model's
-        kernel states are most of the head's input width.
-        """
+        """`call` on [kernel_states [b, dk] repeated per config ; config_states [b, k, dc]], the
+        first layer's kernel side computed once per kernel, the joined input never built."""
         first = self._layers()[0]
         width = kernel_states.shape[-1]
         if not self.built:  # called before Keras' first __call__ built the layers
@@ -99,14 +86,9 @@ class ConfigScoringHead(tf.keras.layers.Layer):
         projection: PointwiseDense,
         training=None,
     ) -> tf.Tensor:
-        """Same as `score_joined(kernel_states, [configs ; gate * projection(configs)])`.
-
-        kernel_states [b, dk], config_states [b, k, dc], gate [b, u] (one per
-        kernel), `projection` a linear PointwiseDense(u). The gated term is
-        linear in the config, so the first layer's config side folds into one
-        matrix per kernel, M_b = W_config + P diag(gate_b) W_gated, when that
-        pays (`folding_pays`: ranking's large calls, not training's).
-        """
+        """`score_joined(kernel_states [b, dk], [configs ; gate [b, u] * projection(configs)])`,
+        `projection` a linear PointwiseDense(u); when `folding_pays`, the config side folds into
+        one matrix per kernel, M_b = W_config + P diag(gate_b) W_gated."""
         if projection.activation is not tf.keras.activations.linear:
             raise ValueError("score_gated needs a linear projection (activation None)")
         first = self._layers()[0]
@@ -148,7 +130,6 @@ class ConfigScoringHead(tf.keras.layers.Layer):
         return [*self.hidden, self.out]
 
     def _from_first(self, x: tf.Tensor, training) -> tf.Tensor:
-        """The rest of the head, from the first layer's output."""
         if self.hidden:
             x = self.dropout(x, training=training)
             for layer in self.hidden[1:]:

@@ -6,21 +6,13 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from baselines.core.layers import graph_ops
-from baselines.core.layers.pointwise import PointwiseDense, state_width
+from baselines.core.layers.pointwise import PointwiseDense, build_denses
 
 
 class ResGCNConv(tf.keras.layers.Layer):
-    """Computes `h + act(W (D^-1/2 (A + I) D^-1/2 h))` for every op node.
-
-    A is the symmetric adjacency of `feed`; the self loop and the residual keep
-    a node's own state when it has no neighbours. Works on [n, d] or [n, k, d].
-
-    With `directed=True` the three parts of `(A + I)` get their own weights:
-    `h + act(W_prod N P h + W_cons N P^T h + W_self N h)` with `N x = D^-1/2 x
-    D^-1/2` and P the producer adjacency (A = P + P^T), as upstream's directed
-    ResGCN applies separate forward, reverse and self transforms; tied weights
-    give back the undirected layer. `units` must equal the state width.
-    """
+    """Computes `h + act(W (D^-1/2 (A + I) D^-1/2 h))`, A symmetric; `directed=True` gives each
+    part its own weights, `h + act(W_prod N P h + W_cons N P^T h + W_self N h)`, `N x = D^-1/2
+    x D^-1/2` (upstream's directed ResGCN). `units` is the state width; [n, d] or [n, k, d]."""
 
     def __init__(self, units: int, activation="leaky_relu", directed: bool = False, **kw):
         super().__init__(**kw)
@@ -36,15 +28,9 @@ class ResGCNConv(tf.keras.layers.Layer):
         else:
             self.dense = PointwiseDense(units, activation=activation, name="transform")
 
-    def _denses(self) -> list[PointwiseDense]:
-        return list(self.part_denses.values()) if self.directed else [self.dense]
-
     def build(self, input_shape=None) -> None:
-        """Creates the weights for states of shape `input_shape` ([..., units])."""
-        width = state_width(input_shape)
-        if width is not None:
-            for dense in self._denses():
-                dense.build(tf.TensorShape([None, width]))
+        denses = list(self.part_denses.values()) if self.directed else [self.dense]
+        build_denses(denses, input_shape)
         super().build(input_shape)
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:

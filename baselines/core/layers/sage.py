@@ -6,24 +6,13 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from baselines.core.layers import graph_ops
-from baselines.core.layers.pointwise import PointwiseDense, state_width
+from baselines.core.layers.pointwise import PointwiseDense, build_denses
 
 
 class SAGEConv(tf.keras.layers.Layer):
-    """Computes `l2_normalize(act(W [h_v ; mean_{u ~ v} h_u]))` for every op node v.
-
-    `u ~ v` ranges over producers and consumers of v (edges of `feed` taken in
-    both directions). Node states may carry a config axis ([n, k, d] in
-    early-join models); the convolution acts on the last axis. `W [a ; b]` is
-    computed as `W_self a + W_neighbour b`, which avoids materializing the
-    concatenation of two [n, k, d] tensors.
-
-    With `directed=True` the neighbour term is split by direction, each part
-    with its own weights: `W_self h_v + W_prod sum_{producers} h_u / deg(v) +
-    W_cons sum_{consumers} h_u / deg(v)` (deg = producers + consumers), so the
-    layer can tell an op's inputs from its users (upstream's `directed`).
-    Tied weights (W_prod = W_cons) give back the undirected layer.
-    """
+    """Computes `l2_normalize(act(W [h_v ; mean_{u ~ v} h_u]))`, u ~ v its producers and
+    consumers, as `W_self a + W_neighbour b` (no concatenation; states [n, d] or [n, k, d]).
+    `directed=True`: `W_self h_v + W_prod sum_prod h_u / deg(v) + W_cons sum_cons h_u / deg(v)`."""
 
     def __init__(
         self,
@@ -46,17 +35,9 @@ class SAGEConv(tf.keras.layers.Layer):
         self.activation = tf.keras.activations.get(activation)
         self.normalize = normalize
 
-    def _denses(self) -> list[PointwiseDense]:
-        if self.directed:
-            return [self.self_dense, *self.neighbour_denses.values()]
-        return [self.self_dense, self.neighbour_dense]
-
     def build(self, input_shape=None) -> None:
-        """Creates the weights for states of shape `input_shape` ([..., d])."""
-        width = state_width(input_shape)
-        if width is not None:
-            for dense in self._denses():
-                dense.build(tf.TensorShape([None, width]))
+        neighbours = self.neighbour_denses.values() if self.directed else [self.neighbour_dense]
+        build_denses([self.self_dense, *neighbours], input_shape)
         super().build(input_shape)
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:

@@ -1,7 +1,5 @@
-"""The layers tile models use: the shared ones (`baselines.core.layers`) and their own.
-
-The shared layers are importable from here too, as models.py imports them.
-"""
+"""The layers tile models use: the shared ones (`baselines.core.layers`, importable from here
+as models.py imports them) and their own."""
 
 from baselines.core.layers import (
     ChebConv,

@@ -16,20 +16,15 @@ from baselines.tiles.features import (
 
 # Config columns of dim d: kernel (d), output (8 + d) and input (16 + d) bounds.
 BOUND_GROUPS = (0, 8, 16)
-# What a token learns of the layout: "minor_to_major" (file column 134 + d, the
-# dimension at position d) or "position" (dimension d's own position, 0 = most
-# minor; features.layout_positions).
+# A token's layout: "minor_to_major" (column 134 + d: the dimension at position d) or
+# "position" (dimension d's position, 0 = most minor; features.layout_positions).
 DIM_LAYOUTS = ("minor_to_major", "position")
 
 
 def distinct_rows(group: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """Numbers the distinct (group, values) rows: (first row of each, row -> its number).
-
-    group [n] int32, values [n, m] float32, compared by their bits. One
-    1-D unique per column on (number so far << 32 | the column's bits), each
-    number < n: cheaper than one UniqueV2 over [n, 1 + m] rows (docs/performance.md).
-    values[first][index] == values.
-    """
+    """(first row of each, row -> its number) of the distinct (group [n] int32, values [n, m]
+    float32 by bits) rows, values[first][index] == values: a 1-D unique per column on (number
+    so far << 32 | bits), cheaper than UniqueV2 over rows (docs/performance.md)."""
     index = tf.cast(group, tf.int64)
     bits = tf.bitwise.bitwise_and(tf.cast(tf.bitcast(values, tf.int32), tf.int64), 0xFFFFFFFF)
     for column in range(values.shape[-1]):
@@ -42,21 +37,11 @@ def distinct_rows(group: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Te
 
 
 class PerDimConfigEncoder(tf.keras.layers.Layer):
-    """Encodes a config as a set of six per-dimension tokens, pooled by sum and max.
-
-    The token of dimension d holds the config's kernel, output and input bound
-    of d (columns d, 8 + d and 16 + d, normalized signed logs), the kernel's
-    shape dim d (node column 21 + d), its layout (`dim_layout="position"`:
-    where d sits in the layout, 0 = most minor; "minor_to_major": the file's
-    layout entry d, which names another dimension), and a one-hot of d. The
-    kernel's dims come from an attention over its ops, scored from their
-    message-passing states: the model learns which op's output is
-    the tiled tensor (usually a non-tuple root, but not in every real kernel).
-    With `num_heads` > 1, each head attends on its own, so a token can also see
-    an operand's dims beside the output's. A shared MLP maps every token; the
-    output is `[sum_d MLP(token_d) ; max_d MLP(token_d) ; config features]`,
-    [b, k, 2 * units + 24].
-    """
+    """Encodes a config as six per-dimension tokens, pooled by sum and max: token d holds the
+    config's kernel, output and input bound of d (columns d, 8 + d, 16 + d), the kernel's
+    shape dim d (node column 21 + d), its layout (`dim_layout`) and a one-hot of d. The
+    kernel's dims come from attention over its ops' states, one per head. Output
+    `[sum_d MLP(token) ; max_d MLP(token) ; configs]`, [b, k, 2 * units + 24]."""
 
     def __init__(
         self,
@@ -97,15 +82,9 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
         super().build(input_shape)
 
     def encode_tokens(self, bounds: tf.Tensor, kernel_dims: tf.Tensor) -> tf.Tensor:
-        """The token MLP for every (kernel, config, dim), run once per distinct token.
-
-        bounds [b, k, 6, 3], kernel_dims [b, 6, 2 * heads] -> [6, b, k, units]:
-        dimension-major, so that pooling over the dims reduces the outer axis
-        (contiguous rows; a reduction over the middle axis is much slower).
-        Only the bounds vary between a kernel's configs, and they reuse few
-        values per dimension, so the MLP runs on the distinct (kernel, d,
-        bounds) rows and the results are gathered back.
-        """
+        """The token MLP of every (kernel, config, dim): bounds [b, k, 6, 3], kernel_dims [b, 6,
+        2 * heads] -> [6, b, k, units] (dimension-major: pooling reduces the outer axis), run
+        once per distinct (kernel, d, bounds) row."""
         shape = tf.shape(bounds)
         # Row key: kernel * 6 + d, then the bounds (exact equality of their bits).
         group = tf.reshape(
