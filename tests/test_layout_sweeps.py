@@ -195,13 +195,19 @@ def test_toy_seed_sweep_trains_as_layout_train_and_reports_a_failed_run(tmp_path
     assert proc.stderr.strip().splitlines()[-1].startswith("error: 1 of 3 runs failed")
     assert "on DirectRunner (2 workers, multi_processing" in proc.stdout
 
-    # The hashes layout_train.py gives these flags: md5 of the sorted flags but the two
-    # that only say where files go, out_dir and cache_dir, and average_from and
-    # toy_data, which came after runs were saved and count only when set.
+    # The hashes layout_train.py gives these flags: md5 of the sorted flags a layout run
+    # has hashed since its first runs (not out_dir and cache_dir, which say where files
+    # go; the flags added later count only off their defaults, and are at them here).
+    hashed = (
+        "source", "search", "epochs", "early_stop", "configs", "max_configs", "batch", "lr",
+        "clip_norm", "keep_nodes", "model", "model_kwargs_json", "losses", "seed", "data_root",
+        "prune_hops", "drop_duplicates",
+    )  # fmt: skip
+
     def hash_of(**extra) -> str:
         flags = {**LayoutTrainArgs().to_dict(), **TINY, **extra}
-        del flags["out_dir"], flags["cache_dir"], flags["average_from"], flags["toy_data"]
-        return hashlib.md5(json.dumps(flags, sort_keys=True).encode()).hexdigest()
+        kept = {k: flags[k] for k in hashed}
+        return hashlib.md5(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
     hashes = [hash_of(seed=0), hash_of(seed=1), hash_of(model="NoSuchModel")]
     records = {h: read_run(out / f"run_{h}.jsonz") for h in hashes[:2]}
