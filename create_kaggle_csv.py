@@ -94,8 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def sample_search_dirs(data_root: Path) -> list[Path]:
     """`data_root`, its parents up to `SAMPLE_SEARCH_DEPTH` levels (never the filesystem
-    root), then the current directory, without repeats.
-    """
+    root), then the current directory, without repeats."""
     parents = [p for p in list(data_root.parents)[:SAMPLE_SEARCH_DEPTH] if p != Path(p.anchor)]
     result: list[Path] = []
     for d in (data_root, *parents, Path.cwd()):

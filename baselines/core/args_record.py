@@ -36,8 +36,7 @@ class ArgsRecord:
 
     def parse_optional_ints(self, *names: str) -> None:
         """Sets each named field from its flag text: None ("" or "none") or an integer;
-        anything else is refused in one line naming the flag.
-        """
+        anything else is refused in one line naming the flag."""
         for name in names:
             value = getattr(self, name)
             if not isinstance(value, str):
@@ -140,8 +139,7 @@ class TrainingArgs(ArgsRecord):
 
 def check_training_flags(args: Any) -> None:
     """The checks every collection's training flags share, one line per problem; `configs`
-    must be at least 2 (one per graph has no pair to order: constant loss, OPA 0).
-    """
+    must be at least 2 (one per graph has no pair to order: constant loss, OPA 0)."""
     from baselines.core.loss_spec import parse_losses
 
     parse_losses(args.losses)

@@ -128,8 +128,7 @@ def fit_model(
 ) -> Fitted:
     """Fits `model` (default: the task builds it) on `loaded`, with the task's batches and
     callbacks and the run's plan and files. Its variables are made under the
-    strategy's scope after the seeds are set: pass an unbuilt model.
-    """
+    strategy's scope after the seeds are set: pass an unbuilt model."""
     configs = capped_configs(args.configs, task.most_configs(loaded), task.unit, log)
     train_batches, val_batches = task.batches(args, loaded, configs, strategy.num_replicas_in_sync)
     steps = train_batches.steps

@@ -21,8 +21,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 @dataclasses.dataclass(frozen=True)
 class DataPlace:
     """Where a collection's data lives: the `--data_root` default, the bundled `toy` set,
-    what a root `holds` and the `unit` toy results say nothing about (for messages).
-    """
+    what a root `holds` and the `unit` toy results say nothing about (for messages)."""
 
     default: str
     toy: Path
@@ -53,8 +52,7 @@ def training_root(
 ) -> tuple[Path, bool, bool]:
     """(the root to train on, whether it is the toy set, whether it stands in for a missing
     default), the banner said through `log`. Any other missing folder is refused:
-    training on toy data by accident is worse than stopping.
-    """
+    training on toy data by accident is worse than stopping."""
     root = place.expand(flag)
     if root.is_dir():
         if place.is_toy(root):
@@ -74,8 +72,7 @@ def ranking_root(
     place: DataPlace, flag: str | None, run_root: str | None
 ) -> tuple[Path, str, str | None]:
     """(the root to rank or evaluate, where that choice came from, the banner or None): an
-    explicit `--data_root` that exists, else the run's root, the default, the toy set.
-    """
+    explicit `--data_root` that exists, else the run's root, the default, the toy set."""
     if flag is not None:
         root = Path(flag).expanduser()
         if not root.is_dir():

@@ -20,8 +20,7 @@ if TYPE_CHECKING:
 class Loaded:
     """A run's data as its task read it: `identity` names the data (None: the flags alone
     name the run), `toy_fallback` the toy set stood in for a missing root, `notice` is
-    said again when the run ends (the toy-data banner).
-    """
+    said again when the run ends (the toy-data banner)."""
 
     train: Any
     valid: Any
@@ -73,8 +72,7 @@ class Task(abc.ABC):
         self, args: Any, model: tf.keras.Model, loaded: Loaded, record: dict, progress: bool, log
     ) -> tuple[dict[str, Any], Any]:
         """(the record's evaluation fields, with a `timings` dict; what `finish` needs);
-        `record` is the run's record so far (curve, best epoch, timings).
-        """
+        `record` is the run's record so far (curve, best epoch, timings)."""
 
     def schedule(
         self, args: Any, steps_per_epoch: int, log: Callable[[str], None]

@@ -69,8 +69,7 @@ def paired(option: Mapping[str, float], default: Mapping[str, float]) -> tuple[f
 
 def choose(per_item: Mapping[str, Mapping[str, float]], default: str = "recommended") -> Choice:
     """The option to submit from `per_item[option][item]` (higher is better, nan where
-    undefined); `default` must be an option.
-    """
+    undefined); `default` must be an option."""
     if default not in per_item:
         raise ValueError(f"the default option {default!r} is not among {sorted(per_item)}")
     comparisons = []

@@ -96,8 +96,7 @@ class Job:
 
     def cache_flag(self, c: CollectionSpec) -> str:
         """The job's cache of loaded splits, so each collection's npz files are read once
-        (content-addressed, so concurrent writers are safe).
-        """
+        (content-addressed, so concurrent writers are safe)."""
         return f"--cache_dir={self.out / 'cache' / c.kind}"
 
 
@@ -210,8 +209,7 @@ def plan_job(
 
 def run_child(cmd: Sequence[str], log_path: Path, threads: int | None = None) -> dict[str, float]:
     """Runs a script, its output to `log_path`; its wall time and peak RSS. A failure is a
-    PipelineError with the child's last output line and the log's path.
-    """
+    PipelineError with the child's last output line and the log's path."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if threads:
         env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads))
@@ -258,8 +256,7 @@ def write_done(folder: Path, inputs: dict[str, Any], outputs: list[str], **facts
 
 def content_digest(paths: Sequence[Path]) -> str:
     """sha256 over the names and bytes of `paths` and the files under those that are folders:
-    a re-ranked CSV keeps its length and a retrained model folder its name.
-    """
+    a re-ranked CSV keeps its length and a retrained model folder its name."""
     digest = hashlib.sha256()
     for path in paths:
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
@@ -338,8 +335,7 @@ def rank_step(
     job: Job, c: CollectionSpec, trained: dict[str, list[str]], threads: int | None, log: Log
 ):
     """Evaluates every candidate's seed ensemble and their blend on validation, chooses one
-    (`choice.choose`), then ranks test with it; `trained`: {candidate: model folders}.
-    """
+    (`choice.choose`), then ranks test with it; `trained`: {candidate: model folders}."""
     step_dir = job.out / c.slug
     trained = {name: sorted(dirs) for name, dirs in trained.items()}
     every = sorted(d for dirs in trained.values() for d in dirs)

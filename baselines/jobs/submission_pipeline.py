@@ -103,8 +103,7 @@ DASK_ARG = f"--runner={DASK_RUNNER}"
 
 def dask_options(beam_args: list[str]):
     """Beam's DaskRunner options: one Dask partition per element, so the cluster's workers
-    share the trainings (`--dask_client_address` names a scheduler, else a local cluster).
-    """
+    share the trainings (`--dask_client_address` names a scheduler, else a local cluster)."""
     try:
         import distributed  # noqa: F401
     except ImportError:
@@ -122,8 +121,7 @@ def dask_options(beam_args: list[str]):
 
 def build_pipeline(pipeline, job: Job, threads: int | None, lanes: int | None = None) -> None:
     """Adds the job's steps to a Beam pipeline; `lanes`: the local runner's workers (None:
-    every training is an element of its own, placed where the runner likes).
-    """
+    every training is an element of its own, placed where the runner likes)."""
     import apache_beam as beam
 
     by_name = {c.name: c for c in job.collections}
@@ -178,8 +176,7 @@ def build_pipeline(pipeline, job: Job, threads: int | None, lanes: int | None = 
 
 def run_pipeline(job: Job, beam_args: Sequence[str], log=print) -> str:
     """Runs the job on Beam (said first through `log`); the runner's description. A failed
-    step ends the pipeline as one PipelineError; a rerun resumes it.
-    """
+    step ends the pipeline as one PipelineError; a rerun resumes it."""
     options, runner, workers, threads = pipeline_options(beam_args, len(job.runs()))
     where = runner
     if workers is not None:

@@ -51,8 +51,7 @@ def sampling_weights(args: TrainArgs, split: TileSplit) -> np.ndarray | None:
 
 def read_split(folder: Path, cache_dir: str | None, stats_dict: dict | None, estimates: bool):
     """A split as its files hold it, or normalized with `stats_dict`; module-level, so that
-    another process can read it while this one imports TensorFlow.
-    """
+    another process can read it while this one imports TensorFlow."""
     from baselines.tiles.data import load_split
     from baselines.tiles.features import FeatureStats
 
@@ -245,8 +244,7 @@ class TileTask(Task):
 
     def evaluate(self, args: TrainArgs, model, loaded: Loaded, record, progress: bool, log):
         """Top-K errors of the validation (and labelled test) kernels over all their configs:
-        the record's fields and the test scores (predictions with `--test_mode=predictions`).
-        """
+        the record's fields and the test scores (predictions with `--test_mode=predictions`)."""
         from baselines.core import metrics
         from baselines.tiles.predict import ConfigScorer
 
