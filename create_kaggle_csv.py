@@ -2,35 +2,26 @@
 """Puts tile and layout predictions into the Kaggle submission format, joined by ID.
 
 Reads one or more predictions CSVs (`ID,TopConfigs`; `--inputcsv a.csv,b.csv`:
-the tile CSV of tiles_gen_predictions_csv.py and one per layout collection, rows
-`layout:<source>:<search>:<stem>` listing every configuration index, fastest
-first) and the Kaggle sample submission, and writes every sample row in the
-sample's order with its ranking. A collection no input has (tile predictions
-only: the four layout collections) gets dummy rows (tile `0;1;2;3;4`, layout
-rows the sample's own), counted per collection in the summary line;
-`--no_dummy_rows` refuses it instead. Refused in one line: an ID in two
-inputs, an ID the sample does not list, a CSV without rows, and a collection an
-input covers only in part (a CSV missing test files); `--allow_missing` gives
-those missing rows dummy rankings too. A layout row must be a permutation of its
-test file's configurations, 0..c-1, c read from
-`<layout_root>/<source>/<search>/test/<stem>.npz`; without the file (said in one
-line, with the count) it must be a permutation of 0..len-1.
+the tile CSV of tiles_gen_predictions_csv.py and one per layout collection,
+every configuration index fastest first) and the Kaggle sample submission, and
+writes every sample row in the sample's order with its ranking. A collection no
+input has gets dummy rows (tile `0;1;2;3;4`, layout the sample's own), counted
+in the summary line; `--no_dummy_rows` refuses it instead. Refused in one line:
+an ID in two inputs or not in the sample, a CSV without rows, and a collection
+an input covers only in part (`--allow_missing` gives those rows dummy rankings
+too). A layout row must be a permutation of 0..c-1, c read from
+`<layout_root>/<source>/<search>/test/<stem>.npz` (without the file, of 0..len-1).
 
 Without `--sample`, `sample_submission.csv` is looked for in `--data_root`, its
-parents up to four levels (for the default `~/data/tpugraphs/npz/tile/xla` that
-reaches `~/data/tpugraphs` and a Kaggle bundle root) and the current directory.
-When `--data_root` is left at its default and nothing is there (the course's
-toy path: train with --toy_data before downloading anything), the IDs come from
-the bundled toy set's test files, said in a TOY DATA line first and last.
-Otherwise, with no sample, the script refuses and names what works: the Kaggle
-CLI line that gets it, `--sample`, or `--allow_missing`, the explicit way to
-build a partial file from the downloaded test splits: tile
-`<data_root>/test/*.npz`, layout `<layout_root>/<source>/<search>/test`
-(layout rows without predictions get the dummy `0;1;2;3;4`; without layout
-folders the file has no layout rows and Kaggle will not accept it).
+parents up to four levels and the current directory. With `--data_root` at its
+default and nothing there, the IDs come from the bundled toy set's test files
+(a TOY DATA line first and last). Otherwise the script refuses and names what
+works: the Kaggle CLI line, `--sample`, or `--allow_missing`, which takes the
+IDs from the test splits (`<data_root>/test/*.npz`,
+`<layout_root>/<source>/<search>/test`; without layout folders there are no
+layout rows and Kaggle will not accept the file).
 
-Any error prints one line and exits with status 2; no output file is written
-(an existing one is left as it was).
+Any error prints one line and exits with status 2; no output file is written.
 """
 
 from __future__ import annotations
@@ -102,11 +93,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def sample_search_dirs(data_root: Path) -> list[Path]:
-    """Directories searched for sample_submission.csv, in order, without repeats.
-
-    `data_root`, its parents up to `SAMPLE_SEARCH_DEPTH` levels (never the
-    filesystem root), then the current directory.
-    """
+    """`data_root`, its parents up to `SAMPLE_SEARCH_DEPTH` levels (never the filesystem
+    root), then the current directory, without repeats."""
     parents = [p for p in list(data_root.parents)[:SAMPLE_SEARCH_DEPTH] if p != Path(p.anchor)]
     result: list[Path] = []
     for d in (data_root, *parents, Path.cwd()):
@@ -118,13 +106,11 @@ def sample_search_dirs(data_root: Path) -> list[Path]:
 def resolve_sample(
     args: argparse.Namespace, data_root: Path, layout_root: Path, log
 ) -> tuple[list[tuple[str, str]], str, Path | None]:
-    """Returns the sample rows, where they came from (for the summary), the sample file.
+    """The sample rows, where they came from (for the summary) and the sample file.
 
-    In order: `--sample`; a sample_submission.csv beside the data; when
-    `--data_root` was left at its default and nothing is there, the bundled
-    toy set's test folder (the course's toy path; said in a TOY DATA line);
-    with `--allow_missing`, the test folders. Otherwise the error names every
-    option that works from here.
+    In order: `--sample`; a sample_submission.csv beside the data; the bundled toy
+    set's test folder when `--data_root` is at its default and missing; with
+    `--allow_missing`, the test folders. Otherwise the error names every option.
     """
     if args.sample is not None:
         sample = Path(args.sample).expanduser()

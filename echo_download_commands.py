@@ -4,10 +4,9 @@
     python echo_download_commands.py | bash          # tile:xla into ~/data/tpugraphs
     python echo_download_commands.py --collections all --dest /data/tpugraphs
 
-Each tar is fetched only when it is not already present, then untarred into
-`<dest>/npz/...` (tile: `<dest>/npz/tile/xla/{train,valid,test}`). The
-alternative is the Kaggle "predict-ai-model-runtime" bundle, which holds the same
-files plus sample_submission.csv.
+Each tar is fetched unless present, then untarred into `<dest>/npz/...`. The
+Kaggle "predict-ai-model-runtime" bundle holds the same files plus
+sample_submission.csv.
 """
 
 from __future__ import annotations

@@ -5,26 +5,22 @@
     python kaggle_submission.py --toy_data=True --seeds=2 --epochs=2 --out out/kaggle_toy
     python kaggle_submission.py --collections=tile:xla,layout:xla:default --seeds=1
 
-Trains each collection's candidate recipes (--tile_candidates and
---layout_candidates: baseline and recommended by default) with seeds 0..N-1,
-scores every candidate's seed ensemble and the blend of all on the whole
-validation split, and submits the recommended recipe unless another option
-beats it by more than two standard errors of the paired per-kernel or per-graph
-difference (test labels are never read). The five predictions CSVs are joined
-into `<out>/predictions_kaggle.csv` (never a dummy row); `<out>/report.md` says
-per collection what was chosen and why, with each option's validation figure
-per seed, its paired difference and a figure per item, and the time and peak
-memory of every step. The data root holds `npz/tile/xla` and `npz/layout`, as
-echo_download_commands.py unpacks them; a collection whose files are missing is
-named, with the command that downloads it, before anything runs.
+Trains each collection's candidate recipes (baseline and recommended by default)
+with seeds 0..N-1, scores every candidate's seed ensemble and the blend of all
+on the whole validation split, and submits the recommended recipe unless another
+option beats it by more than two standard errors of the paired per-kernel or
+per-graph difference (test labels are never read). The five CSVs are joined into
+`<out>/predictions_kaggle.csv` (never a dummy row); `<out>/report.md` says per
+collection what was chosen and why, and the time and peak memory of every step.
+The data root holds `npz/tile/xla` and `npz/layout` (echo_download_commands.py);
+missing files are named, with their download command, before anything runs.
 
-A rerun reuses every finished step (a training by its run hash), so after
-completion it trains nothing and rewrites nothing, and a killed job resumes
-where it stopped. Flags not listed here are Apache Beam pipeline options: the
-local runner (the default) runs as many worker processes as the machine's cores
-and memory allow (--direct_num_workers to choose); --runner=FlinkRunner,
-SparkRunner or DataflowRunner with that runner's options runs the same pipeline
-on a cluster (docs/usage.md).
+A rerun reuses every finished step, so after completion it trains nothing and
+rewrites nothing, and a killed job resumes where it stopped. Other flags are
+Apache Beam pipeline options: the local runner (the default) runs as many worker
+processes as cores and memory allow (--direct_num_workers to choose);
+--runner=FlinkRunner, SparkRunner or DataflowRunner runs it on a cluster
+(docs/usage.md).
 """
 
 from __future__ import annotations

@@ -5,14 +5,12 @@
         --flagfile=configs/layout/baseline.flags --out_dir=out/layout_seeds
     python layout_beam_experiments.py --sweep=my_sweep.json --epochs=3 --out_dir=out/layout_sweep
 
-The twin of `tiles_beam_experiments.py` (the same machinery, flags and
-summary) for `layout_train.py`: every `layout_train.py` flag given here
-(`--flagfile` included) overrides that flag in every run; other flags go to
-Apache Beam (`--runner` and its options; locally two worker processes). Each
-run trains as `layout_train.py` would (same files, same hash); a failed run is
-reported and the sweep goes on. At the end `sweep_summary.csv` and
-`sweep_summary.md` are written to `--out_dir`: the runs by validation Kendall's
-tau (higher first), the failures, and the `layout_gen_predictions_csv.py`
+The twin of `tiles_beam_experiments.py` for `layout_train.py`: every
+`layout_train.py` flag given here (`--flagfile` included) overrides that flag in
+every run; other flags go to Apache Beam (locally two worker processes). Each
+run trains as `layout_train.py` would; a failed run is reported and the sweep
+goes on. `sweep_summary.csv` and `.md` in `--out_dir` list the runs by
+validation Kendall's tau, the failures, and the `layout_gen_predictions_csv.py`
 command that ensembles the best `--ensemble_top` runs of the best run's
 collection. Exit status 1 if a run failed.
 """

@@ -3,15 +3,12 @@
 
     python layout_gen_predictions_csv.py --dir ~/out/tpugraphs_layout/model_<hash>
 
-Rebuilds the model class named in the run record (`model_<hash>/run.jsonz`),
-copies the saved weights in, reads `<data_root>/<source>/<search>/test` of that
-run (pruned as in training, every configuration kept; through a memory-mapped
-cache in `--cache_dir` when given), scores all
-configurations in chunks and writes one row per test file,
-`layout:<source>:<search>:<file stem>`, listing every configuration index,
-fastest (lowest score) first, equal scores in file order. `--dir a,b` ranks
-with an ensemble: the mean of each model's per-graph standardized scores (all
-of one source and search).
+Rebuilds the run's model, reads `<data_root>/<source>/<search>/test` (pruned as
+in training, every configuration kept; cached in `--cache_dir` when given) and
+writes one row per test file, `layout:<source>:<search>:<file stem>`, listing
+every configuration index fastest (lowest score) first, ties in file order.
+`--dir a,b` ranks with an ensemble: the mean of each model's per-graph
+standardized scores (all of one source and search).
 """
 
 from __future__ import annotations

@@ -6,14 +6,11 @@
 
 Reads `<data_root>/<source>/<search>/{train,valid}` (duplicates dropped, at most
 `--max_configs` per graph, pruned to `--prune_hops` hops around the configurable
-nodes; through a memory-mapped cache in `--cache_dir` when given), trains with
-`baselines.layout.task.train` (as `tiles_train.py` calls the tile one) and writes
-`model_<hash>/` (the Keras SavedModel and a copy of the run record), `run_<hash>.jsonz`
-and `tb_<hash>/` (TensorBoard, written after every epoch: learning rate,
-losses, OPA, validation Kendall tau) into `--out_dir`. While training,
-`backup_<hash>/` holds the last finished epoch: the same command started again
-after a crash resumes there. `--strategy` as for tiles_train.py. The default
-data root is the bundled synthetic TOY set.
+nodes; cached in `--cache_dir` when given) and writes `model_<hash>/`,
+`run_<hash>.jsonz` and `tb_<hash>/` (TensorBoard) into `--out_dir`. While
+training, `backup_<hash>/` holds the last finished epoch: the same command
+started again after a crash resumes there. The default data root is the bundled
+synthetic TOY set.
 """
 
 from __future__ import annotations

@@ -7,13 +7,12 @@
     python tiles_beam_experiments.py --sweep=paper --runner=FlinkRunner --flink_master=host:8081
 
 Every `tiles_train.py` flag given here (`--flagfile` included) overrides that
-flag in every run. Other flags go to Apache Beam (`--runner` and its options);
-without `--runner` the sweep runs on Beam's local runner in multi-processing
-mode (`--direct_num_workers=2 --direct_running_mode=multi_processing`). Each
-run trains as `tiles_train.py` would; a failed run is reported and the sweep
-goes on. At the end `sweep_summary.csv` and `sweep_summary.md` are written to
-`--out_dir`: the runs by validation top-5 error, the failures, and the command
-that ensembles the best `--ensemble_top` runs. Exit status 1 if a run failed.
+flag in every run; other flags go to Apache Beam (without `--runner`, the local
+runner with two worker processes). Each run trains as `tiles_train.py` would; a
+failed run is reported and the sweep goes on. `sweep_summary.csv` and `.md` in
+`--out_dir` list the runs by validation top-5 error, the failures, and the
+command that ensembles the best `--ensemble_top` runs. Exit status 1 if a run
+failed.
 """
 
 from __future__ import annotations

@@ -3,13 +3,10 @@
 
     python tiles_evaluate.py --dirs out/model_<h1>,out/model_<h2>,out/model_<h3>
 
-Prints top-1/5/10 error, Kaggle score and OPA per benchmark (program) for each
-model and, with two or more models, for their ensemble (the mean of per-kernel
-standardized scores, as `tiles_gen_predictions_csv.py --dir a,b` ranks), and
-writes the table as `<output>.md` and `<output>.csv`, with two figures:
-`<output>_per_program.png` (top-1/5/10 error per program, every model and the
-ensemble) and `<output>_pred_vs_true.png` (scores against runtimes, of the
-ensemble, or of the one model).
+Prints top-1/5/10 error, Kaggle score and OPA per program for each model and,
+with two or more, their ensemble (the mean of per-kernel standardized scores),
+and writes the table as `<output>.md` and `.csv` with the figures
+`<output>_per_program.png` and `<output>_pred_vs_true.png`.
 """
 
 from __future__ import annotations

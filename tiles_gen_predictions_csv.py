@@ -3,14 +3,11 @@
 
     python tiles_gen_predictions_csv.py --dir ~/out/tpugraphs_tiles/model_<hash>
 
-Rebuilds the model class named in `run_<hash>.jsonz` beside the model folder,
-copies the saved weights in, normalizes features with the statistics saved in
-the run (train and valid are never loaded to predict test) and writes the five
+Rebuilds the run's model, normalizes features with the statistics saved in the
+run (train and valid are never loaded to predict test) and writes the five
 predicted-fastest configurations of every kernel. `--split valid` also prints
-top-1/5/10 errors and the Kaggle score, overall and per program.
-
-`--dir a,b,c` ranks with an ensemble: the mean of each model's per-kernel
-standardized scores (models of any classes).
+top-1/5/10 errors and the Kaggle score. `--dir a,b,c` ranks with an ensemble:
+the mean of each model's per-kernel standardized scores.
 """
 
 from __future__ import annotations

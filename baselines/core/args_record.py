@@ -35,10 +35,8 @@ class ArgsRecord:
         return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
 
     def parse_optional_ints(self, *names: str) -> None:
-        """Sets each named field from its flag text: None ("" or "none") or an integer.
-
-        Flags arrive as text; anything else is refused in one line naming the flag.
-        """
+        """Sets each named field from its flag text: None ("" or "none") or an integer;
+        anything else is refused in one line naming the flag."""
         for name in names:
             value = getattr(self, name)
             if not isinstance(value, str):
@@ -140,12 +138,8 @@ class TrainingArgs(ArgsRecord):
 
 
 def check_training_flags(args: Any) -> None:
-    """The checks every collection's training flags share, one line per problem.
-
-    `configs` must be at least 2: one configuration per graph has no pair to
-    order, so the ranking losses are constant and OPA is 0. The model kwargs'
-    names are checked when the model is built.
-    """
+    """The checks every collection's training flags share, one line per problem; `configs`
+    must be at least 2 (one per graph has no pair to order: constant loss, OPA 0)."""
     from baselines.core.loss_spec import parse_losses
 
     parse_losses(args.losses)

@@ -1,9 +1,8 @@
 """The conductor: one training run of any collection, from its flags to its saved files.
 
-`train_run` is handed a collection's task (`Task`), which reads the data,
-batches it, builds the model and evaluates it; the conductor does what every
-run does alike: checks the flags before any data is read, names the run,
-fits the model (through `core.runner.fit_run`) and saves it with its record.
+A collection's `Task` reads, batches, builds and evaluates; `train_run` does what
+every run does alike: checks the flags before any data is read, names the run,
+fits it (`core.runner.fit_run`) and saves it with its record.
 """
 
 from __future__ import annotations
@@ -64,11 +63,9 @@ def _claimed_identities(out_dir: Path, run_hash: str) -> list[str | None]:
 def choose_run_hash(args: Any, out_dir: Path, loaded: Loaded) -> tuple[str, str]:
     """The hash that names this run's files, and why when it is not `args.run_hash()`.
 
-    The args' hash while the files under it are of the same data (or there
-    are none yet): a rerun on the same data replaces or resumes its run. When
-    they hold another or unknown data set's run, or when the toy set stands in
-    for a missing data root, the data identity joins the args in the hash, so
-    runs on different data never share a model, run file or TensorBoard folder.
+    When the files under the args' hash hold another or unknown data set's run, or
+    the toy set stands in for a missing root, the data identity joins the hash, so
+    runs on different data never share files; on the same data a rerun resumes.
     """
     base = args.run_hash()
     if loaded.identity is None:
@@ -129,14 +126,9 @@ def fit_model(
     progress: str | None = None,
     log: Callable[[str], None] = print,
 ) -> Fitted:
-    """Fits `model` (default: the task builds it under the strategy's scope) on `loaded`.
-
-    What the fit is handed, in one place: the trainer builder (the task's model,
-    loss and optimizer), the task's batches and callbacks, the plan (epochs,
-    validation, early stopping, averaging) and the run's files. The model's
-    variables are created under the strategy's scope, after the seeds are set:
-    pass an unbuilt model.
-    """
+    """Fits `model` (default: the task builds it) on `loaded`, with the task's batches and
+    callbacks and the run's plan and files. Its variables are made under the
+    strategy's scope after the seeds are set: pass an unbuilt model."""
     configs = capped_configs(args.configs, task.most_configs(loaded), task.unit, log)
     train_batches, val_batches = task.batches(args, loaded, configs, strategy.num_replicas_in_sync)
     steps = train_batches.steps
@@ -177,11 +169,9 @@ def train_run(
 ) -> dict[str, Any]:
     """Trains, evaluates and saves one run of `task`; returns its run record.
 
-    Writes `model_<hash>/`, `run_<hash>.jsonz` and `tb_<hash>/` into
-    `args.out_dir`. A run killed mid-training resumes at its last finished
-    epoch when started again with the same arguments (`backup_<hash>/`).
-    Under multi-worker training only the chief evaluates and writes files; the
-    other workers return a record without evaluations (`"chief": False`).
+    Writes `model_<hash>/`, `run_<hash>.jsonz` and `tb_<hash>/` into `args.out_dir`;
+    a killed run resumes from `backup_<hash>/` with the same arguments. Under
+    multi-worker training only the chief evaluates and writes (`"chief": False`).
     """
     task.check(args, log)
     strategy = strategy or tf.distribute.get_strategy()

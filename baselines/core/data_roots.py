@@ -1,11 +1,10 @@
 """Which data root a script reads, for every collection and the job, and the toy-data banner.
 
-Training takes `--data_root` as given (`training_root`); only the bundled toy
-set stands in for a missing root, and only when the flag kept its default.
-Ranking and evaluation may also take the root a run was trained on
-(`ranking_root`). Whenever the root read is the bundled toy set, the banner
-(`toy_banner`) says so, first and last. No TensorFlow and no numpy here: the
-tile ranking picks its root and starts reading before TensorFlow loads.
+Training takes `--data_root` as given (`training_root`); the bundled toy set
+stands in for a missing root only when the flag kept its default. Ranking may
+also take the root a run was trained on (`ranking_root`). Reading the toy set is
+said first and last (`toy_banner`). No TensorFlow or numpy: the tile ranking
+picks its root before TensorFlow loads.
 """
 
 from __future__ import annotations
@@ -21,12 +20,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 @dataclasses.dataclass(frozen=True)
 class DataPlace:
-    """Where a collection's data lives.
-
-    `default`: the `--data_root` default; `toy`: the bundled synthetic toy set;
-    `holds`: what a root holds, for messages (e.g. "train/ valid/ test/");
-    `unit`: what the toy set's results say nothing about ("kernels", "programs").
-    """
+    """Where a collection's data lives: the `--data_root` default, the bundled `toy` set,
+    what a root `holds` and the `unit` toy results say nothing about (for messages)."""
 
     default: str
     toy: Path
@@ -56,11 +51,8 @@ def training_root(
     place: DataPlace, flag: str, log: Callable[[str], None] = print
 ) -> tuple[Path, bool, bool]:
     """(the root to train on, whether it is the toy set, whether it stands in for a missing
-    default); the banner is said through `log` when the toy set is read.
-
-    Any missing folder but the default is a mistyped flag, refused: training on
-    toy data by accident is worse than stopping.
-    """
+    default), the banner said through `log`. Any other missing folder is refused:
+    training on toy data by accident is worse than stopping."""
     root = place.expand(flag)
     if root.is_dir():
         if place.is_toy(root):
@@ -79,11 +71,8 @@ def training_root(
 def ranking_root(
     place: DataPlace, flag: str | None, run_root: str | None
 ) -> tuple[Path, str, str | None]:
-    """(the root to rank or evaluate, where that choice came from, the banner or None).
-
-    An explicit `--data_root` must exist; without it, the root the run was
-    trained on, then the default download location, then the bundled toy set.
-    """
+    """(the root to rank or evaluate, where that choice came from, the banner or None): an
+    explicit `--data_root` that exists, else the run's root, the default, the toy set."""
     if flag is not None:
         root = Path(flag).expanduser()
         if not root.is_dir():

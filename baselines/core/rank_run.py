@@ -1,13 +1,10 @@
 """Ranking and evaluating saved runs of any collection: one driver, handed the collection's hooks.
 
-`rank_run(hooks, request)` writes the `ID,TopConfigs` rows of a split;
-`evaluate_run(hooks, request)` writes a labelled split's tables and figures.
-Both read the runs' records first (without TensorFlow: a bad `--dir` list is
-refused before any data is read), choose the data root (`core.data_roots`),
-score every configuration with each model, combine several models into their
-ensemble (the mean of per-kernel or per-graph z-scores, `core.ranking`) and
-refuse non-finite scores in one line. The collection says how its runs are
-read and its data scored (`RankingHooks`).
+`rank_run` writes the `ID,TopConfigs` rows of a split, `evaluate_run` a labelled
+split's tables and figures. Both read the run records first (without TensorFlow:
+a bad `--dir` list is refused before any data is read), score with each model,
+combine several into their ensemble (the mean of per-item z-scores) and refuse
+non-finite scores in one line; `RankingHooks` are the collection's part.
 """
 
 from __future__ import annotations
@@ -29,14 +26,10 @@ Models = list[tuple[Path, dict[str, Any]]]
 
 @dataclasses.dataclass(frozen=True)
 class Request:
-    """What a rank or evaluate command asks for (its flags).
-
-    `dirs`: comma-separated model folders (`flag` names them in messages);
-    `top`: configurations per row (None: all); `options`: the collection's own
-    flags (e.g. layout's evaluation subsets); `groups`: named groups of the
-    model folders (e.g. each candidate recipe's seeds), each evaluated as its
-    own ensemble beside the blend of all (`<output>_items.csv`).
-    """
+    """A rank or evaluate command's flags: `dirs` comma-separated model folders (`flag`
+    names them), `top` configurations per row (None: all), `options` the collection's
+    own flags, `groups` named groups of the folders (e.g. a recipe's seeds), each
+    evaluated as its own ensemble beside the blend of all (`<output>_items.csv`)."""
 
     dirs: str
     split: str

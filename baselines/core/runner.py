@@ -1,9 +1,8 @@
 """Fits a ranking trainer a collection hands over, the same way for every collection.
 
-`fit_run` builds none of the trainer, batches or metric callbacks; it owns
-what every run does alike: determinism, tf.distribute, resumable early
-stopping on validation OPA, TensorBoard scalars, timings, the progress bar
-and the lines a run logs about how it ended.
+`fit_run` owns what every run does alike (determinism, tf.distribute, resumable
+early stopping on validation OPA, TensorBoard, timings, the progress bar and the
+closing log lines); the collection builds the trainer, batches and callbacks.
 """
 
 from __future__ import annotations
@@ -39,13 +38,10 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
 
     Keras 2 restores the best weights only when it stops early; here a run that
     uses all its epochs ends on them too. The state is written to `state_dir`
-    after every epoch, before `BackupAndRestore` backs up the model, so a
-    resumed run ends exactly as an uninterrupted one. Only the chief writes;
-    every worker reads (the backup folder is shared, as Keras' own is).
-
-    With `average_from` (an epoch counted from 1), the run ends instead on the
-    mean of the weights of every epoch from that one on (stochastic weight
-    averaging); a run that stops before that epoch ends on the best weights.
+    after every epoch, before `BackupAndRestore` backs up the model, so a resumed
+    run ends exactly as an uninterrupted one; only the chief writes. With
+    `average_from` (an epoch from 1) the run ends instead on the mean weights of
+    every epoch from that one on (or on the best, if it stops before).
     """
 
     def __init__(
@@ -65,30 +61,27 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
         # Log keys a callback listed before this one adds, e.g. "val_kendall_tau".
         self.extra_curve = tuple(extra_curve)
         self.average_from = average_from
-        self.curve: dict[str, list] = self._empty_curve()
-        self._first_epoch: int | None = None
-        self._already_stopped = False
-        self.last_validated = -1
-        self.averaged_epochs = 0
-        self._mean_weights: list[np.ndarray] | None = None
+        self._reset()
 
     def on_train_begin(self, logs=None) -> None:
         super().on_train_begin(logs)
-        self.curve = self._empty_curve()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.curve: dict[str, list] = {k: [] for k in CURVE_KEYS + self.extra_curve}
         self._first_epoch = None
         self._already_stopped = False
         self.last_validated = -1
         self.averaged_epochs = 0
-        self._mean_weights = None
+        self._mean_weights: list[np.ndarray] | None = None
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
         if self._first_epoch is None:
             self._first_epoch = epoch
             if epoch > 0:
                 self._load(epoch - 1)
-                # Killed after deciding to stop but before the end of `fit`:
-                # Keras runs one more step before it looks; the best weights
-                # are restored at the end all the same, and nothing is recorded.
+                # Killed after deciding to stop but before `fit` ended: Keras runs
+                # one more step before it looks; nothing of it is recorded.
                 self._already_stopped = self.stopped_epoch > 0
                 self.model.stop_training = self._already_stopped
 
@@ -114,8 +107,7 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
             self._save(epoch)
 
     def _add_to_mean(self, weights: list[np.ndarray]) -> None:
-        # A running mean in float64: the n-th epoch's weights move it by 1/n of
-        # their distance, so no sum of many epochs' weights is ever held.
+        # A running mean in float64, so no sum of many epochs' weights is held.
         self.averaged_epochs += 1
         if self._mean_weights is None:
             self._mean_weights = [np.asarray(w, np.float64) for w in weights]
@@ -135,9 +127,6 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
             )
         elif self.best_weights is not None:
             self.model.set_weights(self.best_weights)
-
-    def _empty_curve(self) -> dict[str, list]:
-        return {k: [] for k in CURVE_KEYS + self.extra_curve}
 
     def _path(self, epoch: int) -> Path:
         return self.state_dir / f"early_stopping_{epoch}.npz"
@@ -202,8 +191,8 @@ class FitPlan:
 
 @dataclasses.dataclass(frozen=True)
 class FitCallbacks:
-    """A task's callbacks: `first` add to an epoch's logs (under the keys `extra_curve`
-    names) before early stopping and TensorBoard read them; `last` come after."""
+    """`first` add to an epoch's logs (the keys `extra_curve` names) before early stopping
+    and TensorBoard read them; `last` come after."""
 
     first: Sequence[tf.keras.callbacks.Callback] = ()
     extra_curve: Sequence[str] = ()
@@ -212,12 +201,9 @@ class FitCallbacks:
 
 @dataclasses.dataclass(frozen=True)
 class RunFiles:
-    """Where a fit writes; None leaves that out.
-
-    `backup_dir`: the per-epoch backup (Keras' `BackupAndRestore` in `keras/`
-    and the early-stopping state); one that exists is resumed from. `tb_dir`:
-    TensorBoard's logs, with `hparams`' session (the chief only).
-    """
+    """Where a fit writes (None: not at all): `backup_dir` the per-epoch backup (Keras'
+    in `keras/`, and the early-stopping state), resumed from if it exists; `tb_dir`
+    TensorBoard's logs, with `hparams`' session (the chief only)."""
 
     backup_dir: Path | None = None
     tb_dir: Path | None = None
@@ -259,12 +245,10 @@ def fit_run(
 ) -> FitResult:
     """Builds the trainer under `strategy`, fits it and says how the run ended.
 
-    `build_trainer` makes and compiles the `RankingTrainer`; the optimizer's
-    slots are made before the first step (slots made inside it would trace the
-    step a second time). Callbacks, in this order: the epoch timer,
-    `callbacks.first`, early stopping (its state reaches the disk before the
-    backup), the learning rate, TensorBoard, the backup, the HParams session,
-    `callbacks.last` and, with `progress` (its label), the progress bar.
+    The optimizer's slots are made before the first step (made inside it, they would
+    trace the step twice). Callbacks in order: the epoch timer, `callbacks.first`,
+    early stopping (its state reaches the disk before the backup), the learning
+    rate, TensorBoard, the backup, HParams, `callbacks.last`, the progress bar.
     """
     with strategy.scope():
         trainer = build_trainer()
@@ -294,8 +278,7 @@ def fit_run(
 
 
 def _file_callbacks(files: RunFiles, chief: bool, log: Callable[[str], None]) -> list:
-    """TensorBoard (before the backup, after the learning rate it writes), the backup, and
-    the HParams session."""
+    """TensorBoard (after the learning rate it writes), the backup, the HParams session."""
     found: list[tf.keras.callbacks.Callback] = []
     if files.tb_dir is not None:
         found.append(
@@ -325,8 +308,7 @@ def _fit_writing(trainer, batches, plan: FitPlan, strategy, callbacks, files: Ru
             verbose=0,
         )
     except (OSError, tf.errors.OpError) as e:
-        # TensorBoard's writer and the backup report a full disk as
-        # ResourceExhaustedError; running out of (GPU) memory is not a write.
+        # A full disk can be ResourceExhaustedError; running out of memory is not a write.
         folders = [d for d in (files.tb_dir, files.backup_dir) if d is not None]
         if write_failure_kind(e) is None or not folders:
             raise

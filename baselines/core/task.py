@@ -1,7 +1,6 @@
 """What a collection hands the conductor (`core/conductor.py`): a task, and the data it read.
 
-No TensorFlow at import: a collection's task module is imported by entry
-scripts before TensorFlow, so a task imports the modules of its hooks in them.
+No TensorFlow at import: entry scripts import a task module before TensorFlow.
 """
 
 from __future__ import annotations
@@ -19,12 +18,9 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class Loaded:
-    """A run's data as its task read it, and what the run record says of it.
-
-    `identity` names the data (None: the flags alone name the run);
-    `toy_fallback`: the bundled toy set stood in for a missing data root.
-    `notice` is said again when the run ends (the toy-data banner).
-    """
+    """A run's data as its task read it: `identity` names the data (None: the flags alone
+    name the run), `toy_fallback` the toy set stood in for a missing root, `notice` is
+    said again when the run ends (the toy-data banner)."""
 
     train: Any
     valid: Any
@@ -36,10 +32,7 @@ class Loaded:
 
 
 class Task(abc.ABC):
-    """What a collection hands the conductor: its data, batches, model and evaluation.
-
-    The hooks with a body have the defaults most collections want.
-    """
+    """What a collection hands the conductor; the hooks with a body are the usual defaults."""
 
     collection: str  # written into the run record: "tile" or "layout"
     unit: str  # what one ranked list is: "kernel" or "graph"
@@ -78,10 +71,8 @@ class Task(abc.ABC):
     def evaluate(
         self, args: Any, model: tf.keras.Model, loaded: Loaded, record: dict, progress: bool, log
     ) -> tuple[dict[str, Any], Any]:
-        """(the record's evaluation fields, with a `timings` dict; what `finish` needs).
-
-        `record` is the run's record so far: its fit (curve, best epoch, timings).
-        """
+        """(the record's evaluation fields, with a `timings` dict; what `finish` needs);
+        `record` is the run's record so far (curve, best epoch, timings)."""
 
     def schedule(
         self, args: Any, steps_per_epoch: int, log: Callable[[str], None]

@@ -1,21 +1,14 @@
 """Choosing a collection's option (a candidate recipe's seed ensemble, or the blend of all)
 on the validation split alone, with a noise rule.
 
-Every option is scored per validation item (a kernel for tile, a graph for
-layout): the item's Kaggle score for tile (2 - the best runtime among the
-predicted top 5 / the best runtime), Kendall's tau for layout; higher is
-better. An option is compared with the default (the recommended recipe) item
-by item: the mean of the paired differences and its standard error. Another
-option is chosen only when its mean difference is positive beyond `Z` standard
-errors; of several such, the one with the largest mean difference. Otherwise
-the default is kept, and the choice says whether validation could separate
-the options at all.
-
-Why paired and per item: identical reruns move a collection's mean validation
-figure by several hundredths, and items differ far more from one another than
-options do on the same item. Pairing removes the items' own difficulty, so
-the standard error is that of the options' difference; two of them keep a
-choice from following the noise of a small validation split. numpy only.
+Every option is scored per validation item (kernel or graph; higher is better):
+tile's Kaggle score (2 - best runtime among the predicted top 5 / best runtime),
+layout's Kendall's tau. Another option replaces the default (the recommended
+recipe) only when its mean paired difference from it is positive beyond `Z`
+standard errors; of several, the largest. Why paired: identical reruns move a
+mean validation figure by several hundredths and items differ far more than
+options do on one item, so pairing removes the items' difficulty and two
+standard errors keep the choice from following noise. numpy only.
 """
 
 from __future__ import annotations
@@ -75,11 +68,8 @@ def paired(option: Mapping[str, float], default: Mapping[str, float]) -> tuple[f
 
 
 def choose(per_item: Mapping[str, Mapping[str, float]], default: str = "recommended") -> Choice:
-    """The option to submit, from each option's validation figure per item.
-
-    `per_item[option][item]`: higher is better; nan where undefined (e.g. a
-    graph whose runtimes are all equal). `default` must be an option.
-    """
+    """The option to submit from `per_item[option][item]` (higher is better, nan where
+    undefined); `default` must be an option."""
     if default not in per_item:
         raise ValueError(f"the default option {default!r} is not among {sorted(per_item)}")
     comparisons = []

@@ -1,9 +1,7 @@
 """One collection as the runners (sweeps, the submission job) see it: a `CollectionSpec`.
 
-`tile_spec.TILE_XLA` is tile:xla's; `layout_spec.layout_collection(name)` makes
-each layout collection's. Everything the runners do differently per collection
-is a field here, so that they never ask which collection they run.
-Nothing here imports TensorFlow or Beam.
+Everything the runners do differently per collection is a field here, so they
+never ask which collection they run. No TensorFlow or Beam.
 """
 
 from __future__ import annotations
@@ -22,20 +20,12 @@ Result = Mapping[str, Any]  # a sweep's result of one run (`sweeps.run_one`)
 class CollectionSpec:
     """How the project's scripts train, evaluate and rank one collection, and summarize it.
 
-    The job: the training's flags are `--flagfile=<recipe>`, `data_flags`, the
-    job's own, `--seed`, `collection_flags`, `--out_dir` and `--cache_dir`. Its
-    data is `<data root>/<release_root>` (`toy_root` with the toy sets), its
-    train/valid/test folders `data_subdir` below. The report shows the
-    `report_metrics` columns of evaluation.csv's `overall_row` and the figure
-    `<evaluation>_<figure>.png`.
-
-    Sweeps: `metric_cells(result)` gives the values of `metric_columns` for a
-    trained run; `summarize(record)` turns a training function's run record
-    into those result fields plus `best_epoch` and `epochs_run`;
-    `sort_key(result)` orders trained runs best first; `done_line(result)` is
-    the log line of a trained run. `named_sweeps` are the `--sweep` names
-    besides `seeds`; `ensemble_key(result)`, when given, keeps the ensemble to
-    runs whose key is the best run's.
+    The job trains with `--flagfile=<recipe>`, `data_flags`, its own flags, `--seed`,
+    `collection_flags`, `--out_dir` and `--cache_dir`. Sweeps: `metric_cells(result)`
+    gives `metric_columns`' values, `summarize(record)` a run record's result fields
+    (with `best_epoch`, `epochs_run`), `sort_key` orders runs best first,
+    `done_line` logs one; `ensemble_key`, when given, keeps the ensemble to runs
+    whose key is the best run's.
     """
 
     name: str  # "tile:xla", "layout:nlp:default"; "layout": any layout collection (sweeps)

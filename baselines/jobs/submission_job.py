@@ -1,22 +1,14 @@
 """The whole Kaggle submission as one job: train every collection's seeds, rank, join, report.
 
-A job is planned from a data root, the collections and the number of seeds
-(`plan_job`) before anything runs. Its steps run the project's own scripts, each
-in a child process whose wall time and peak RSS are recorded:
-
-1. train: one recommended-recipe run per (collection, seed) (`tiles_train.py`,
-   `layout_train.py`);
-2. rank, per collection once its seeds are trained: the seeds and their ensemble
-   evaluated on the validation split (`*_evaluate.py`), then the test split ranked
-   by the ensemble (`*_gen_predictions_csv.py`);
-3. join: `create_kaggle_csv.py --no_dummy_rows` over the five CSVs, then `report.md`.
-
-Every step first looks for its own finished outputs (a run's files by its hash, a
-step's `.done.json` record naming its inputs) and then does nothing, so a rerun
-after completion trains nothing and rewrites nothing; a killed training resumes
-at its last epoch (the conductor's backups). What differs between collections is
-their spec (`jobs/collections.py`). `jobs/submission_pipeline.py` runs the steps
-as an Apache Beam pipeline. Nothing here imports TensorFlow or Beam.
+`plan_job` checks the whole job before anything runs. Each step runs a project
+script in a child process (wall time and peak RSS recorded): train one run per
+(collection, candidate, seed); rank, once a collection's seeds are trained (the
+options evaluated on validation, then test ranked by the chosen one); join
+(`create_kaggle_csv.py --no_dummy_rows`) and `report.md`. A step whose outputs
+are finished (a run by its hash, a step by its `.done.json` inputs) does
+nothing, so a rerun after completion rewrites nothing and a killed training
+resumes at its last epoch. `jobs/submission_pipeline.py` runs the steps on
+Beam; nothing here imports TensorFlow or Beam.
 """
 
 from __future__ import annotations
@@ -103,9 +95,8 @@ class Job:
         return c.data_flags(self.data_root, self.toy)
 
     def cache_flag(self, c: CollectionSpec) -> str:
-        """The job's own cache of loaded splits: each seed's training and the ranking read the
-        npz files of a collection once (caches are content-addressed, so concurrent writers
-        are safe)."""
+        """The job's cache of loaded splits, so each collection's npz files are read once
+        (content-addressed, so concurrent writers are safe)."""
         return f"--cache_dir={self.out / 'cache' / c.kind}"
 
 
@@ -217,10 +208,8 @@ def plan_job(
 
 
 def run_child(cmd: Sequence[str], log_path: Path, threads: int | None = None) -> dict[str, float]:
-    """Runs a script to completion, its output to `log_path`; its wall time and peak RSS.
-
-    A failure is a PipelineError with the child's last output line and the log's path.
-    """
+    """Runs a script, its output to `log_path`; its wall time and peak RSS. A failure is a
+    PipelineError with the child's last output line and the log's path."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if threads:
         env.update(TF_NUM_INTRAOP_THREADS=str(threads), TF_NUM_INTEROP_THREADS=str(threads))
@@ -266,12 +255,8 @@ def write_done(folder: Path, inputs: dict[str, Any], outputs: list[str], **facts
 
 
 def content_digest(paths: Sequence[Path]) -> str:
-    """sha256 over the names and bytes of `paths` and every file under those that are folders.
-
-    A step's inputs are known by their content, not their size or time: a re-ranked CSV
-    is a permutation of the same indices (the same length), and a retrained model folder
-    keeps its name.
-    """
+    """sha256 over the names and bytes of `paths` and the files under those that are folders:
+    a re-ranked CSV keeps its length and a retrained model folder its name."""
     digest = hashlib.sha256()
     for path in paths:
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
@@ -349,11 +334,8 @@ def train_step(
 def rank_step(
     job: Job, c: CollectionSpec, trained: dict[str, list[str]], threads: int | None, log: Log
 ):
-    """Evaluates every candidate's seed ensemble and their blend on the whole validation
-    split, chooses one on validation alone (`choice.choose`), then ranks test with it.
-
-    `trained`: {candidate name: its model folders}.
-    """
+    """Evaluates every candidate's seed ensemble and their blend on validation, chooses one
+    (`choice.choose`), then ranks test with it; `trained`: {candidate: model folders}."""
     step_dir = job.out / c.slug
     trained = {name: sorted(dirs) for name, dirs in trained.items()}
     every = sorted(d for dirs in trained.values() for d in dirs)

@@ -3,16 +3,13 @@
     Create (lane, (collection, seed)) -> GroupByKey(lane) -> train each
         -> GroupByKey(collection) -> evaluate + rank -> ToList -> join
 
-Each training is an element. A collection is ranked once all of its seeds are
-trained, and the join runs once every collection is ranked. Beam's local runner
-hands each worker a fixed share of a stage's keys, and a worker runs its share
-one element after another, so the trainings are first dealt into one lane per
-worker, longest first (`training_lanes`); elsewhere every training is a lane of
-its own and the runner spreads them. On the local runner the workers are processes of
-this machine, as many as its cores and memory allow (`local_workers`); on a
-portable runner (Flink, Spark, Dataflow) the same pipeline runs with that
-runner's standard options, the repository, the data and `--out` on storage every
-worker sees. Beam is imported only inside these functions.
+Beam's local runner hands each worker a fixed share of a stage's keys and runs
+it one element after another, so there the trainings are first dealt into one
+lane per worker, longest first (`training_lanes`); elsewhere every training is
+a lane of its own. The local workers are processes of this machine, as many as
+its cores and memory allow (`local_workers`); a portable runner (Flink, Spark,
+Dataflow) needs the repository, the data and `--out` on storage every worker
+sees. Beam is imported only inside these functions.
 """
 
 from __future__ import annotations
@@ -32,9 +29,8 @@ DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
 def training_lanes(runs: Sequence[tuple[CollectionSpec, int]], lanes: int) -> list[int]:
     """The lane of each run: longest first, each into the lane with the least work so far.
 
-    On 2 cores a recommended training (cold load included) takes about 26 min on tile:xla,
-    15 min on an nlp layout collection and 5 min on an xla one (docs/performance.md): the
-    collections' `training_weight`s 5, 3 and 1.
+    The collections' `training_weight`s 5, 3 and 1 are a recommended training's time on
+    2 cores: about 26 min on tile:xla, 15 on an nlp layout collection, 5 on an xla one.
     """
     load = [0.0] * lanes
     lane_of = [0] * len(runs)
@@ -57,8 +53,8 @@ def memory_gb() -> float:
 
 
 def local_workers(trainings: int, cores: int | None = None, mem_gb: float | None = None) -> int:
-    """Worker processes for the local runner: one per core, as many as memory holds trainings
-    of `TRAINING_BUDGET_GB`, no more than there are trainings, at least one.
+    """Local worker processes: one per core, as many as memory holds trainings of
+    `TRAINING_BUDGET_GB`, no more than there are trainings, at least one.
 
         local_workers(15, cores=2, mem_gb=24.0) == 2; local_workers(15, 8, 24.0) == 3
     """
@@ -70,9 +66,9 @@ def local_workers(trainings: int, cores: int | None = None, mem_gb: float | None
 def pipeline_options(beam_args: Sequence[str], trainings: int):
     """(PipelineOptions, runner, workers or None off the local runner, TF threads per child).
 
-    On the local runner, the workers are `local_workers` processes unless
-    --direct_num_workers says otherwise, and each child process gets the cores
-    shared among them; an option Beam does not know is refused there.
+    Locally the workers are `local_workers` processes unless --direct_num_workers
+    says otherwise, each child gets the cores shared among them, and an option Beam
+    does not know is refused.
     """
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -106,10 +102,8 @@ DASK_ARG = f"--runner={DASK_RUNNER}"
 
 
 def dask_options(beam_args: list[str]):
-    """Beam's DaskRunner options: one Dask partition per element (`--dask_partition_size=1`),
-    so that the cluster's workers share the trainings instead of one worker running a
-    partition of all of them; `--dask_client_address` names an existing scheduler (else
-    Dask starts a local cluster)."""
+    """Beam's DaskRunner options: one Dask partition per element, so the cluster's workers
+    share the trainings (`--dask_client_address` names a scheduler, else a local cluster)."""
     try:
         import distributed  # noqa: F401
     except ImportError:
@@ -126,11 +120,8 @@ def dask_options(beam_args: list[str]):
 
 
 def build_pipeline(pipeline, job: Job, threads: int | None, lanes: int | None = None) -> None:
-    """Adds the job's steps to a Beam pipeline (see the module docstring).
-
-    `lanes`: the local runner's workers; None: every training is an element of its own,
-    which a cluster runner places where it likes (on Dask, one partition each).
-    """
+    """Adds the job's steps to a Beam pipeline; `lanes`: the local runner's workers (None:
+    every training is an element of its own, placed where the runner likes)."""
     import apache_beam as beam
 
     by_name = {c.name: c for c in job.collections}
@@ -184,10 +175,8 @@ def build_pipeline(pipeline, job: Job, threads: int | None, lanes: int | None = 
 
 
 def run_pipeline(job: Job, beam_args: Sequence[str], log=print) -> str:
-    """Runs the job on Beam (said first through `log`); the runner's description.
-
-    A failed step ends the pipeline as one PipelineError; a rerun resumes it.
-    """
+    """Runs the job on Beam (said first through `log`); the runner's description. A failed
+    step ends the pipeline as one PipelineError; a rerun resumes it."""
     options, runner, workers, threads = pipeline_options(beam_args, len(job.runs()))
     where = runner
     if workers is not None:

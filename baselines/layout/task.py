@@ -1,8 +1,6 @@
-"""The layout task: the conductor's hooks (`LayoutTask`) and `train`, one run through them.
+"""The layout task: the conductor's hooks (`LayoutTask`), `LayoutRanking` and `train`.
 
-Its flags are `layout_args.LayoutTrainArgs`; `LayoutRanking` is what the ranking
-driver is handed. Nothing here imports TensorFlow at import time: the hooks
-import the modules they use.
+Its flags are `layout_args.LayoutTrainArgs`; no TensorFlow at import time.
 """
 
 from __future__ import annotations
@@ -120,11 +118,9 @@ class LayoutRanking(RankingHooks):
 class LayoutTask(Task):
     """A layout collection for the conductor (`core/conductor.py`): graphs ranked by tau.
 
-    Train and validation graphs are read as the run's args say (`load_train_graphs`);
-    a step draws `configs` configurations per graph, through one random segment of
-    `--keep_nodes` nodes. Validation adds Kendall's tau on its fixed sample to
-    every epoch's logs, and the final evaluation ranks every configuration of
-    every validation graph (`scoring.evaluate_graphs`).
+    A step draws `configs` configurations per graph through one random segment of
+    `--keep_nodes` nodes; validation adds Kendall's tau on its fixed sample to each
+    epoch's logs, and the final evaluation ranks every validation configuration.
     """
 
     collection, unit = "layout", "graph"
@@ -266,12 +262,8 @@ def load_train_graphs(
 def train(args: LayoutTrainArgs, *, strategy=None, progress: bool = False, log=print) -> dict:
     """Trains and saves one layout run as `layout_train.py` does; returns its run record.
 
-        record = train(LayoutTrainArgs(epochs=2, out_dir="out/layout"))
-        record["run_hash"], record["val"]["kendall_tau"]
-
-    `core.conductor.train_run` with the layout task: `model_<hash>/`,
-    `run_<hash>.jsonz` and `tb_<hash>/` in `args.out_dir`, resumable from
-    `backup_<hash>/`. A bad flag is a PipelineError (one line).
+    record = train(LayoutTrainArgs(epochs=2, out_dir="out/layout"))
+    record["run_hash"], record["val"]["kendall_tau"]
     """
     from baselines.core.conductor import train_run
 

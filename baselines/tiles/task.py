@@ -1,7 +1,6 @@
 """The tile:xla task: the conductor's hooks (`TileTask`) and `train`, one run through them.
 
-Its flags are `tile_args.TrainArgs`. Nothing here imports TensorFlow at import
-time: the hooks import the modules they use.
+Its flags are `tile_args.TrainArgs`; no TensorFlow at import time.
 """
 
 from __future__ import annotations
@@ -33,12 +32,9 @@ def program_balanced_weights(split: TileSplit) -> np.ndarray:
 def config_count_weights(split: TileSplit) -> np.ndarray:
     """Per-kernel sampling probabilities proportional to the square root of its configs.
 
-    A step sees `--configs` of a kernel's configurations, so under uniform
-    sampling a kernel of 3000 is seen as often as one of 100 and most of its
-    configurations are rarely compared. Proportional to the count, every
-    configuration would be seen alike, but small kernels, which count as much
-    in the top-K error, would be drawn 30 times less; the square root is
-    between the two.
+    Uniform sampling rarely compares most configurations of a kernel of 3000; in
+    proportion to the count, small kernels (which weigh as much in the top-K error)
+    would be drawn 30 times less; the square root is between the two.
     """
     weights = np.sqrt(split.num_configs.astype(np.float64))
     return weights / weights.sum()
@@ -54,11 +50,8 @@ def sampling_weights(args: TrainArgs, split: TileSplit) -> np.ndarray | None:
 
 
 def read_split(folder: Path, cache_dir: str | None, stats_dict: dict | None, estimates: bool):
-    """A split as its files hold it, or normalized with the statistics `stats_dict`.
-
-    Module-level, so that another process can read the split while this one
-    imports TensorFlow and rebuilds the models.
-    """
+    """A split as its files hold it, or normalized with `stats_dict`; module-level, so that
+    another process can read it while this one imports TensorFlow."""
     from baselines.tiles.data import load_split
     from baselines.tiles.features import FeatureStats
 
@@ -71,9 +64,8 @@ def read_split(folder: Path, cache_dir: str | None, stats_dict: dict | None, est
 class TileRanking(RankingHooks):
     """tile:xla for the ranking driver (`core/rank_run.py`): kernels, scored by `SavedRanker`.
 
-    The split is read in another process while this one imports TensorFlow,
-    rebuilds the models and traces their scoring functions (all of which hold
-    the GIL most of the time); with one model the split is also normalized there.
+    The split is read (and, with one model, normalized) in another process while this
+    one imports TensorFlow and rebuilds the models, which hold the GIL most of the time.
     """
 
     place, unit = TILE_PLACE, "kernel"
@@ -155,11 +147,9 @@ class TileRanking(RankingHooks):
 class TileTask(Task):
     """tile:xla for the conductor (`core/conductor.py`): kernels ranked by top-K error.
 
-    Splits are normalized with statistics fitted on train only, and a run is
-    named with its data's identity when its files hold another data set's run.
-    The final evaluation scores every configuration of every validation and
-    test kernel: test errors with `--test_mode=metrics` (labelled test data),
-    else the results CSV of the test kernels' top 5.
+    Splits are normalized with statistics fitted on train only; a run is named with
+    its data's identity when its files hold another data set's run. The final
+    evaluation scores every configuration of every validation and test kernel.
     """
 
     collection, unit = "tile", "kernel"
@@ -253,11 +243,8 @@ class TileTask(Task):
         return "-".join(p for p in (args.model, args.run_id, run_hash[:8]) if p)
 
     def evaluate(self, args: TrainArgs, model, loaded: Loaded, record, progress: bool, log):
-        """Top-K errors of the validation (and labelled test) kernels, over all their configs.
-
-        Returns the record's fields and the test scores. Test predictions only
-        with `--test_mode=predictions` (NaN or infinite scores refused).
-        """
+        """Top-K errors of the validation (and labelled test) kernels over all their configs:
+        the record's fields and the test scores (predictions with `--test_mode=predictions`)."""
         from baselines.core import metrics
         from baselines.tiles.predict import ConfigScorer
 
