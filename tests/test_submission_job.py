@@ -476,6 +476,7 @@ def test_an_option_beyond_the_noise_on_validation_is_submitted_and_reported(two_
     path, _ = job_lib.write_report(job, wall_s=1.0, where="stub")
     section = path.read_text().split("## tile:xla\n", 1)[1].split("\n## ", 1)[0]
     assert "Submitted: **baseline**." in section
+    assert "| option | Kaggle score (2 - top-5 best / best runtime) per seed |" in section
     row = next(line for line in section.splitlines() if line.startswith("| baseline |"))
     assert "| +0.1000 | 0.0082 | 4 | yes |" in row
     assert "| train tile:xla baseline seed 1 |" in path.read_text()

@@ -59,6 +59,7 @@ class CollectionSpec:
     default_sweep: str | None = None
     sweep_example: str = '[{"seed": 0}, {"seed": 1, "lr": 0.01}]'
     ensemble_key: Callable[[Result], Any] | None = None
+    choice_figure: str = "validation figure"  # what the job's choice compares per item
 
     @property
     def slug(self) -> str:  # its folder under the job's --out

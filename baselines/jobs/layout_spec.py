@@ -85,6 +85,7 @@ def layout_collection(name: str = "layout") -> CollectionSpec:
         toy_flags=(),
         collection_flags=tuple(f"--{k}={v}" for k, v in zip(("source", "search"), picked)),
         report_metrics={"kendall_tau": "Kendall's tau", "slowdown_1": "slowdown@1"},
+        choice_figure="Kendall's tau",
         overall_row={"configs": "all", "level": "all"},
         figure="tau_per_graph",
         training_weight=3.0 if picked[:1] == ["nlp"] else 1.0,

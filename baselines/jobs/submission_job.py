@@ -469,7 +469,8 @@ def choice_table(choice: dict[str, Any], figure: str) -> list[str]:
         mark = "yes" if name == chosen else ""
         lines.append(
             f"| {name} | {per_seed} | {spread} | {_cell(option['mean'])} | {diff} | "
-            f"{_cell(option['se'])} | {option['items'] or '-'} | {mark} |"
+            f"{_cell(option['se']) if name != default else '-'} | {option['items'] or '-'} | "
+            f"{mark} |"
         )
     return lines
 
@@ -482,7 +483,7 @@ def collection_section(job: Job, c: CollectionSpec) -> list[str]:
     lines = [f"## {c.name}", ""]
     if choice:
         lines += [f"Submitted: **{choice['chosen']}**. {choice['reason']}.", ""]
-        lines += choice_table(choice, next(iter(c.report_metrics.values())))
+        lines += choice_table(choice, c.choice_figure)
     alt = f"{c.name}: each option's validation figure per item"
     lines += ["", f"![{alt}]({c.slug}/{evaluation.name}_options.png)"]
     alt = f"{c.name}: {c.figure.replace('_', ' ')}, every run and the ensemble of all"
