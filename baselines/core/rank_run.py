@@ -236,7 +236,7 @@ def group_items(
         if missing or not dirs:
             raise PipelineError(f"groups: {name} names {missing or 'no'} model of {request.flag}")
         labels[name] = _ensemble([by_dir[str(Path(d).expanduser())] for d in dirs])
-    labels[BLEND] = _ensemble(scored.members)
+    labels[BLEND] = scores.get("ensemble") or _ensemble(scored.members)  # one model: itself
     return {
         label: dict(zip(scored.ids, hooks.item_figures(scored, member)))
         for label, member in labels.items()

@@ -48,7 +48,8 @@ class Choice:
     reason: str
 
 
-def _mean(values: Mapping[str, float]) -> float:
+def mean_figure(values: Mapping[str, float]) -> float:
+    """The mean of the defined figures (nan when none is)."""
     defined = [v for v in values.values() if math.isfinite(v)]
     return float(np.mean(defined)) if defined else float("nan")
 
@@ -75,7 +76,7 @@ def choose(per_item: Mapping[str, Mapping[str, float]], default: str = "recommen
     comparisons = []
     for name, values in per_item.items():
         diff, se, n = paired(values, per_item[default]) if name != default else (0.0, 0.0, 0)
-        comparisons.append(Comparison(name, _mean(values), diff, se, n))
+        comparisons.append(Comparison(name, mean_figure(values), diff, se, n))
     better = [c for c in comparisons if c.option != default and c.beats_default]
     if better:
         best = max(better, key=lambda c: c.diff)

@@ -32,10 +32,10 @@ from baselines.core.errors import PipelineError
 from baselines.core.flagfile import expand_flagfiles
 from baselines.core.io_utils import atomic_write_text
 from baselines.core.rank_run import BLEND, read_items_csv
-from baselines.core.run_files import read_run
+from baselines.core.run_files import model_fingerprint, read_run
 from baselines.core.submission import COLLECTIONS
 from baselines.jobs.beam import build_parser
-from baselines.jobs.choice import choose, option_names
+from baselines.jobs.choice import choose, mean_figure, option_names
 from baselines.jobs.collections import ROOT, CollectionSpec
 from baselines.jobs.layout_spec import LAYOUT_COLLECTIONS, layout_collection
 from baselines.jobs.tile_spec import TILE_XLA
@@ -254,23 +254,17 @@ def write_done(folder: Path, inputs: dict[str, Any], outputs: list[str], **facts
     return done
 
 
-def content_digest(paths: Sequence[Path]) -> str:
-    """sha256 over the names and bytes of `paths` and the files under those that are folders:
-    a re-ranked CSV keeps its length and a retrained model folder its name."""
-    digest = hashlib.sha256()
-    for path in paths:
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for f in files:
-            digest.update(f"{f.relative_to(path.parent)}\0".encode())
-            digest.update(f.read_bytes() if f.exists() else b"(missing)")
-    return digest.hexdigest()
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes ("missing" when it is gone): a step knows its inputs by
+    content, since a re-ranked CSV keeps its length and a retrained model its folder name."""
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
 
 
 def model_identity(model_dir: str) -> str:
-    """A saved run's content: its `model_<hash>/` folder and its `run_<hash>.jsonz`."""
+    """A saved run's content: its model folder's fingerprint and its `run_<hash>.jsonz`."""
     folder = Path(model_dir)
     run_file = folder.parent / f"run_{folder.name.removeprefix('model_')}.jsonz"
-    return content_digest([folder, run_file])
+    return f"{model_fingerprint(folder)}:{file_digest(run_file)}"
 
 
 # ---------------------------------------------------------------------------
@@ -387,7 +381,7 @@ def choose_option(trained: dict[str, list[str]], items_csv: Path) -> dict[str, A
     default = DEFAULT_OPTION if DEFAULT_OPTION in trained else next(iter(trained))
     choice = choose({o: items[o] for o in options}, default)
     seeds = {
-        name: [_mean(items[f"model {Path(d).name}"]) for d in dirs]
+        name: [mean_figure(items[f"model {Path(d).name}"]) for d in dirs]
         for name, dirs in trained.items()
     }
     return {
@@ -399,17 +393,12 @@ def choose_option(trained: dict[str, list[str]], items_csv: Path) -> dict[str, A
     }
 
 
-def _mean(values: dict[str, float]) -> float:
-    defined = [v for v in values.values() if math.isfinite(v)]
-    return sum(defined) / len(defined) if defined else float("nan")
-
-
 def join_step(job: Job, ranked: Sequence[dict], log: Log) -> dict:
     """create_kaggle_csv.py over the collections' CSVs (never a dummy row)."""
     output = job.out / "predictions_kaggle.csv"
     order = {name: i for i, name in enumerate(COLLECTIONS)}
     csvs = [r["csv"] for r in sorted(ranked, key=lambda r: order[r["collection"]])]
-    inputs = {"csvs": {p: content_digest([Path(p)]) for p in csvs}, "flags": list(job.join_flags)}
+    inputs = {"csvs": {p: file_digest(Path(p)) for p in csvs}, "flags": list(job.join_flags)}
     join_dir = job.out / "join"
     done = read_done(join_dir, inputs)
     if done is not None:

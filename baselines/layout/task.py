@@ -40,11 +40,6 @@ class LayoutRanking(RankingHooks):
         from baselines.layout.cache import prepare_cache_dir
 
         prepare_cache_dir(request.cache_dir)
-        size, seed = (getattr(request.options, k, 0) for k in ("subset_size", "subset_seed"))
-        if hasattr(request.options, "subset_size") and (size < 1 or seed < 0):
-            raise PipelineError(
-                f"--subset_size must be >= 1 and --subset_seed >= 0, got {size} and {seed}"
-            )
 
     def default_output(self, models) -> Path:
         first_dir, first = models[0]
@@ -85,6 +80,11 @@ class LayoutRanking(RankingHooks):
         from baselines.layout.data import list_layout_files, read_config_count
 
         options = request.options
+        if options.subset_size < 1 or options.subset_seed < 0:
+            raise PipelineError(
+                f"--subset_size must be >= 1 and --subset_seed >= 0, got {options.subset_size} "
+                f"and {options.subset_seed}"
+            )
         counts = {p.stem: read_config_count(p) for p in list_layout_files(folder)}
         if options.subsets:
             where = Path(options.subsets).expanduser()
