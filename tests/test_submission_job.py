@@ -437,7 +437,7 @@ def test_each_report_row_shows_its_own_steps_time_and_memory(stub_job):
     rows = {}
     for line in table.splitlines():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 4 and cells[1].isdigit():
+        if len(cells) == 5 and cells[1].isdigit():
             rows[cells[0]] = (int(cells[1]), int(cells[2]))
     expected = {
         step: (round(cost["wall_s"]), round(cost["peak_rss_mb"]))
@@ -592,3 +592,51 @@ def test_the_toy_job_runs_on_a_local_dask_cluster_of_two_workers(tmp_path, monke
         ranking = [int(i) for i in rows[f"tile:xla:{path.stem}"].split(";")]
         assert len(ranking) == len(set(ranking)) == min(5, configs)
         assert all(0 <= i < configs for i in ranking)
+
+
+# ---------------------------------------------------------------------------
+# The board: a collection ranked as soon as its own trainings end, and freed cores.
+
+
+def test_a_training_starting_after_a_lane_ended_gets_its_cores(tmp_path):
+    from baselines.jobs.board import Board
+
+    board = Board(tmp_path, "run1", lanes=3, cores=6)
+    assert board.threads() == 2  # 6 cores over 3 working lanes
+    board.lane_ended(0)
+    assert board.threads() == 3
+    board.lane_ended(2)
+    assert board.threads() == 6
+    assert Board(tmp_path, "run1", lanes=3, cores=None).threads() is None  # the runner's call
+
+
+def test_a_ranking_is_claimed_once_per_run(tmp_path):
+    from baselines.jobs.board import Board
+
+    first, second = Board(tmp_path, "run1", 2, 2), Board(tmp_path, "run1", 2, 2)
+    assert first.claim("tile_xla") and not second.claim("tile_xla")
+    assert second.claim("layout_xla_default")
+    assert Board(tmp_path, "run2", 2, 2).claim("tile_xla")  # a later run claims afresh
+
+
+def test_a_collection_is_ranked_as_soon_as_its_own_trainings_end(stub_job):
+    """One lane, two collections: tile:xla's evaluation and ranking come before
+    layout:xla:default's first training, not after every training (a barrier)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from baselines.jobs.beam import make_pipeline
+    from baselines.jobs.board import Board
+    from baselines.jobs.submission_pipeline import build_pipeline
+
+    job, stub = stub_job
+    options = PipelineOptions(["--direct_running_mode=in_memory", "--direct_num_workers=1"])
+    pipeline = make_pipeline(options, "DirectRunner")
+    build_pipeline(pipeline, job, Board(job.out, "run", 1, 2), lanes=1)
+    pipeline.run().wait_until_finish()
+    tile = [f"train tile:xla recommended seed {s}" for s in (0, 1)]
+    layout = [f"train layout:xla:default recommended seed {s}" for s in (0, 1)]
+    assert stub.calls == [
+        *tile, "evaluate tile:xla (valid)", "rank tile:xla (test)",
+        *layout, "evaluate layout:xla:default (valid)", "rank layout:xla:default (test)",
+        "join",
+    ]  # fmt: skip

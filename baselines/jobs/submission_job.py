@@ -292,6 +292,29 @@ def finished_run(c: CollectionSpec, out_dir: Path, run_hash: str) -> str | None:
     return str(model_dir)
 
 
+def train_inputs(job: Job, c: CollectionSpec, candidate: str, seed: int) -> tuple[Path, dict]:
+    """(step folder, inputs) of one (collection, candidate, seed) training."""
+    out_dir = job.out / c.slug
+    recipe = job.recipe(c, candidate)
+    flags = [f"--flagfile={recipe}", *job.data_flags(c), *job.train_flags, f"--seed={seed}"]
+    flags += [*c.collection_flags, f"--out_dir={out_dir}", job.cache_flag(c)]
+    step_dir = out_dir / candidate_name(candidate) / f"seed_{seed}"
+    return step_dir, {"script": c.train_script, "flags": flags}
+
+
+def trained_models(job: Job, c: CollectionSpec) -> dict[str, list[str]] | None:
+    """{candidate: model folders} once every training of a collection has its record for
+    this job's inputs; None while one is missing."""
+    trained: dict[str, list[str]] = {}
+    for candidate in job.candidates[c.kind]:
+        for seed in range(job.seeds):
+            done = read_done(*train_inputs(job, c, candidate, seed))
+            if done is None:
+                return None
+            trained.setdefault(candidate_name(candidate), []).append(done["model_dir"])
+    return trained
+
+
 def train_step(
     job: Job, c: CollectionSpec, candidate: str, seed: int, threads: int | None, log: Log
 ) -> dict:
@@ -299,11 +322,8 @@ def train_step(
     hash)."""
     out_dir = job.out / c.slug
     name = candidate_name(candidate)
-    step_dir = out_dir / name / f"seed_{seed}"
-    recipe = job.recipe(c, candidate)
-    flags = [f"--flagfile={recipe}", *job.data_flags(c), *job.train_flags, f"--seed={seed}"]
-    flags += [*c.collection_flags, f"--out_dir={out_dir}", job.cache_flag(c)]
-    inputs = {"script": c.train_script, "flags": flags}
+    step_dir, inputs = train_inputs(job, c, candidate, seed)
+    flags = inputs["flags"]
     label = f"train {c.name} {name} seed {seed}"
     done = read_done(step_dir, inputs)
     if done is not None:
@@ -314,8 +334,9 @@ def train_step(
         done = write_done(step_dir, inputs, [finished], model_dir=finished, wall_s=None)
         log(f"{label}: reused {finished}")
         return {**done, "collection": c.name, "candidate": name, "seed": seed, "reused": True}
-    log(f"{label}: started")
+    log(f"{label}: started" + (f" on {threads} TensorFlow threads" if threads else ""))
     cost = run_child([c.train_script, *flags], step_dir / "train.log", threads)
+    cost["threads"] = threads
     saved = re.findall(r"^saved model: (.+)$", (step_dir / "train.log").read_text(), re.M)
     if not saved:
         raise PipelineError(f"{label}: no saved model in {step_dir / 'train.log'}")
@@ -351,6 +372,7 @@ def rank_step(
         step_dir / "evaluate.log",
         threads,
     )
+    eval_cost["threads"] = threads
     choice = choose_option(trained, Path(f"{evaluation}_items.csv"))
     chosen = every if choice["chosen"] == BLEND else trained[choice["chosen"]]
     rank_cost = run_child(
@@ -358,6 +380,7 @@ def rank_step(
         step_dir / "predict.log",
         threads,
     )
+    rank_cost["threads"] = threads
     outputs = [str(csv_path), f"{evaluation}.csv", f"{evaluation}.md", f"{evaluation}_items.csv"]
     done = write_done(
         step_dir,
@@ -486,10 +509,14 @@ def cost_rows(job: Job) -> list[str]:
     def cell(cost: dict, worker: str | None = None) -> str:
         wall, rss = cost.get("wall_s"), cost.get("peak_rss_mb")
         if wall is None:
-            return f"trained before this job's record | | {worker or ''} |"
-        return f"{wall:.0f} | {rss:.0f} | {worker or cost.get('worker', '')} |"
+            return f"trained before this job's record | | | {worker or ''} |"
+        threads = cost.get("threads") or "-"
+        return f"{wall:.0f} | {rss:.0f} | {threads} | {worker or cost.get('worker', '')} |"
 
-    lines = ["| step | wall s | peak RSS MB | worker (host:pid) |", "|---|---|---|---|"]
+    lines = [
+        "| step | wall s | peak RSS MB | TensorFlow threads | worker (host:pid) |",
+        "|---|---|---|---|---|",
+    ]
     for c in job.collections:
         for candidate in job.candidates[c.kind]:
             name = candidate_name(candidate)
