@@ -301,7 +301,8 @@ def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
 
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yields an empty temporary folder beside `path`, swapped onto `path` on success (atomic)."""
+    """Yields an empty temporary folder beside `path`, swapped onto `path` on success. A crash
+    leaves the old folder or nothing; of concurrent writers the last one's stays."""
     dest = Path(path)
     tmp = _make_temp_dir(dest)
     try:
