@@ -106,12 +106,8 @@ def sample_search_dirs(data_root: Path) -> list[Path]:
 def resolve_sample(
     args: argparse.Namespace, data_root: Path, layout_root: Path, log
 ) -> tuple[list[tuple[str, str]], str, Path | None]:
-    """The sample rows, where they came from (for the summary) and the sample file.
-
-    In order: `--sample`; a sample_submission.csv beside the data; the bundled toy
-    set's test folder when `--data_root` is at its default and missing; with
-    `--allow_missing`, the test folders. Otherwise the error names every option.
-    """
+    """The sample rows, where they came from and the sample file: `--sample`, else one beside the
+    data, the toy set's test folder, or the test folders (`--allow_missing`)."""
     if args.sample is not None:
         sample = Path(args.sample).expanduser()
         if not sample.exists():

@@ -34,8 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def plan(argv: list[str]) -> beam.Plan:
-    """Parses and checks the command line (no Beam, no TensorFlow yet).
-
+    """Parses and checks the command line (no Beam, no TensorFlow yet):
     plan(["--sweep=seeds", "--num_seeds=3", "--epochs=1"]).runs   # three LayoutTrainArgs
     """
     return beam.plan(ANY_LAYOUT, argv, __doc__)

@@ -56,7 +56,6 @@ def parse_command(argv: list[str] | None = None) -> tuple[LayoutTrainArgs, str]:
 
 
 def parse_args(argv: list[str] | None = None) -> LayoutTrainArgs:
-    """The LayoutTrainArgs of a command line (see `parse_command`)."""
     return parse_command(argv)[0]
 
 

@@ -54,7 +54,6 @@ def parse_command(argv: list[str] | None = None) -> tuple[TrainArgs, str]:
 
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
-    """The TrainArgs of a command line (see `parse_command`)."""
     return parse_command(argv)[0]
 
 

@@ -9,19 +9,16 @@ from typing import Any, ClassVar
 
 from baselines.core.errors import PipelineError
 
-# --toy_data (upstream's tile flag, taken by both collections' training scripts):
-# the first this many files of each split, in file-name order.
+# --toy_data (both collections' training scripts): the first this many files of each split.
 TOY_MAX_FILES = 100
 
 
 class ArgsRecord:
-    """Flag names, dict round trip, unknown-key tolerance and the run hash of a frozen
-    args dataclass."""
+    """Flag names, dict round trip and the run hash of a frozen args dataclass."""
 
     # Fields left out of the run hash (they say where things go, not what is trained).
     NOT_HASHED: ClassVar[frozenset[str]] = frozenset()
-    # Fields a collection gained after its runs were saved: hashed only when they differ
-    # from their default, so that a run without them keeps the name it had before.
+    # Fields hashed only when they differ from their default (added after runs were saved).
     ADDED_LATER: ClassVar[frozenset[str]] = frozenset()
 
     def run_hash(self) -> str:
@@ -35,8 +32,7 @@ class ArgsRecord:
         return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
 
     def parse_optional_ints(self, *names: str) -> None:
-        """Sets each named field from its flag text: None ("" or "none") or an integer;
-        anything else is refused in one line naming the flag."""
+        """Sets each named field from its flag text: None ("" or "none") or an integer."""
         for name in names:
             value = getattr(self, name)
             if not isinstance(value, str):
@@ -51,7 +47,6 @@ class ArgsRecord:
 
     @classmethod
     def flag_names(cls) -> frozenset[str]:
-        """One command-line flag per field, named like it."""
         return frozenset(f.name for f in dataclasses.fields(cls))
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,9 +84,7 @@ LR_SCHEDULES = ("constant", "cosine")
 
 @dataclasses.dataclass(frozen=True)
 class TrainingArgs(ArgsRecord):
-    """The flags every collection's training takes, with one meaning: the optimizer, its
-    schedule, how often validation runs and the weight average. A collection's args
-    subclass this and add (or give other defaults to) the rest."""
+    """The flags every collection's training takes (optimizer, schedule, validation, averaging)."""
 
     lr: float = flag(1e-3, "learning rate (peak rate with --lr_schedule=cosine)")
     optimizer: str = flag("adam", "adam or adamw (decoupled weight decay)")
@@ -138,8 +131,7 @@ class TrainingArgs(ArgsRecord):
 
 
 def check_training_flags(args: Any) -> None:
-    """The checks every collection's training flags share, one line per problem; `configs`
-    must be at least 2 (one per graph has no pair to order: constant loss, OPA 0)."""
+    """The checks every collection's training flags share, one line per problem."""
     from baselines.core.loss_spec import parse_losses
 
     parse_losses(args.losses)

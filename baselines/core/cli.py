@@ -1,5 +1,4 @@
-"""Argument parsers of the entry scripts: no flag abbreviations (as absl), defaults in --help,
-one-line errors. TensorFlow-free."""
+"""Argument parsers of the entry scripts: no abbreviations, defaults in --help, one-line errors."""
 
 from __future__ import annotations
 
@@ -79,8 +78,7 @@ def add_field_flags(
     default: Callable[[dataclasses.Field], Any],
     help: Callable[[dataclasses.Field], str] = field_help,
 ) -> None:
-    """One `--<field>` flag per field of dataclass `record`, typed like the field;
-    a bool takes `--flag`, `--flag=true` or `--flag=false`."""
+    """One `--<field>` flag per field of dataclass `record`, typed like the field."""
     for field in dataclasses.fields(record):
         kind = {"bool": parse_bool, "int": int, "float": float}.get(str(field.type), str)
         extra = {"nargs": "?", "const": True} if kind is parse_bool else {}

@@ -1,11 +1,4 @@
-"""Which data root a script reads, for every collection and the job, and the toy-data banner.
-
-Training takes `--data_root` as given (`training_root`); the bundled toy set
-stands in for a missing root only when the flag kept its default. Ranking may
-also take the root a run was trained on (`ranking_root`). Reading the toy set is
-said first and last (`toy_banner`). No TensorFlow or numpy: the tile ranking
-picks its root before TensorFlow loads.
-"""
+"""Which data root a script reads (`training_root`, `ranking_root`), and the toy-data banner."""
 
 from __future__ import annotations
 
@@ -51,8 +44,7 @@ def training_root(
     place: DataPlace, flag: str, log: Callable[[str], None] = print
 ) -> tuple[Path, bool, bool]:
     """(the root to train on, whether it is the toy set, whether it stands in for a missing
-    default), the banner said through `log`. Any other missing folder is refused:
-    training on toy data by accident is worse than stopping."""
+    default), the banner said through `log`; any other missing folder is refused."""
     root = place.expand(flag)
     if root.is_dir():
         if place.is_toy(root):

@@ -1,5 +1,4 @@
-"""tf.distribute for training: which strategy `--strategy` names, and who writes. TensorFlow
-is imported inside the functions, so flags are checked before it loads."""
+"""tf.distribute for training: which strategy `--strategy` names, and who writes."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ def check_strategy_environment(name: str, tf_config: str | None) -> None:
 
 
 def make_strategy(name: str) -> Any:
-    """The tf.distribute strategy `--strategy` names, before TensorFlow makes any other op; a
-    CPU-only mirrored strategy gets one logical device per available core (`split_cpu`)."""
+    """The tf.distribute strategy `--strategy` names (CPU-only mirrored: a device per core)."""
     import os
 
     import tensorflow as tf
@@ -53,8 +51,7 @@ def make_strategy(name: str) -> Any:
 
 
 def split_cpu(count: int) -> None:
-    """Splits the physical CPU into `count` logical devices (a CPU-only MirroredStrategy
-    would have one replica), unless split already or the devices are initialized."""
+    """Splits the physical CPU into `count` logical devices, unless split or initialized already."""
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]

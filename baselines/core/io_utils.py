@@ -1,6 +1,5 @@
 """Atomic file output: a result file is either complete or absent. Temporaries are named
-`<name>.tmp-<pid>-<host tag>-<random><suffix>` beside the destination, so that
-`remove_stale_temporaries` tells a killed writer's leftovers from live work."""
+`<name>.tmp-<pid>-<host tag>-<random><suffix>` beside the destination."""
 
 from __future__ import annotations
 
@@ -58,8 +57,7 @@ _ENOSPC_LIKE = {
 
 
 def write_failure_kind(error: BaseException) -> str | None:
-    """`disk full`, `permission denied`, ... when `error` is the disk refusing a write, else
-    None; TensorFlow's own error types are read by their message."""
+    """`disk full`, `permission denied`, ... if `error` is the disk refusing a write, else None."""
     kind = _ENOSPC_LIKE.get(getattr(error, "errno", None) or -1)
     if kind is not None:
         return kind
@@ -169,8 +167,7 @@ def _raise_as_write_failure(error: BaseException, dest: Path) -> None:
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str], suffix: str | None = None) -> Iterator[Path]:
     """Yields a temporary path (an empty file; `suffix` defaults to the destination's) beside
-    `path`, renamed onto it on success; if the block raises, it is deleted and `path` kept.
-    PipelineError when the folder is missing or unwritable, or the rename fails."""
+    `path`, renamed onto it on success, deleted if the block raises; PipelineError if unwritable."""
     dest = Path(path)
     parent = dest.parent
     if not parent.is_dir():
@@ -261,9 +258,7 @@ _NO_EXCHANGE = (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP)
 
 
 def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
-    """Renames folder `tmp` onto `dest`, replacing an existing `dest` atomically; without an
-    atomic exchange the old folder is moved aside and put back if the rename fails (after a
-    kill, by `remove_stale_temporaries`). A rename that loses a race retries: the last wins."""
+    """Renames folder `tmp` onto `dest`, replacing it (exchanged, or moved aside and back)."""
     for _ in range(attempts):
         try:
             os.rename(tmp, dest)  # atomic; fails if another non-empty `dest` exists
@@ -306,7 +301,7 @@ def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
 
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yields an empty temporary folder beside `path`; swaps it onto `path` on success. A crash
+    """Yields an empty temporary folder beside `path`, swapped onto `path` on success. A crash
     leaves the old folder or nothing; of concurrent writers the last one's stays."""
     dest = Path(path)
     tmp = _make_temp_dir(dest)
@@ -342,8 +337,7 @@ PROBE_ATTEMPTS = 5
 
 
 def check_writable_dir(path: Path, flag: str) -> None:
-    """Proves a file can be written in `path` (a real attempt: `os.access` says yes to
-    root on read-only mounts); folders made for the probe are removed again."""
+    """Proves a file can be written in `path` by writing one; folders made for it are removed."""
     created = path
     while not created.parent.exists():
         created = created.parent
@@ -369,8 +363,7 @@ def check_writable_dir(path: Path, flag: str) -> None:
 
 
 def check_output_file(path: Path, flag: str) -> Path:
-    """Refuses, before any work, an output file that could not be written; returns it. Its
-    folder need not exist yet (`ensure_parent` creates it when the result is ready)."""
+    """Refuses, before any work, an output file that could not be written; returns it."""
     path = Path(path).expanduser()
     if path.is_dir():
         raise PipelineError(f"{flag}: {path} is a directory; give a file name")
@@ -386,11 +379,14 @@ def ensure_parent(path: Path) -> Path:
     return path
 
 
-def list_npz_files(folder: Path, max_files: int | None, *, missing: str, empty: str) -> list[Path]:
-    """Sorted `*.npz` files of a folder (the first `max_files`); `missing`/`empty`: the refusals."""
+def list_npz_files(
+    folder: Path | str, max_files: int | None, *, missing: str, empty: str
+) -> list[Path]:
+    """Sorted `*.npz` files of a folder (the first `max_files`), else `<folder>: missing/empty`."""
+    folder = Path(folder).expanduser()
     if not folder.is_dir():
-        raise PipelineError(missing)
+        raise PipelineError(f"{folder}: {missing}")
     files = sorted(folder.glob("*.npz"))
     if not files:
-        raise PipelineError(empty)
+        raise PipelineError(f"{folder}: {empty}")
     return files[:max_files] if max_files else files

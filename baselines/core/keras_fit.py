@@ -18,10 +18,14 @@ def sample_config_slots(rng: np.random.Generator, num_available: int, k: int) ->
     return np.concatenate([np.arange(num_available), np.full(k - num_available, -1)])
 
 
+def vector_specs(dtype: tf.DType, *names: str) -> dict[str, tf.TensorSpec]:
+    """A batch signature's [None] vectors of `dtype` (per item, node or slot), by name."""
+    return {name: tf.TensorSpec([None], dtype) for name in names}
+
+
 @dataclasses.dataclass(frozen=True)
 class BatchSource:
-    """Items to rank configurations of: each item's configuration count, and how a batch
-    is assembled (item ids, each item's slots, -1 = padding) into a dict matching `signature`."""
+    """Items to rank: their configuration counts and how a batch of `signature` is assembled."""
 
     num_configs: np.ndarray
     assemble: Callable[[Sequence[int], Sequence[np.ndarray], int], dict]
@@ -48,9 +52,7 @@ class PooledOPA(tf.keras.metrics.Metric):
 
 
 class RankingTrainer(tf.keras.Model):
-    """Trains `tile_model` (any cost model) under a ranking loss of its [graphs, configs] scores;
-    `to_graph` makes what `forward` reads. A replica's loss is divided by the replica count
-    (Keras sums the replicas' gradients)."""
+    """Trains `tile_model` (any cost model) under a ranking loss; `to_graph` makes its inputs."""
 
     def __init__(
         self,
@@ -126,9 +128,7 @@ class RankingTrainer(tf.keras.Model):
         )
 
     def _step_loop(self, step: Callable, counter: tf.Variable) -> Callable:
-        """`steps_per_execution` steps in one compiled call, `step` traced once: outputs start as
-        the metrics' values (Keras' loop traces twice to learn their structure). One replica,
-        but in `strategy.run`: a one-device MirroredStrategy's variables update only there."""
+        """`steps_per_execution` steps in one compiled call (`strategy.run`), `step` traced once."""
         strategy = self.distribute_strategy
 
         def one_step(batch) -> dict[str, tf.Tensor]:
@@ -148,14 +148,12 @@ class RankingTrainer(tf.keras.Model):
         return tf.function(run, reduce_retracing=True)
 
 
-# Steps per call of Keras' compiled function: at one, `fit` spent as long
-# between steps as in a tile step; 32 still return to Python every few seconds.
+# Steps per call of Keras' compiled function (at one, `fit` spent as long between steps as in one).
 STEPS_PER_EXECUTION = 32
 
 
 def capped_configs(configs: int, most: int, unit: str, log: Callable[[str], None]) -> int:
-    """`--configs`, capped (said in a line) at the most configurations a train `unit` has: more
-    slots would only pad. The run's hash and record keep the flag as given."""
+    """`--configs`, capped (said in a line) at the most configurations a train `unit` has."""
     if configs <= most:
         return configs
     log(
@@ -166,8 +164,7 @@ def capped_configs(configs: int, most: int, unit: str, log: Callable[[str], None
 
 
 def compile_trainer(trainer: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer) -> None:
-    """`trainer.compile` with `STEPS_PER_EXECUTION` steps per call (one under several replicas:
-    TF 2.15's all-reduce of sparse gradients inside Keras' step loop fails)."""
+    """`trainer.compile` with `STEPS_PER_EXECUTION` steps per call (one under several replicas)."""
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
     steps = STEPS_PER_EXECUTION if replicas == 1 else 1
     trainer.compile(optimizer=optimizer, steps_per_execution=steps)
@@ -186,9 +183,8 @@ def replica_chunks(order: np.ndarray, batch: int, num_replicas: int) -> list[lis
 
 
 class EpochBatches:
-    """A `BatchSource`'s batches epoch after epoch, each epoch drawn from seed [seed, epoch], from
-    the epoch `first_epoch()` names at the first batch (after `BackupAndRestore`), so a resumed
-    run draws an uninterrupted run's batches. `fixed_epoch`: the same batches every epoch."""
+    """A `BatchSource`'s batches epoch after epoch from `first_epoch()`, epoch e drawn from seed
+    [seed, e] (a resumed run draws the same); `fixed_epoch`: the same batches every epoch."""
 
     def __init__(
         self,
@@ -256,8 +252,7 @@ class EpochBatches:
         """For `distribute_datasets_from_function`; assembles batches on a background thread."""
         pipeline = context.input_pipeline_id if context else 0
         num_pipelines = context.num_input_pipelines if context else 1
-        # No autotuning (nothing to tune): its thread sleeps up to a minute between
-        # rounds, and deleting the iterator waits for it (fit returned a minute late).
+        # No autotuning: deleting the iterator waits for its sleeping thread (up to a minute).
         options = tf.data.Options()
         options.autotune.enabled = False
         return (

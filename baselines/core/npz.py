@@ -13,11 +13,9 @@ import numpy as np
 
 from baselines.core.errors import PipelineError
 
-# Deflate cannot shrink data more than about 1032:1, so a member that claims
-# to unpack to more is damaged (or a zip bomb); refused before decompressing.
+# Deflate cannot shrink data more than about 1032:1: a member claiming more is refused.
 MAX_DEFLATE_RATIO = 1032
-# numpy parses .npy headers with ast.literal_eval, and CPython 3.11's compile() is not
-# thread-safe (python/cpython#106905): threads take turns for the header only.
+# numpy's .npy header parsing is not thread-safe in CPython 3.11 (python/cpython#106905).
 _NPY_HEADER_LOCK = threading.Lock()
 
 # A member's reader: (stream at its data, shape, Fortran order, dtype) -> array.
@@ -107,7 +105,6 @@ def read_npz(
             return arrays
     except PipelineError:
         raise
-    # zipfile, zlib and numpy's header parser raise many types on damaged bytes
-    # (BadZipFile, zlib.error, SyntaxError from the header, EOFError, ...).
+    # zipfile, zlib and numpy's header parser raise many types on damaged bytes.
     except Exception as e:
         raise unreadable(path, e, advice) from None

@@ -1,11 +1,5 @@
-"""Ranking and evaluating saved runs of any collection: one driver, handed the collection's hooks.
-
-`rank_run` writes the `ID,TopConfigs` rows of a split, `evaluate_run` a labelled
-split's tables and figures. Both read the run records first (without TensorFlow:
-a bad `--dir` list is refused before any data is read), score with each model,
-combine several into their ensemble (the mean of per-item z-scores) and refuse
-non-finite scores in one line; `RankingHooks` are the collection's part.
-"""
+"""Ranking (`rank_run`: `ID,TopConfigs` rows) and evaluating (`evaluate_run`) saved runs of any
+collection, handed the collection's `RankingHooks`; several models score as their ensemble."""
 
 from __future__ import annotations
 
@@ -185,8 +179,7 @@ def rank_run(hooks: RankingHooks, request: Request, log: Log = print) -> list[tu
 
 
 def evaluate_run(hooks: RankingHooks, request: Request, log: Log = print) -> Evaluation:
-    """Scores a labelled split with each model and their ensemble; writes `<output>.md`, the
-    collection's other tables and its figures (`<output>_*.png`)."""
+    """Scores a labelled split with each model and their ensemble; writes tables and figures."""
     from baselines.core.io_utils import atomic_write_text, check_output_file, ensure_parent
 
     output = check_output_file(Path(request.output), "--output")
@@ -285,7 +278,6 @@ def parse_groups(text: str | None) -> dict[str, list[str]] | None:
 
 
 def timed(score: Callable[[], list]) -> tuple[list, float]:
-    """(what `score()` returns, its seconds)."""
     started = time.perf_counter()
     result = score()
     return result, time.perf_counter() - started

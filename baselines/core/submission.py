@@ -187,8 +187,7 @@ def _collection_order(collections: Iterable[str]) -> list[str]:
 def merge_rankings(
     inputs: Sequence[tuple[str, Mapping[str, Sequence[int]]]],
 ) -> tuple[dict[str, list[int]], dict[str, str]]:
-    """({ID: ranking}, {ID: its input's label}) of (label, {ID: ranking}) inputs; an ID in two
-    inputs is refused (which to submit is not ours to guess)."""
+    """({ID: ranking}, {ID: its input's label}) of (label, {ID: ranking}); refuses an ID in two."""
     merged: dict[str, list[int]] = {}
     origin: dict[str, str] = {}
     for label, rankings in inputs:

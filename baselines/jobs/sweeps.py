@@ -1,5 +1,4 @@
-"""Sweeps of training runs for any collection (flag dicts on top of base flags, command-line
-flags winning: `expand_runs`) and their summary. No TensorFlow, no Beam."""
+"""Sweeps of training runs for any collection (`expand_runs`) and their summary. No TensorFlow."""
 
 from __future__ import annotations
 
@@ -121,8 +120,7 @@ def load_sweep(spec: CollectionSpec, name: str | None, num_seeds: int | None = N
 def expand_runs(
     spec: CollectionSpec, sweep: Sweep, overrides: Mapping[str, Any]
 ) -> tuple[list, int]:
-    """One args record per entry (base < entry < overrides), and how many repeats (the
-    same run hash, the same files) were dropped."""
+    """One args record per entry (base < entry < overrides), and how many repeats were dropped."""
     if sweep.name == "seeds" and "seed" in overrides:
         raise PipelineError("--seed: not with --sweep=seeds, which sets the seed of every run")
     runs: dict[str, Any] = {}
@@ -155,8 +153,7 @@ def run_one(
     train: Callable[..., Mapping[str, Any]],
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Trains one run with `train(args, progress=False, log=...)`: `status` "ok" with
-    `spec.summarize(record)` and the wall time, or "error" and why (the sweep goes on)."""
+    """Trains one run: `status` "ok" with `spec.summarize(record)` and the wall time, or "error"."""
     run_hash = args.run_hash()
     label = f"[run {index + 1}/{total} {run_hash[:8]}]"
     result: dict[str, Any] = {
@@ -205,8 +202,7 @@ def differing_flags(spec: CollectionSpec, results: Iterable[Result]) -> list[str
 
 
 def ensemble_dirs(spec: CollectionSpec, ranked: Sequence[Result], top: int) -> list[str]:
-    """The model folders of the best `top` trained runs (`ranked`: best first), only those
-    sharing the best run's `spec.ensemble_key` when it is set."""
+    """The model folders of the best `top` runs (`ranked`) sharing the best run's `ensemble_key`."""
     if spec.ensemble_key is not None and ranked:
         best = spec.ensemble_key(ranked[0])
         ranked = [r for r in ranked if spec.ensemble_key(r) == best]
@@ -222,7 +218,6 @@ def ensemble_command(spec: CollectionSpec, ranked: Sequence[Result], top: int) -
 
 
 def number(value: float, digits: int = 4) -> str:
-    """A summary cell: `digits` decimals, NaN as "nan"."""
     return "nan" if math.isnan(value) else f"{value:.{digits}f}"
 
 
@@ -307,6 +302,5 @@ def write_summary(
 
 
 def count_failed(csv_path: Path) -> int:
-    """Rows of a written sweep_summary.csv whose status is not ok."""
     with open(csv_path, encoding="utf-8", newline="") as f:
         return sum(row["status"] != "ok" for row in csv.DictReader(f))

@@ -1,10 +1,5 @@
-"""tile:xla for the runners: its `CollectionSpec` (`TILE_XLA`), the paper's grid, its summary.
-
-A sweep's result of a tile run holds its validation top-1/5/10 errors and its
-best validated OPA; runs are ranked by the top-5 error. A training takes about
-five times as long as a layout:xla one at the real size (docs/performance.md).
-Nothing here imports TensorFlow or Beam.
-"""
+"""tile:xla for the runners: its `CollectionSpec` (`TILE_XLA`, runs ranked by validation top-5
+error), the paper's grid, its summary. No TensorFlow or Beam."""
 
 from __future__ import annotations
 
@@ -18,9 +13,8 @@ from baselines.jobs.collections import ROOT, CollectionSpec
 from baselines.jobs.sweeps import Sweep
 from baselines.tiles.tile_args import TILE_PLACE, TOP_KS, TrainArgs
 
-# The paper's hyperparameter grid (TpuGraphs paper, Table 5), as the
-# upstream sweep `tiles_beam_experiments.py` spells it, in upstream's loop
-# order. Model kwargs keep upstream's names (see model_builder.UPSTREAM).
+# The paper's hyperparameter grid (TpuGraphs paper, Table 5) in upstream's loop order and
+# kwarg names (see model_builder.UPSTREAM).
 PAPER_BASE_FLAGS: dict[str, Any] = {
     "out_dir": "~/out/tpugraphs_tiles/beam",
     "test_mode": "metrics",
@@ -86,7 +80,6 @@ def summarize(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def metric_cells(result: Mapping[str, Any]) -> list[float]:
-    """The summary's metric cells: top-1/5/10 validation error, then val OPA."""
     return [*(result["val_error"][k] for k in TOP_KS), result["val_opa"]]
 
 

@@ -1,12 +1,5 @@
-"""The layout collections' training flags, checked without TensorFlow, and their data root.
-
-`LayoutTrainArgs`: flags and defaults are upstream `layout_train.py`'s
-(`--source` ... `--losses`); `--seed`, `--data_root`, `--out_dir`,
-`--cache_dir`, `--prune_hops`, `--drop_duplicates` and `--average_from` are
-this project's; the optimizer and schedule flags are every collection's
-(`core.args_record.TrainingArgs`). `split_kwargs()` is what a run passes to
-`load_run_split`.
-"""
+"""The layout collections' training flags (`LayoutTrainArgs`: upstream `layout_train.py`'s, this
+project's and `core.args_record.TrainingArgs`), checked without TensorFlow, and their data root."""
 
 from __future__ import annotations
 
@@ -45,7 +38,6 @@ class LayoutTrainArgs(TrainingArgs):
     """Every layout_train.py flag."""
 
     NOT_HASHED = frozenset({"out_dir", "cache_dir"})
-    # Hashed only off their defaults: runs saved before these flags keep their names.
     ADDED_LATER = frozenset(
         {"average_from", "toy_data", "optimizer", "weight_decay", "lr_schedule"}
         | {"warmup_epochs", "max_train_steps", "eval_every"}
@@ -117,8 +109,7 @@ class LayoutTrainArgs(TrainingArgs):
         return root / self.source / self.search
 
     def check_flags(self) -> None:
-        """Checks every value, one line per problem, without TensorFlow (the model and its
-        kwargs are checked when it is built, before any data is read)."""
+        """Checks every value, one line per problem, without TensorFlow."""
         for name, allowed in (("source", LAYOUT_SOURCES), ("search", LAYOUT_SEARCHES)):
             value = getattr(self, name)
             if value not in allowed:
@@ -142,9 +133,7 @@ class LayoutTrainArgs(TrainingArgs):
 
 
 def check_run(args: LayoutTrainArgs, log=None) -> tuple[Path, bool, Path]:
-    """(data root, whether it is the bundled toy set, output folder) of a run, after every
-    check that needs no TensorFlow: the flags, the data root, a writable --out_dir and
-    the cache folder (its stale temporaries removed, said through `log`)."""
+    """(data root, whether it is the toy set, output folder) of a run, checked (no TensorFlow)."""
     args.check_flags()
     root, toy, _ = training_root(LAYOUT_PLACE, args.data_root, log=lambda _: None)
     out = Path(args.out_dir).expanduser()

@@ -27,15 +27,13 @@ from baselines.layout.models import LayoutModel
 from baselines.layout.run_data import load_run_split, restore_layout_model
 
 SCORE_CHUNK = 256  # configurations per scoring call, at most
-# Node-configuration slots per scoring call (`GraphScorer.chunk_for`): at about 6
-# float32 states per slot, 2**18 slots stay under ~0.8 GB per call at hidden 128.
+# Node-configuration slots per scoring call (`GraphScorer.chunk_for`): ~0.8 GB at hidden 128.
 SCORE_SLOT_BUDGET = 2**18
 
 
 class GraphScorer:
-    """Scores every configuration of a prepared graph in chunks of at most `chunk`
-    configurations and `slot_budget` node-configuration slots (`chunk_for`); a score depends
-    on its chunk only by float32 rounding. Attending models score a graph in one call."""
+    """Scores every configuration of a prepared graph in chunks of at most `chunk` configurations
+    and `slot_budget` node-configuration slots (`chunk_for`); attending models in one call."""
 
     def __init__(
         self, model: LayoutModel, chunk: int = SCORE_CHUNK, slot_budget: int = SCORE_SLOT_BUDGET
@@ -58,8 +56,7 @@ class GraphScorer:
         return self._score(to_tensors(batch)).numpy()
 
     def chunk_for(self, graph: PreparedGraph) -> int:
-        """Configurations per call: slot_budget // the nodes the model holds per configuration
-        (`nodes_per_config`), 1 to `chunk`."""
+        """Configurations per call: slot_budget // the model's `nodes_per_config`, 1 to `chunk`."""
         if self.model.attends_across_configs:
             return max(graph.num_configs, 1)
         nodes = self.model.nodes_per_config(graph.node_feats.shape[0], graph.cfg_node.shape[0])
@@ -124,8 +121,7 @@ def evaluate_graphs(model: LayoutModel, graphs: Sequence[PreparedGraph]) -> dict
 
 
 class ValidationKendallTau(tf.keras.callbacks.Callback):
-    """Adds `val_kendall_tau` to the epoch's logs (list it before their readers): mean Kendall
-    tau-b over `val_batches`' fixed sample, per graph on its real slots, each graph once."""
+    """Adds `val_kendall_tau` (mean Kendall tau-b over `val_batches`' fixed sample) to the logs."""
 
     def __init__(self, val_batches: EpochBatches):
         super().__init__()
@@ -156,8 +152,7 @@ def score_runs(
     log: Callable[[str], None] | None = print,
     cache_dir: Path | str | None = None,
 ) -> tuple[list[LayoutGraph], list[list[np.ndarray]]]:
-    """(the folder's graphs, each model's scores of all their configurations): read once per
-    pruning (`cache_dir`: through the cache), in file order, pruned as the first run says."""
+    """(the folder's graphs, each model's scores of all their configurations), in file order."""
     by_hops: dict[int | None, tuple[list[LayoutGraph], list]] = {}
     members = []
     for model_dir, record in models:

@@ -87,8 +87,7 @@ def check_layout_rankings(
     origin: Mapping[str, str],
     layout_root: Path,
 ) -> LayoutCheck | None:
-    """Checks every layout row (module docstring), a bad one refused naming `origin[ID]`;
-    None when there are none."""
+    """Checks every layout row (module docstring), naming `origin[ID]`; None without any."""
     layout_ids = [row_id for row_id in rankings if row_id.startswith(LAYOUT_PREFIX)]
     if not layout_ids:
         return None

@@ -1,7 +1,5 @@
 """The layout task: the conductor's hooks (`LayoutTask`), `LayoutRanking` and `train`.
-
-Its flags are `layout_args.LayoutTrainArgs`; no TensorFlow at import time.
-"""
+Its flags are `layout_args.LayoutTrainArgs`; no TensorFlow at import time."""
 
 from __future__ import annotations
 
@@ -23,8 +21,7 @@ from baselines.layout.run_data import load_run_split, max_configs_note
 
 
 class LayoutRanking(RankingHooks):
-    """A layout collection for the ranking driver (`core/rank_run.py`): every configuration
-    of every graph, the graphs read pruned as each run was trained (`scoring.score_runs`)."""
+    """A layout collection for the ranking driver (`core/rank_run.py`): every configuration."""
 
     place, unit = LAYOUT_PLACE, "graph"
 
@@ -116,19 +113,13 @@ class LayoutRanking(RankingHooks):
 
 
 class LayoutTask(Task):
-    """A layout collection for the conductor (`core/conductor.py`): graphs ranked by tau.
-
-    A step draws `configs` configurations per graph through one random segment of
-    `--keep_nodes` nodes; validation adds Kendall's tau on its fixed sample to each
-    epoch's logs, and the final evaluation ranks every validation configuration.
-    """
+    """A layout collection for the conductor (`core/conductor.py`): graphs ranked by tau."""
 
     collection, unit = "layout", "graph"
 
     def __init__(self, graphs=None, validate_all: bool = True):
-        """`graphs`: (train, valid) graphs already read (e.g. a benchmark's), used instead of
-        reading `--data_root`; `validate_all=False` leaves out the final validation over
-        every configuration (no "val" in the record)."""
+        """`graphs`: (train, valid) graphs already read, used instead of `--data_root`;
+        `validate_all=False` leaves out the final validation (no "val" in the record)."""
         self.graphs, self.validate_all = graphs, validate_all
 
     hparams_metrics = (
@@ -201,7 +192,6 @@ class LayoutTask(Task):
         return [ValidationKendallTau(val_batches)], ("val_kendall_tau",)
 
     def run_label(self, args: LayoutTrainArgs, run_hash: str) -> str:
-        """Model, collection and the hash's first 8 digits."""
         return f"{args.model}-{args.source}:{args.search}-{run_hash[:8]}"
 
     def evaluate(self, args: LayoutTrainArgs, model, loaded: Loaded, record, progress, log):
@@ -260,8 +250,7 @@ def load_train_graphs(
 
 
 def train(args: LayoutTrainArgs, *, strategy=None, progress: bool = False, log=print) -> dict:
-    """Trains and saves one layout run as `layout_train.py` does; returns its run record.
-
+    """Trains and saves one layout run as `layout_train.py` does; returns its run record:
     record = train(LayoutTrainArgs(epochs=2, out_dir="out/layout"))
     record["run_hash"], record["val"]["kendall_tau"]
     """

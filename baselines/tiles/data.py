@@ -18,7 +18,11 @@ import tqdm
 from baselines.core import array_cache
 from baselines.core.args_record import TOY_MAX_FILES
 from baselines.core.errors import PipelineError
-from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE  # noqa: F401 (re-exported)
+from baselines.core.format import (  # noqa: F401 (OPCODE_VOCAB_SIZE re-exported)
+    NODE_FEAT_DIM,
+    OPCODE_VOCAB_SIZE,
+    NodeRows,
+)
 from baselines.core.io_utils import list_npz_files
 from baselines.core.npz import read_npz
 
@@ -38,7 +42,7 @@ REQUIRED_KEYS = (
 
 
 @dataclasses.dataclass(frozen=True)
-class Kernel:
+class Kernel(NodeRows):
     """One kernel: its op graph and its measured tile configurations."""
 
     tile_id: str
@@ -52,10 +56,6 @@ class Kernel:
     @property
     def num_configs(self) -> int:
         return int(self.config_feat.shape[0])
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.node_feat.shape[0])
 
     @property
     def normalized_runtime(self) -> np.ndarray:
@@ -200,18 +200,16 @@ def validate_kernel(path: Path, tile_id: str, raw: dict[str, np.ndarray]) -> Ker
 
 def list_split_files(split_dir: Path | str, max_files: int | None = None) -> list[Path]:
     """Sorted npz files of a split (first `max_files` when given); errors when none."""
-    split_dir = Path(split_dir).expanduser()
     return list_npz_files(
         split_dir,
         max_files,
-        missing=f"{split_dir}: split directory does not exist; download the data "
+        missing="split directory does not exist; download the data "
         "(python echo_download_commands.py) or pass --data_root",
-        empty=f"{split_dir}: split has no .npz files; check --data_root",
+        empty="split has no .npz files; check --data_root",
     )
 
 
 def stack_kernels(name: str, kernels: Sequence[Kernel]) -> TileSplit:
-
     def offsets(sizes: list[int]) -> np.ndarray:
         return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
@@ -268,8 +266,7 @@ PROCESS_POOL_MIN_FILES = 256
 def read_files(
     name: str, files: Sequence[Path], num_workers: int | None = None, progress: bool = True
 ) -> TileSplit:
-    """Reads and validates files in parallel, in file order: a pool of `spawn`ed processes for
-    large splits (parsing holds the GIL), threads for small ones."""
+    """Reads and validates files in parallel, in file order (processes for large splits)."""
     workers = num_workers or os.cpu_count() or 1
     bar = tqdm.tqdm(total=len(files), desc=f"read {name}", unit="file", disable=not progress)
     with bar:
@@ -352,8 +349,7 @@ def _structure_problem(arrays: dict[str, np.ndarray]) -> str | None:
 
 
 def check_split_cache(cache_path: Path, verify: bool = True) -> tuple[TileSplit | None, str | None]:
-    """A cached split and None, or None and what is wrong (None, None: absent), by
-    `array_cache.check_array_folder` plus widths and offsets; never raises on damage."""
+    """A cached split and None, or None and what is wrong (None, None: absent); never raises."""
     loaded, problem = array_cache.check_array_folder(
         cache_path,
         _ARRAY_FIELDS,
@@ -378,8 +374,7 @@ def load_split(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> TileSplit:
-    """Loads one split folder, through the cache when `cache_dir` is given; a damaged
-    cache is rebuilt, said in one line through `log` (default: print)."""
+    """Loads one split folder, through the cache when `cache_dir` is given (rebuilt if damaged)."""
     split_dir = Path(split_dir).expanduser()
     name = name or split_dir.name
     files = list_split_files(split_dir, max_files)

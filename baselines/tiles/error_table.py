@@ -1,5 +1,4 @@
-"""Top-K errors of saved models and their ensemble, overall and per program (the file-name
-prefix before the trailing hash)."""
+"""Top-K errors of saved models and their ensemble, overall and per program."""
 
 from __future__ import annotations
 

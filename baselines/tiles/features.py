@@ -1,6 +1,5 @@
-"""Feature normalization fitted on the train split and saved with every model: per column a
-signed log, `sign(x) * log1p(|x|)`, then the train mean and std (constant columns map to 0),
-then six `layout_positions` node columns and four `analytic` config columns."""
+"""Feature normalization fitted on the train split, saved with every model: per column
+`sign(x) * log1p(|x|)`, then the train mean and std, then derived columns."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from baselines.tiles.analytic import NUM_ESTIMATES, config_estimates
 from baselines.tiles.data import CONFIG_FEAT_DIM, NODE_FEAT_DIM, TileSplit
 
 _MIN_STD = 1e-6
-# Rows per chunk when fitting and normalizing: whole-array float64 temporaries
-# of a release-size train split (10M config rows) take gigabytes.
+# Rows per chunk when fitting and normalizing (whole-array float64 temporaries take gigabytes).
 CHUNK_ROWS = 1 << 18
 
 NUM_DIMS = 6
@@ -89,7 +87,6 @@ def _standardize(
 
 
 def uses_estimates(model_kwargs: dict) -> bool:
-    """Whether a model built with these kwargs reads the analytic estimates."""
     return bool(model_kwargs.get("analytic_inputs", False))
 
 
@@ -139,8 +136,7 @@ class FeatureStats:
         return _standardize(config_feat, self.config_mean, self.config_std, chunk_rows)
 
     def normalize_split(self, split: TileSplit, estimates: bool = True) -> TileSplit:
-        """A copy of the split with normalized float32 features and the derived columns
-        (the analytic ones zeros unless `estimates`, see `uses_estimates`)."""
+        """A copy of the split with normalized float32 features and derived columns."""
         _check_raw_width(split.node_feat)
         configs = np.zeros((split.config_feat.shape[0], NORMALIZED_CONFIG_DIM), np.float32)
         configs[:, :CONFIG_FEAT_DIM] = self.normalize_configs(split.config_feat)

@@ -1,7 +1,5 @@
 """The tile:xla task: the conductor's hooks (`TileTask`) and `train`, one run through them.
-
-Its flags are `tile_args.TrainArgs`; no TensorFlow at import time.
-"""
+Its flags are `tile_args.TrainArgs`; no TensorFlow at import time."""
 
 from __future__ import annotations
 
@@ -30,12 +28,7 @@ def program_balanced_weights(split: TileSplit) -> np.ndarray:
 
 
 def config_count_weights(split: TileSplit) -> np.ndarray:
-    """Per-kernel sampling probabilities proportional to the square root of its configs.
-
-    Uniform sampling rarely compares most configurations of a kernel of 3000; in
-    proportion to the count, small kernels (which weigh as much in the top-K error)
-    would be drawn 30 times less; the square root is between the two.
-    """
+    """Per-kernel sampling probabilities proportional to the square root of its configs."""
     weights = np.sqrt(split.num_configs.astype(np.float64))
     return weights / weights.sum()
 
@@ -50,8 +43,7 @@ def sampling_weights(args: TrainArgs, split: TileSplit) -> np.ndarray | None:
 
 
 def read_split(folder: Path, cache_dir: str | None, stats_dict: dict | None, estimates: bool):
-    """A split as its files hold it, or normalized with `stats_dict`; module-level, so that
-    another process can read it while this one imports TensorFlow."""
+    """A split as its files hold it, or normalized with `stats_dict` (run in another process)."""
     from baselines.tiles.data import load_split
     from baselines.tiles.features import FeatureStats
 
@@ -62,11 +54,7 @@ def read_split(folder: Path, cache_dir: str | None, stats_dict: dict | None, est
 
 
 class TileRanking(RankingHooks):
-    """tile:xla for the ranking driver (`core/rank_run.py`): kernels, scored by `SavedRanker`.
-
-    The split is read (and, with one model, normalized) in another process while this
-    one imports TensorFlow and rebuilds the models, which hold the GIL most of the time.
-    """
+    """tile:xla for the ranking driver (`core/rank_run.py`): kernels, scored by `SavedRanker`."""
 
     place, unit = TILE_PLACE, "kernel"
 
@@ -79,8 +67,7 @@ class TileRanking(RankingHooks):
         return root / split
 
     def prepare(self, request, output: Path, log) -> None:
-        # Leftovers of killed runs: in the output's folder only those whose writer is
-        # known to be gone, in the cache also old foreign ones.
+        # Leftovers of killed runs (in the output's folder only those known to be gone).
         from baselines.core.io_utils import remove_stale_temporaries
 
         if output.parent.is_dir():
@@ -145,12 +132,7 @@ class TileRanking(RankingHooks):
 
 
 class TileTask(Task):
-    """tile:xla for the conductor (`core/conductor.py`): kernels ranked by top-K error.
-
-    Splits are normalized with statistics fitted on train only; a run is named with
-    its data's identity when its files hold another data set's run. The final
-    evaluation scores every configuration of every validation and test kernel.
-    """
+    """tile:xla for the conductor (`core/conductor.py`): kernels ranked by top-K error."""
 
     collection, unit = "tile", "kernel"
     not_hparams = ("out_dir", "cache_dir", "results_csv")
@@ -239,12 +221,10 @@ class TileTask(Task):
         return graph_from_batch(batch)
 
     def run_label(self, args: TrainArgs, run_hash: str) -> str:
-        """Model, --run_id when given, and the run hash's first 8 digits."""
         return "-".join(p for p in (args.model, args.run_id, run_hash[:8]) if p)
 
     def evaluate(self, args: TrainArgs, model, loaded: Loaded, record, progress: bool, log):
-        """Top-K errors of the validation (and labelled test) kernels over all their configs:
-        the record's fields and the test scores (predictions with `--test_mode=predictions`)."""
+        """Top-K errors of the validation (and labelled test) kernels; the test scores."""
         from baselines.core import metrics
         from baselines.tiles.predict import ConfigScorer
 
@@ -297,8 +277,7 @@ class TileTask(Task):
 
 
 def train(args: TrainArgs, *, progress: bool = True, log=print, strategy=None) -> dict[str, Any]:
-    """Trains, evaluates and saves one tile run (`core.conductor.train_run`); its record.
-
+    """Trains, evaluates and saves one tile run (`core.conductor.train_run`); its record:
     record = train(TrainArgs(model="MLP", toy_data=True, epochs=5))
     record["final_error"]["val"]     # {"1": ..., "5": ..., "10": ...}
     """

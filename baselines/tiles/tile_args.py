@@ -1,8 +1,4 @@
-"""tile:xla's training flags: `TrainArgs`, every tiles_train.py flag, checked without TensorFlow.
-
-Defaults are the public baseline's, and the flags the baseline lacks train
-exactly as it does at their defaults.
-"""
+"""tile:xla's training flags: `TrainArgs`, every tiles_train.py flag, checked without TensorFlow."""
 
 from __future__ import annotations
 
@@ -96,11 +92,7 @@ class TrainArgs(TrainingArgs):
         return parse_json_object("model_kwargs_json", self.model_kwargs_json, '{"hidden_dim": 128}')
 
     def validate(self) -> None:
-        """Checks everything that can be checked before loading data.
-
-        `check_flags`, then builds the model once, so that the kwargs' values
-        are checked by its constructor.
-        """
+        """Checks everything that can be checked before loading data (`check_flags`, the model)."""
         self.check_flags()
         # Imported here so that importing TrainArgs stays free of TensorFlow.
         from baselines.tiles.model_builder import build_model

@@ -10,8 +10,7 @@ from baselines.core.layers.pointwise import state_width
 
 
 class HeadLogits(tf.keras.layers.EinsumDense):
-    """Per-head attention logits `sum_c features[..., h, c] kernel[c, h]`: TF-GNN's EinsumDense
-    (same `kernel`) as one multiply and sum, CPU einsum being slow here (docs/performance.md)."""
+    """Per-head attention logits `sum_c features[..., h, c] kernel[c, h]`, one multiply and sum."""
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         return tf.reduce_sum(inputs * tf.transpose(self.kernel), axis=-1)
@@ -46,8 +45,7 @@ class GATv2Block(tf.keras.layers.Layer):
         self.norm = tf.keras.layers.LayerNormalization(name="norm")
 
     def build(self, input_shape=None) -> None:
-        """Creates the weights for states [num_ops, units], by calling both convs once on
-        a graph of two ops and one edge (GATv2Conv builds on its first call)."""
+        """Creates the weights for states [num_ops, units] by calling both convs on a 2-op graph."""
         width = state_width(input_shape)
         if width is not None:
             tiny = tfgnn.GraphTensor.from_pieces(

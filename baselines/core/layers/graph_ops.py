@@ -1,6 +1,5 @@
-"""Message passing over `feed` for node values [n, d] or [n, k, d]: one sparse-dense matmul,
-no [edges, k, d] messages. "producers" sums the ops a node reads, "consumers" the ops
-reading it, "both" their sum (A + A^T)."""
+"""Message passing over `feed` for node values [n, d] or [n, k, d], one sparse-dense matmul:
+"producers" sums the ops a node reads, "consumers" the ops reading it, "both" A + A^T."""
 
 from __future__ import annotations
 
@@ -8,6 +7,13 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 DIRECTIONS = ("both", "producers", "consumers")
+
+
+def edge_set(sizes, source: tuple[str, tf.Tensor], target: tuple[str, tf.Tensor]) -> tfgnn.EdgeSet:
+    """An edge set of `sizes` edges per component; `source`, `target`: (node set, node ids)."""
+    return tfgnn.EdgeSet.from_fields(
+        sizes=sizes, adjacency=tfgnn.Adjacency.from_indices(source=source, target=target)
+    )
 
 
 def bidirectional_degree(
