@@ -79,10 +79,13 @@ def add_field_flags(
     default: Callable[[dataclasses.Field], Any],
     help: Callable[[dataclasses.Field], str] = field_help,
 ) -> None:
-    """One `--<field>` flag per field of dataclass `record`, typed like the field;
-    a bool takes `--flag`, `--flag=true` or `--flag=false`."""
-    for field in dataclasses.fields(record):
-        kind = {"bool": parse_bool, "int": int, "float": float}.get(str(field.type), str)
+    """One `--<field>` flag per field of dataclass `record` (its init-only ones too, for an
+    `ArgsRecord`), typed like the field; a bool takes `--flag`, `--flag=true` or `--flag=false`."""
+    from baselines.core.args_record import flag_type
+
+    fields = record.flag_fields() if hasattr(record, "flag_fields") else dataclasses.fields(record)
+    for field in fields:
+        kind = {"bool": parse_bool, "int": int, "float": float}.get(flag_type(field), str)
         extra = {"nargs": "?", "const": True} if kind is parse_bool else {}
         parser.add_argument(
             f"--{field.name}", type=kind, default=default(field), help=help(field), **extra
