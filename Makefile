@@ -31,7 +31,7 @@ $(VENV)/.installed-dask: $(VENV)/.installed requirements-dask.txt constraints.tx
 # collection (layout:xla:default); then one submission of both (the other three
 # layout collections get dummy rankings).
 demo: install
-	$(PY) tiles_train.py --model=MLP --toy_data=True --epochs=20 --early_stop=10 \
+	$(PY) tiles_train.py --model=MLP --max_files=100 --epochs=20 --early_stop=10 \
 		--data_root=$(DEMO_DATA) --out_dir=$(DEMO_OUT) --cache_dir=$(DEMO_OUT)/cache
 	$(PY) tiles_gen_predictions_csv.py --dir "$$(ls -td $(DEMO_OUT)/model_* | head -1)" \
 		--data_root=$(DEMO_DATA) --output=$(DEMO_OUT)/predictions_output_model.csv
@@ -60,8 +60,8 @@ MODEL ?= MLP
 KWARGS ?= {}
 CHECK_OUT := out/check-model
 check-model: install
-	$(PY) tiles_train.py --model=$(MODEL) --model_kwargs_json='$(KWARGS)' --toy_data=True \
-		--epochs=1 --data_root=$(DEMO_DATA) --out_dir=$(CHECK_OUT) --cache_dir=$(CHECK_OUT)/cache
+	$(PY) tiles_train.py --model=$(MODEL) --model_kwargs_json='$(KWARGS)' --bundled_toy=True \
+		--epochs=1 --out_dir=$(CHECK_OUT) --cache_dir=$(CHECK_OUT)/cache
 	$(PY) tiles_gen_predictions_csv.py --dir "$$(ls -td $(CHECK_OUT)/model_* | head -1)" \
 		--output=$(CHECK_OUT)/predictions_output_model.csv
 

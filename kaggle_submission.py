@@ -2,7 +2,7 @@
 """Builds the whole five-collection Kaggle submission in one command, as one Beam pipeline.
 
     python kaggle_submission.py --data_root ~/data/tpugraphs --out out/kaggle
-    python kaggle_submission.py --toy_data=True --seeds=2 --epochs=2 --out out/kaggle_toy
+    python kaggle_submission.py --bundled_toy=True --seeds=2 --epochs=2 --out out/kaggle_toy
     python kaggle_submission.py --collections=tile:xla,layout:xla:default --seeds=1
 
 Trains each collection's candidate recipes (baseline and recommended by default)
@@ -61,12 +61,20 @@ def build_parser():
             f"in {folder} or paths, comma-separated (recommended is kept unless beaten)",
         )
     parser.add_argument(
+        "--bundled_toy",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="the bundled toy sets in data/ instead of --data_root (every collection)",
+    )
+    parser.add_argument(
         "--toy_data",
         type=parse_bool,
         nargs="?",
         const=True,
         default=False,
-        help="the bundled toy sets instead of --data_root (every collection)",
+        help="old spelling of --bundled_toy",
     )
     parser.add_argument(
         "--epochs", type=int, default=None, help="every training's --epochs (default: the recipe's)"
@@ -79,12 +87,27 @@ def build_parser():
     return parser
 
 
+# What the old spelling does, in the new one: said once when it is given.
+TOY_DATA_NOTE = "--toy_data=True: the bundled toy sets instead of --data_root (--bundled_toy=True)"
+
+
+def parse_command(argv=None, log=lambda _: None):
+    """(the job's flags, Beam's); the old spelling `--toy_data` becomes `--bundled_toy`,
+    said through `log`."""
+    args, beam_args = build_parser().parse_known_args(argv)
+    if args.toy_data:
+        log(TOY_DATA_NOTE)
+        args.bundled_toy = True
+    del args.toy_data
+    return args, beam_args
+
+
 def main() -> int:
     for name in ("apache_beam", None):  # Beam's start-up warnings; steps print their own lines
         logging.getLogger(name).setLevel(logging.ERROR)
-    args, beam_args = build_parser().parse_known_args()
+    args, beam_args = parse_command(log=lambda line: print(line, flush=True))
     job = plan_job(
-        args.data_root, args.out, args.collections, args.seeds, args.toy_data, args.epochs,
+        args.data_root, args.out, args.collections, args.seeds, args.bundled_toy, args.epochs,
         args.sample, {"tile": args.tile_candidates, "layout": args.layout_candidates},
     )  # fmt: skip
     names = ", ".join(c.name for c in job.collections)

@@ -25,7 +25,7 @@ prepare_tensorflow_import()
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
-from baselines.core.rank_run import Request, rank_run
+from baselines.core.rank_run import Request, add_data_flags, rank_run
 from baselines.layout.cache import CACHE_DIR_HELP
 from baselines.layout.task import LayoutRanking
 
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--data_root", default=None, help="layout data root (default: the first run's)"
     )
+    add_data_flags(parser)
     parser.add_argument(
         "--split",
         default="test",

@@ -7,8 +7,10 @@
 Reads `<data_root>/<source>/<search>/{train,valid}` (duplicates dropped, at most
 `--max_configs` per graph, pruned to `--prune_hops` hops around the configurable
 nodes; cached in `--cache_dir` when given) and writes `model_<hash>/`,
-`run_<hash>.jsonz` and `tb_<hash>/` (TensorBoard) into `--out_dir`. While
-training, `backup_<hash>/` holds the last finished epoch: the same command
+`run_<hash>.jsonz` and `tb_<hash>/` (TensorBoard) into `--out_dir`, then, as
+upstream's script, every test graph's configurations ranked by the saved model
+into `--results_csv` (default `<out_dir>/results_<ms>_<source>_<search>.csv`).
+While training, `backup_<hash>/` holds the last finished epoch: the same command
 started again after a crash resumes there. The default data root is the bundled
 synthetic TOY set.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -26,6 +29,7 @@ from baselines.core.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
+from baselines.core.args_record import old_spelling_notes
 from baselines.core.cli import add_field_flags, entry_parser
 from baselines.core.distribution import add_strategy_flag, check_strategy_environment
 from baselines.core.errors import run_cli
@@ -46,12 +50,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_command(argv: list[str] | None = None) -> tuple[LayoutTrainArgs, str]:
-    """Flags (with `--flagfile=FILE` expanded in place; later flags win): args, strategy."""
+def parse_command(
+    argv: list[str] | None = None, log: Callable[[str], None] = lambda _: None
+) -> tuple[LayoutTrainArgs, str]:
+    """Flags (with `--flagfile=FILE` expanded in place; later flags win): args, strategy;
+    what an old spelling does is said through `log`."""
     argv = sys.argv[1:] if argv is None else argv
     argv = expand_flagfiles(argv, LayoutTrainArgs.flag_names() | {"strategy"})
     flags = vars(build_parser().parse_args(argv))
     strategy = flags.pop("strategy")
+    for note in old_spelling_notes(flags):
+        log(note)
     return LayoutTrainArgs(**flags), strategy
 
 
@@ -60,16 +69,18 @@ def parse_args(argv: list[str] | None = None) -> LayoutTrainArgs:
 
 
 def main() -> int:
-    args, strategy_name = parse_command()
     log = lambda line: print(line, flush=True)  # noqa: E731
+    args, strategy_name = parse_command(log=log)
     # Flags, the data root and the output folder first: importing TensorFlow takes seconds.
     check_run(args)
     check_strategy_environment(strategy_name, os.environ.get("TF_CONFIG"))
     from baselines.core.distribution import make_strategy
-    from baselines.layout.task import train
+    from baselines.layout.task import rank_test_split, train
 
     strategy = make_strategy(strategy_name)  # before any other TensorFlow op
-    train(args, strategy=strategy, progress=sys.stderr.isatty(), log=log)
+    record = train(args, strategy=strategy, progress=sys.stderr.isatty(), log=log)
+    if record.get("chief", True):  # the chief saved the run: it ranks the test split
+        rank_test_split(args, record, log)
     return 0
 
 

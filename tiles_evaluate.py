@@ -23,7 +23,7 @@ prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
-from baselines.core.rank_run import Request, add_groups_flag, evaluate_run
+from baselines.core.rank_run import Request, add_data_flags, add_groups_flag, evaluate_run
 from baselines.tiles.task import TileRanking
 from baselines.tiles.tile_args import DEFAULT_DATA_ROOT
 
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder holding the split (default: the first run's data root, then "
         f"{DEFAULT_DATA_ROOT})",
     )
+    add_data_flags(parser, max_files=True)
     parser.add_argument("--cache_dir", default=None, help="optional cache of the loaded split")
     parser.add_argument(
         "--split",

@@ -24,7 +24,7 @@ prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
-from baselines.core.rank_run import Request, rank_run
+from baselines.core.rank_run import Request, add_data_flags, rank_run
 from baselines.tiles.task import TileRanking
 from baselines.tiles.tile_args import DEFAULT_DATA_ROOT
 
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="folder holding the split (default: the first run's data root, then "
         f"{DEFAULT_DATA_ROOT}, then the bundled toy set)",
     )
+    add_data_flags(parser)
     parser.add_argument(
         "--split",
         default="test",

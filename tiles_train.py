@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Trains a tile cost model on TpuGraphs tile:xla and saves it with its run file.
 
-    python tiles_train.py --model=EarlyJoinSAGE --toy_data=True
+    python tiles_train.py --model=EarlyJoinSAGE --max_files=100
     python tiles_train.py --flagfile=configs/recommended.flags --epochs=5
 
 Writes `model_<hash>/`, `run_<hash>.jsonz`, `tb_<hash>/` (TensorBoard) and, with
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -23,6 +24,7 @@ from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
 
 prepare_tensorflow_import(tile_thread_pools())
 
+from baselines.core.args_record import old_spelling_notes
 from baselines.core.cli import add_field_flags, entry_parser, field_help
 from baselines.core.data_roots import training_root
 from baselines.core.distribution import add_strategy_flag, check_strategy_environment
@@ -44,12 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_command(argv: list[str] | None = None) -> tuple[TrainArgs, str]:
-    """Flags (with `--flagfile=FILE` expanded in place; later flags win): TrainArgs, strategy."""
+def parse_command(
+    argv: list[str] | None = None, log: Callable[[str], None] = lambda _: None
+) -> tuple[TrainArgs, str]:
+    """Flags (with `--flagfile=FILE` expanded in place; later flags win): TrainArgs, strategy;
+    what an old spelling does is said through `log`."""
     argv = sys.argv[1:] if argv is None else argv
     argv = expand_flagfiles(argv, TrainArgs.flag_names() | {"strategy"})
     flags = vars(build_parser().parse_args(argv))
     strategy = flags.pop("strategy")
+    for note in old_spelling_notes(flags):
+        log(note)
     return TrainArgs(**flags), strategy
 
 
@@ -58,7 +65,7 @@ def parse_args(argv: list[str] | None = None) -> TrainArgs:
 
 
 def main() -> int:
-    args, strategy_name = parse_command()
+    args, strategy_name = parse_command(log=lambda line: print(line, flush=True))
     # Flags first: importing TensorFlow takes seconds.
     args.check_flags()
     # A mistyped --data_root too (the toy-set banner is printed by train()).

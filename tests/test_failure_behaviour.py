@@ -19,6 +19,7 @@ import tensorflow as tf
 from conftest import write_random_root
 
 from baselines.core import io_utils
+from baselines.core.args_record import TOY_MAX_FILES
 from baselines.core.errors import PipelineError
 from baselines.core.run_files import model_fingerprint
 from baselines.core.saved_model import save_run
@@ -56,7 +57,7 @@ def train(args: TrainArgs, lines: list[str] | None = None) -> dict:
 
 
 def _largest_train_kernel(root: Path) -> int:
-    files = sorted((root / "train").glob("*.npz"))[: data.TOY_MAX_FILES]
+    files = sorted((root / "train").glob("*.npz"))[:TOY_MAX_FILES]
     return max(np.load(f)["config_feat"].shape[0] for f in files)
 
 

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
 from typing import Any, ClassVar
 
+from baselines.core.data_roots import DataPlace
 from baselines.core.errors import PipelineError
 
-# --toy_data (both collections' training scripts): the first this many files of each split.
+# Upstream's --toy_data=True: the first this many files of each split, in file-name order.
 TOY_MAX_FILES = 100
+# What the old spelling does, in the new ones: said once by a script given it.
+TOY_DATA_NOTE = (
+    f"--toy_data=True: the first {TOY_MAX_FILES} files of each split (--max_files="
+    f"{TOY_MAX_FILES}); the bundled toy set stands in only where the default --data_root holds "
+    "nothing (--bundled_toy=True asks for it)"
+)
 
 
 class ArgsRecord:
@@ -21,13 +29,19 @@ class ArgsRecord:
     # Fields hashed only when they differ from their default (added after runs were saved).
     ADDED_LATER: ClassVar[frozenset[str]] = frozenset()
 
+    @classmethod
+    def hash_view(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Field values under the names runs have always hashed them by (a subclass maps a
+        renamed flag back to the one it replaced)."""
+        return dict(values)
+
     def run_hash(self) -> str:
         """md5 of the sorted JSON of the hashed fields: the `<hash>` of the run's files."""
-        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        defaults = self.hash_view({f.name: f.default for f in dataclasses.fields(self)})
         hashed = {
             k: v
-            for k, v in self.to_dict().items()
-            if k not in self.NOT_HASHED and not (k in self.ADDED_LATER and v == defaults[k])
+            for k, v in self.hash_view(self.to_dict()).items()
+            if k not in self.NOT_HASHED and not (k in self.ADDED_LATER and v == defaults.get(k))
         }
         return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
 
@@ -46,8 +60,16 @@ class ArgsRecord:
             object.__setattr__(self, name, parsed)
 
     @classmethod
+    def flag_fields(cls) -> list[dataclasses.Field]:
+        """One command-line flag per field, named like it, then the init-only fields
+        (`dataclasses.InitVar`): flags that set other fields and are never stored."""
+        stored = [f.name for f in dataclasses.fields(cls)]
+        init_only = [n for n in inspect.signature(cls).parameters if n not in stored]
+        return [*dataclasses.fields(cls), *(cls.__dataclass_fields__[n] for n in init_only)]
+
+    @classmethod
     def flag_names(cls) -> frozenset[str]:
-        return frozenset(f.name for f in dataclasses.fields(cls))
+        return frozenset(f.name for f in cls.flag_fields())
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -78,6 +100,16 @@ def flag(default: Any, help: str) -> Any:
     return dataclasses.field(default=default, metadata={"help": help})
 
 
+def old_spelling_notes(flags: dict[str, Any]) -> list[str]:
+    """One line per old spelling among a script's parsed `flags`: what it does in the new ones."""
+    return [TOY_DATA_NOTE] if flags.get("toy_data") else []
+
+
+def flag_type(field: dataclasses.Field) -> str:
+    """A flag field's type as written, e.g. "int | None" (an init-only field's inner type)."""
+    return str(field.type).removeprefix("dataclasses.InitVar[").removesuffix("]")
+
+
 OPTIMIZERS = ("adam", "adamw")
 LR_SCHEDULES = ("constant", "cosine")
 
@@ -106,6 +138,48 @@ class TrainingArgs(ArgsRecord):
         "end on the mean of the weights after this epoch (counted from 1) and every later "
         "one, instead of the best epoch's (None = the best epoch's)",
     )
+
+    # Init-only (`dataclasses.InitVar`): each sets stored fields, so that a run is recorded
+    # and hashed the same however it was asked for. On a record they read False.
+    toy_data: dataclasses.InitVar[bool] = flag(
+        False, f"old spelling of --max_files={TOY_MAX_FILES} (upstream's tile flag)"
+    )
+    bundled_toy: dataclasses.InitVar[bool] = flag(
+        False, "the bundled synthetic toy set in data/ instead of --data_root"
+    )
+
+    def __post_init__(self, toy_data: bool, bundled_toy: bool) -> None:
+        """`--max_files` as an integer; `--toy_data` and `--bundled_toy` applied, or refused
+        in one line when another flag says otherwise."""
+        self.parse_optional_ints("max_files")
+        if toy_data:
+            if self.max_files not in (None, TOY_MAX_FILES):
+                raise PipelineError(
+                    f"--toy_data=True means --max_files={TOY_MAX_FILES}, not "
+                    f"--max_files={self.max_files}; give one of the two"
+                )
+            object.__setattr__(self, "max_files", TOY_MAX_FILES)
+        if bundled_toy:
+            place: DataPlace = self.PLACE  # the collection's (a subclass sets it)
+            if self.data_root == place.default:
+                object.__setattr__(self, "data_root", place.toy_text)
+            elif not place.is_toy(place.expand(self.data_root)):
+                raise PipelineError(
+                    f"--bundled_toy=True reads {place.toy}, not --data_root={self.data_root}; "
+                    "give one of the two"
+                )
+
+    @classmethod
+    def hash_view(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """`max_files` hashed as the flag it replaced, upstream's `toy_data` (None as False,
+        100 as True), so that runs saved before keep their names; any other count is hashed
+        as itself beside it."""
+        view = dict(values)
+        max_files = view.pop("max_files")
+        view["toy_data"] = max_files == TOY_MAX_FILES
+        if max_files not in (None, TOY_MAX_FILES):
+            view["max_files"] = max_files
+        return view
 
     def validation_epochs(self, epochs: int | None = None) -> list[int]:
         """1-based epochs after which validation runs: every `eval_every`-th and the last."""
@@ -143,6 +217,10 @@ def check_training_flags(args: Any) -> None:
         raise PipelineError(
             f"--configs: {args.configs} gives no ranking signal (configurations are ranked "
             "against each other within a graph); use at least 2"
+        )
+    if args.max_files is not None and args.max_files < 1:
+        raise PipelineError(
+            f"--max_files: must be at least 1 (or None = every file), got {args.max_files}"
         )
     if not args.lr > 0 or not args.clip_norm > 0:
         raise PipelineError(

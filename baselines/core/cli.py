@@ -78,9 +78,13 @@ def add_field_flags(
     default: Callable[[dataclasses.Field], Any],
     help: Callable[[dataclasses.Field], str] = field_help,
 ) -> None:
-    """One `--<field>` flag per field of dataclass `record`, typed like the field."""
-    for field in dataclasses.fields(record):
-        kind = {"bool": parse_bool, "int": int, "float": float}.get(str(field.type), str)
+    """One `--<field>` flag per field of dataclass `record` (an `ArgsRecord`'s init-only ones
+    too), typed like the field."""
+    from baselines.core.args_record import flag_type
+
+    fields = record.flag_fields() if hasattr(record, "flag_fields") else dataclasses.fields(record)
+    for field in fields:
+        kind = {"bool": parse_bool, "int": int, "float": float}.get(flag_type(field), str)
         extra = {"nargs": "?", "const": True} if kind is parse_bool else {}
         parser.add_argument(
             f"--{field.name}", type=kind, default=default(field), help=help(field), **extra

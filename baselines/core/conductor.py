@@ -67,7 +67,7 @@ def choose_run_hash(args: Any, out_dir: Path, loaded: Loaded) -> tuple[str, str]
         if all(claim == loaded.identity for claim in claims):
             return base, ""
         reason = f"{out_dir} already holds run {base} of other or unknown data"
-    keyed = {**args.to_dict(), "data_identity": loaded.identity}
+    keyed = {**args.hash_view(args.to_dict()), "data_identity": loaded.identity}
     return hashlib.md5(json.dumps(keyed, sort_keys=True).encode()).hexdigest(), reason
 
 

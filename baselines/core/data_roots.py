@@ -21,12 +21,18 @@ class DataPlace:
     holds: str
     unit: str
 
+    @property
+    def toy_text(self) -> str:
+        """The toy set as `--bundled_toy` writes `--data_root`: relative to the repository
+        (the same run hash in every clone of it)."""
+        toy = self.toy.resolve()
+        return toy.relative_to(REPO_ROOT).as_posix() if toy.is_relative_to(REPO_ROOT) else str(toy)
+
     def expand(self, text: str) -> Path:
-        """`text` as a folder; a relative default is the repository's own (the toy set)."""
+        """`text` as a folder; the relative default and `toy_text` are the repository's own."""
         path = Path(text).expanduser()
-        if text == self.default and not path.is_absolute() and (REPO_ROOT / path).is_dir():
-            return REPO_ROOT / path
-        return path
+        own = text in (self.default, self.toy_text) and not path.is_absolute()
+        return REPO_ROOT / path if own and (REPO_ROOT / path).is_dir() else path
 
     def is_toy(self, root: Path) -> bool:
         return Path(root).resolve() == self.toy.resolve()
@@ -61,11 +67,14 @@ def training_root(
 
 
 def ranking_root(
-    place: DataPlace, flag: str | None, run_root: str | None
+    place: DataPlace, flag: str | None, run_root: str | None, bundled_toy: bool = False
 ) -> tuple[Path, str, str | None]:
-    """(the root to rank or evaluate, where that choice came from, the banner or None): an
-    explicit `--data_root` that exists, else the run's root, the default, the toy set."""
-    if flag is not None:
+    """(the root to rank or evaluate, where that choice came from, the banner or None): the
+    toy set with `bundled_toy`, an explicit `--data_root` that exists, else the run's root,
+    the default, the toy set."""
+    if bundled_toy:
+        root, origin = place.toy, "--bundled_toy"
+    elif flag is not None:
         root = Path(flag).expanduser()
         if not root.is_dir():
             raise PipelineError(

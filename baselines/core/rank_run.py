@@ -23,7 +23,8 @@ class Request:
     """A rank or evaluate command's flags: `dirs` comma-separated model folders (`flag`
     names them), `top` configurations per row (None: all), `options` the collection's
     own flags, `groups` named groups of the folders (e.g. a recipe's seeds), each
-    evaluated as its own ensemble beside the blend of all (`<output>_items.csv`)."""
+    evaluated as its own ensemble beside the blend of all (`<output>_items.csv`);
+    `bundled_toy` reads the toy set, `max_files` the first files of the split only."""
 
     dirs: str
     split: str
@@ -34,10 +35,21 @@ class Request:
     flag: str = "--dir"
     options: Any = None
     groups: dict[str, list[str]] | None = None
+    bundled_toy: bool = False
+    max_files: int | None = None
 
     @classmethod
     def of(cls, args: Any, flag: str) -> Request:
         """The request of a script's parsed flags; `flag` ("--dir" or "--dirs") lists the models."""
+        bundled_toy = getattr(args, "bundled_toy", False)
+        max_files = getattr(args, "max_files", None)
+        if bundled_toy and args.data_root is not None:
+            raise PipelineError(
+                f"--bundled_toy=True reads the bundled toy set, not --data_root={args.data_root}; "
+                "give one of the two"
+            )
+        if max_files is not None and max_files < 1:
+            raise PipelineError(f"--max_files: must be at least 1, got {max_files}")
         return cls(
             dirs=getattr(args, flag[2:]),
             split=args.split,
@@ -48,6 +60,8 @@ class Request:
             flag=flag,
             options=args,
             groups=parse_groups(getattr(args, "groups_json", None)),
+            bundled_toy=bundled_toy,
+            max_files=max_files,
         )
 
 
@@ -124,7 +138,9 @@ def _read(hooks: RankingHooks, request: Request, log: Log) -> tuple[Models, Path
     models = hooks.read_runs(request.dirs, request.flag)
     first = models[0][1]
     run_root = first.get("data_root") or first.get("args", {}).get("data_root")
-    root, origin, banner = ranking_root(hooks.place, request.data_root, run_root)
+    root, origin, banner = ranking_root(
+        hooks.place, request.data_root, run_root, bundled_toy=request.bundled_toy
+    )
     if banner:
         log(banner)
     folder = hooks.folder(root, first, request.split)
@@ -253,6 +269,27 @@ def read_items_csv(path: Path) -> dict[str, dict[str, float]]:
         for row in csv.DictReader(f):
             items.setdefault(row["label"], {})[row["item"]] = float(row["figure"])
     return items
+
+
+def add_data_flags(parser, *, max_files: bool = False) -> None:
+    """`--bundled_toy` of a rank or evaluate script, and `--max_files` when it takes it."""
+    from baselines.core.cli import parse_bool
+
+    parser.add_argument(
+        "--bundled_toy",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="the bundled synthetic toy set in data/ instead of --data_root or the run's",
+    )
+    if max_files:
+        parser.add_argument(
+            "--max_files",
+            type=int,
+            default=None,
+            help="only the first N files of the split, in file-name order (default: all)",
+        )
 
 
 def add_groups_flag(parser) -> None:

@@ -70,7 +70,11 @@ def layout_collection(name: str = "layout") -> CollectionSpec:
         join_flag="--layout_root",
         data_subdir="/".join(picked),
         toy_flags=(),
-        collection_flags=tuple(f"--{k}={v}" for k, v in zip(("source", "search"), picked)),
+        # The job ranks test with the chosen ensemble: no test ranking per training.
+        collection_flags=(
+            *(f"--{k}={v}" for k, v in zip(("source", "search"), picked)),
+            *(("--results_csv=None",) if picked else ()),
+        ),
         report_metrics={"kendall_tau": "Kendall's tau", "slowdown_1": "slowdown@1"},
         choice_figure="Kendall's tau",
         overall_row={"configs": "all", "level": "all"},

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from baselines.core.args_record import flag_type
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_write_text, read_user_text
 from baselines.core.tables import csv_table, markdown_table
@@ -41,7 +42,7 @@ def seeds_sweep(num_seeds: int) -> Sweep:
 
 
 def _field_types(args_type: type) -> dict[str, str]:
-    return {f.name: str(f.type) for f in dataclasses.fields(args_type)}
+    return {f.name: flag_type(f) for f in args_type.flag_fields()}
 
 
 def check_flag_value(spec: CollectionSpec, name: str, value: Any, where: str) -> Any:

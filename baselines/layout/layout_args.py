@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from baselines.core.args_record import (
-    TOY_MAX_FILES,
     TrainingArgs,
     check_training_flags,
     flag,
@@ -17,7 +16,7 @@ from baselines.core.args_record import (
 from baselines.core.cli import did_you_mean
 from baselines.core.data_roots import DataPlace, training_root
 from baselines.core.errors import PipelineError
-from baselines.core.io_utils import check_writable_dir
+from baselines.core.io_utils import check_output_file, check_writable_dir
 from baselines.core.submission import LAYOUT_SEARCHES, LAYOUT_SOURCES
 from baselines.layout.cache import prepare_cache_dir
 
@@ -37,11 +36,12 @@ BUNDLED_TOY_ROOT = LAYOUT_PLACE.toy
 class LayoutTrainArgs(TrainingArgs):
     """Every layout_train.py flag."""
 
-    NOT_HASHED = frozenset({"out_dir", "cache_dir"})
+    NOT_HASHED = frozenset({"out_dir", "cache_dir", "results_csv"})
     ADDED_LATER = frozenset(
         {"average_from", "toy_data", "optimizer", "weight_decay", "lr_schedule"}
-        | {"warmup_epochs", "max_train_steps", "eval_every"}
+        | {"warmup_epochs", "max_train_steps", "eval_every", "validate_batches"}
     )
+    PLACE = LAYOUT_PLACE  # where --data_root and --bundled_toy point
 
     source: str = flag("xla", f"layout source: {', '.join(LAYOUT_SOURCES)}")
     search: str = flag("random", f"layout search: {', '.join(LAYOUT_SEARCHES)}")
@@ -70,9 +70,23 @@ class LayoutTrainArgs(TrainingArgs):
         "folder holding {xla,nlp}/{default,random}/{train,valid,test}, e.g. "
         "~/data/tpugraphs/npz/layout (default: the bundled synthetic TOY set)",
     )
-    toy_data: bool = flag(False, f"use the first {TOY_MAX_FILES} files of each split")
+    max_files: int | None = flag(
+        None, "read only the first N files of each split, in file-name order (None = all)"
+    )
     out_dir: str = flag(
-        "~/out/tpugraphs_layout", "where model_<hash>/ and run_<hash>.jsonz go (not hashed)"
+        "~/out/tpugraphs_layout",
+        "where model_<hash>/, run_<hash>.jsonz and the results CSV go (not hashed)",
+    )
+    results_csv: str = flag(
+        "",
+        "CSV of the test split's rankings, written after training (default: "
+        "<out_dir>/results_<ms timestamp>_<source>_<search>.csv; None = no test ranking; "
+        "not hashed)",
+    )
+    validate_batches: int = flag(
+        10,
+        "validation batches per epoch for OPA, Kendall tau and model selection (<= 0 = all); "
+        "after training every validation configuration is scored",
     )
     cache_dir: str | None = flag(
         None,
@@ -84,7 +98,8 @@ class LayoutTrainArgs(TrainingArgs):
     )
     drop_duplicates: bool = flag(True, "drop repeated configurations of train/valid graphs")
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, toy_data: bool, bundled_toy: bool) -> None:
+        super().__post_init__(toy_data, bundled_toy)
         self.parse_optional_ints("max_configs", "prune_hops", "average_from")
         if self.prune_hops == -1:  # no pruning
             object.__setattr__(self, "prune_hops", None)
@@ -94,13 +109,18 @@ class LayoutTrainArgs(TrainingArgs):
     def split_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of `run_data.load_run_split` (reductions of train/valid graphs)."""
         return dict(
-            max_files=TOY_MAX_FILES if self.toy_data else None,
+            max_files=self.max_files,
             prune_hops=self.prune_hops,
             drop_duplicates=self.drop_duplicates,
             max_configs=self.max_configs,
             seed=self.seed,
             cache_dir=self.cache_dir,
         )
+
+    @property
+    def ranks_test(self) -> bool:
+        """Whether layout_train.py ranks the test split after training (not with None)."""
+        return self.results_csv.strip().lower() != "none"
 
     def model_kwargs(self) -> dict[str, Any]:
         return parse_json_object("model_kwargs_json", self.model_kwargs_json, '{"hidden_dim": 16}')
@@ -138,5 +158,7 @@ def check_run(args: LayoutTrainArgs, log=None) -> tuple[Path, bool, Path]:
     root, toy, _ = training_root(LAYOUT_PLACE, args.data_root, log=lambda _: None)
     out = Path(args.out_dir).expanduser()
     check_writable_dir(out, "--out_dir")
+    if args.results_csv and args.ranks_test:  # checked now, not after hours of training
+        check_output_file(Path(args.results_csv), "--results_csv")
     prepare_cache_dir(args.cache_dir, log)
     return root, toy, out

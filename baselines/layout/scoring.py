@@ -151,15 +151,22 @@ def score_runs(
     folder: Path,
     log: Callable[[str], None] | None = print,
     cache_dir: Path | str | None = None,
+    max_files: int | None = None,
 ) -> tuple[list[LayoutGraph], list[list[np.ndarray]]]:
-    """(the folder's graphs, each model's scores of all their configurations), in file order."""
+    """(the folder's graphs, the first `max_files` when given, each model's scores of all their
+    configurations), in file order."""
     by_hops: dict[int | None, tuple[list[LayoutGraph], list]] = {}
     members = []
     for model_dir, record in models:
         hops = LayoutTrainArgs.from_dict(record["args"]).prune_hops
         if hops not in by_hops:
             graphs = load_run_split(
-                folder, training=False, prune_hops=hops, log=log, cache_dir=cache_dir
+                folder,
+                training=False,
+                prune_hops=hops,
+                max_files=max_files,
+                log=log,
+                cache_dir=cache_dir,
             )
             by_hops[hops] = (graphs, prepare_graphs(graphs))
         _, prepared = by_hops[hops]

@@ -46,7 +46,9 @@ class LayoutRanking(RankingHooks):
         from baselines.layout.scoring import score_runs
 
         (graphs, members), seconds = timed(
-            lambda: score_runs(models, folder, log=log, cache_dir=request.cache_dir)
+            lambda: score_runs(
+                models, folder, log=log, cache_dir=request.cache_dir, max_files=request.max_files
+            )
         )
         return Scored(folder, [g.graph_id for g in graphs], members, graphs, seconds)
 
@@ -82,7 +84,8 @@ class LayoutRanking(RankingHooks):
                 f"--subset_size must be >= 1 and --subset_seed >= 0, got {options.subset_size} "
                 f"and {options.subset_seed}"
             )
-        counts = {p.stem: read_config_count(p) for p in list_layout_files(folder)}
+        files = list_layout_files(folder, request.max_files)
+        counts = {p.stem: read_config_count(p) for p in files}
         if options.subsets:
             where = Path(options.subsets).expanduser()
             text = read_user_text(where, "--subsets", "subsets file ")
@@ -116,6 +119,7 @@ class LayoutTask(Task):
     """A layout collection for the conductor (`core/conductor.py`): graphs ranked by tau."""
 
     collection, unit = "layout", "graph"
+    not_hparams = ("out_dir", "cache_dir", "results_csv")
 
     def __init__(self, graphs=None, validate_all: bool = True):
         """`graphs`: (train, valid) graphs already read, used instead of `--data_root`;
@@ -145,7 +149,7 @@ class LayoutTask(Task):
         folder = args.collection_dir(root)
         log(f"layout:{args.source}:{args.search} from {folder}; run {args.run_hash()}")
         train_graphs, valid_graphs = load_train_graphs(args, folder, log)
-        facts = dict(toy_data=toy, data_root=str(root), source=args.source, search=args.search)
+        facts = dict(bundled_toy=toy, data_root=str(root), source=args.source, search=args.search)
         loaded = prepared(train_graphs, valid_graphs)
         loaded.facts.update(facts)
         loaded.notice = (
@@ -157,7 +161,8 @@ class LayoutTask(Task):
         return max(g.num_configs for g in loaded.train)
 
     def batches(self, args: LayoutTrainArgs, loaded: Loaded, configs: int, replicas: int):
-        """Train batches of segments of `keep_nodes` nodes (None: whole graphs)."""
+        """Train batches of segments of `keep_nodes` nodes (None: whole graphs); validation
+        batches, the first `--validate_batches` of one fixed sample (<= 0: all)."""
         from baselines.core.keras_fit import EpochBatches
         from baselines.layout.batching import batch_source, segment_source
 
@@ -172,6 +177,7 @@ class LayoutTask(Task):
                 configs,
                 seed + 1,
                 fixed_epoch=0,
+                max_steps=args.validate_batches,
                 num_replicas=replicas,
             ),
         )
@@ -247,6 +253,43 @@ def load_train_graphs(
     if note:
         log(note)  # the flag stays in the run hash and run file as given
     return train_graphs, valid_graphs
+
+
+def results_csv_path(args: LayoutTrainArgs) -> Path:
+    """Where layout_train.py writes the test split's rankings: `--results_csv`, else upstream's
+    `<out_dir>/results_<ms timestamp>_<source>_<search>.csv`."""
+    if args.results_csv:
+        return Path(args.results_csv).expanduser()
+    stamp = int(time.time() * 1000)
+    return Path(args.out_dir).expanduser() / f"results_{stamp}_{args.source}_{args.search}.csv"
+
+
+def rank_test_split(args: LayoutTrainArgs, record: dict, log=print) -> Path | None:
+    """layout_train.py's last step, as upstream's: the saved run ranks every configuration of
+    every test graph (the first `--max_files`, as every split) into `results_csv_path`, with
+    the ranking driver (`rank_run`); None with `--results_csv=None`, or, said through `log`,
+    when there are no test files."""
+    from baselines.core.rank_run import Request, rank_run
+
+    if not args.ranks_test:
+        return None
+    root = Path(record["data_root"])
+    folder = args.collection_dir(root) / "test"
+    if not any(folder.glob("*.npz")):
+        log(f"no test files in {folder}: no results CSV")
+        return None
+    output = results_csv_path(args)
+    model_dir = Path(args.out_dir).expanduser() / f"model_{record['run_hash']}"
+    request = Request(
+        dirs=str(model_dir),
+        split="test",
+        output=str(output),
+        data_root=str(root),
+        cache_dir=args.cache_dir,
+        max_files=args.max_files,
+    )
+    rank_run(LayoutRanking(), request, log)
+    return output
 
 
 def train(args: LayoutTrainArgs, *, strategy=None, progress: bool = False, log=print) -> dict:

@@ -16,7 +16,6 @@ import numpy as np
 import tqdm
 
 from baselines.core import array_cache
-from baselines.core.args_record import TOY_MAX_FILES
 from baselines.core.errors import PipelineError
 from baselines.core.format import (  # noqa: F401 (OPCODE_VOCAB_SIZE re-exported)
     NODE_FEAT_DIM,
@@ -399,10 +398,9 @@ def load_split(
 
 
 def data_identity(
-    root: Path, splits: Sequence[str], toy_data: bool = False, toy_fallback: bool = False
+    root: Path, splits: Sequence[str], max_files: int | None = None, toy_fallback: bool = False
 ) -> dict:
     """What a run's data was: the root, each split's files fingerprint (cache key), their hash."""
-    max_files = TOY_MAX_FILES if toy_data else None
     fingerprints = {s: files_fingerprint(list_split_files(root / s, max_files)) for s in splits}
     resolved = str(Path(root).expanduser().resolve())
     digest = hashlib.sha256(json.dumps([resolved, fingerprints], sort_keys=True).encode())
@@ -418,13 +416,12 @@ def load_splits(
     data_root: Path | str,
     splits: Sequence[str] = SPLITS,
     *,
-    toy_data: bool = False,
+    max_files: int | None = None,
     cache_dir: Path | str | None = None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, TileSplit]:
-    """Loads the named splits of a data root (first 100 files of each with toy_data)."""
-    max_files = TOY_MAX_FILES if toy_data else None
+    """Loads the named splits of a data root (the first `max_files` files of each when given)."""
     return {
         s: load_split(
             Path(data_root) / s,

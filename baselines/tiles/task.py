@@ -42,12 +42,18 @@ def sampling_weights(args: TrainArgs, split: TileSplit) -> np.ndarray | None:
     return None
 
 
-def read_split(folder: Path, cache_dir: str | None, stats_dict: dict | None, estimates: bool):
-    """A split as its files hold it, or normalized with `stats_dict` (run in another process)."""
+def read_split(
+    folder: Path,
+    cache_dir: str | None,
+    stats_dict: dict | None,
+    estimates: bool,
+    max_files: int | None = None,
+):
+    """A split as its files hold it (the first `max_files`), or normalized with `stats_dict`."""
     from baselines.tiles.data import load_split
     from baselines.tiles.features import FeatureStats
 
-    raw = load_split(folder, name=folder.name, cache_dir=cache_dir)
+    raw = load_split(folder, name=folder.name, cache_dir=cache_dir, max_files=max_files)
     if stats_dict is None:
         return raw
     return FeatureStats.from_dict(stats_dict).normalize_split(raw, estimates=estimates)
@@ -86,7 +92,9 @@ class TileRanking(RankingHooks):
         estimates = uses_estimates(records[0]["model_kwargs"])
         spawn = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
-            loading = pool.submit(read_split, folder, request.cache_dir, stats, estimates)
+            loading = pool.submit(
+                read_split, folder, request.cache_dir, stats, estimates, request.max_files
+            )
             from baselines.tiles.predict import SavedRanker
 
             rankers = [SavedRanker.load(d, record) for d, record in models]
@@ -158,12 +166,12 @@ class TileTask(Task):
         raw = load_splits(
             root,
             splits,
-            toy_data=args.toy_data,
+            max_files=args.max_files,
             cache_dir=args.cache_dir,
             progress=progress,
             log=log,
         )
-        source = data_identity(root, splits, args.toy_data, toy_fallback)
+        source = data_identity(root, splits, args.max_files, toy_fallback)
         stats = FeatureStats.fit_split(raw["train"])
         estimates = uses_estimates(args.model_kwargs())
         data = {name: stats.normalize_split(split, estimates) for name, split in raw.items()}
@@ -278,7 +286,7 @@ class TileTask(Task):
 
 def train(args: TrainArgs, *, progress: bool = True, log=print, strategy=None) -> dict[str, Any]:
     """Trains, evaluates and saves one tile run (`core.conductor.train_run`); its record:
-    record = train(TrainArgs(model="MLP", toy_data=True, epochs=5))
+    record = train(TrainArgs(model="MLP", max_files=100, epochs=5))
     record["final_error"]["val"]     # {"1": ..., "5": ..., "10": ...}
     """
     from baselines.core.conductor import train_run

@@ -34,6 +34,7 @@ class TrainArgs(TrainingArgs):
     """Every tiles_train.py flag; `docs/usage.md`'s flag table is generated from these helps."""
 
     ADDED_LATER = frozenset({"average_from"})
+    PLACE = TILE_PLACE  # where --data_root and --bundled_toy point
 
     model: str = flag("EarlyJoinSAGE", "model class: a class of baselines/tiles/models.py")
     epochs: int = flag(100, "maximum training epochs")
@@ -69,7 +70,9 @@ class TrainArgs(TrainingArgs):
         "~/data/tpugraphs/cache/tile",
         "cache of loaded splits, keyed by file names, sizes, mtimes and contents",
     )
-    toy_data: bool = flag(False, "use the first 100 files of each split")
+    max_files: int | None = flag(
+        None, "read only the first N files of each split, in file-name order (None = all)"
+    )
     seed: int = flag(0, "random seed: same seed and data give the same run")
     # Beyond the baseline (its behaviour at this default):
     sampling: str = flag(
@@ -85,7 +88,8 @@ class TrainArgs(TrainingArgs):
         "--early_stop still counts epochs",
     )
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, toy_data: bool, bundled_toy: bool) -> None:
+        super().__post_init__(toy_data, bundled_toy)
         self.parse_optional_ints("average_from")
 
     def model_kwargs(self) -> dict[str, Any]:
