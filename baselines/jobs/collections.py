@@ -36,7 +36,6 @@ class CollectionSpec:
     toy_flags: tuple[str, ...]  # the training's flags on the toy sets
     collection_flags: tuple[str, ...]  # the training's flags that pick the collection
     report_metrics: Mapping[str, str]  # evaluation.csv columns in the report: their headings
-    overall_row: Mapping[str, str]  # evaluation.csv's row over everything: column -> value
     figure: str  # the evaluation's figure in the report
     training_weight: float  # a training's cost at the real size, relative to layout:xla's
     # Sweeps.

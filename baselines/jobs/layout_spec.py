@@ -77,7 +77,6 @@ def layout_collection(name: str = "layout") -> CollectionSpec:
         ),
         report_metrics={"kendall_tau": "Kendall's tau", "slowdown_1": "slowdown@1"},
         choice_figure="Kendall's tau",
-        overall_row={"configs": "all", "level": "all"},
         figure="tau_per_graph",
         training_weight=3.0 if picked[:1] == ["nlp"] else 1.0,
         metric_columns=("val_tau", "val_opa"),

@@ -13,7 +13,6 @@ Beam; nothing here imports TensorFlow or Beam.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import hashlib
 import json
@@ -444,13 +443,6 @@ def _read_json(path: Path) -> dict[str, Any]:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _overall_rows(csv_path: Path, c: CollectionSpec) -> list[dict[str, str]]:
-    """evaluation.csv's rows over every kernel or graph (every configuration, for layout)."""
-    with open(csv_path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    return [r for r in rows if all(r[k] == v for k, v in c.overall_row.items())]
 
 
 def _cell(value: float, signed: bool = False) -> str:

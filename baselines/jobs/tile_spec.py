@@ -112,7 +112,6 @@ TILE_XLA = CollectionSpec(
     collection_flags=(),
     report_metrics={"top1_err": "top-1 error", "top5_err": "top-5 error", "opa": "OPA"},
     choice_figure="Kaggle score (2 - top-5 best / best runtime)",
-    overall_row={"program": "ALL"},
     figure="per_program",
     training_weight=5.0,
     metric_columns=("val_top1_err", "val_top5_err", "val_top10_err", "val_opa"),
