@@ -8,7 +8,7 @@ DEMO_DATA := data/tile_xla_toy
 DEMO_LAYOUT_DATA := data/layout_toy
 DEMO_LAYOUT_CSV := $(DEMO_OUT)/layout/layout_xla_default_predictions.csv
 
-.PHONY: install install-dask demo test test-fast check-model mutation lint bench clean
+.PHONY: install install-dask install-kaggle demo test test-fast check-model mutation lint bench clean
 
 install: $(VENV)/.installed
 
@@ -25,6 +25,13 @@ install-dask: $(VENV)/.installed-dask
 
 $(VENV)/.installed-dask: $(VENV)/.installed requirements-dask.txt constraints.txt
 	$(PY) -m pip install --disable-pip-version-check --progress-bar on -r requirements-dask.txt -c constraints.txt
+	touch $@
+
+# Optional: the Kaggle command line tool, to download and submit (docs/submission.md), pinned.
+install-kaggle: $(VENV)/.installed-kaggle
+
+$(VENV)/.installed-kaggle: $(VENV)/.installed requirements-kaggle.txt constraints.txt
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -r requirements-kaggle.txt -c constraints.txt
 	touch $@
 
 # Toy training, then predictions, on the bundled toy data: tile:xla and one layout
