@@ -11,10 +11,12 @@ Every file keeps its real size; only the number of files is a fraction. Each ste
 of the finished job (`<out>/**/.done.json`) is scaled by the ratio of the
 release's file count to the run's, of the split the step reads most: a training
 by train, an evaluation by valid, a ranking by test. Start-up is scaled with
-it, so the figures are upper bounds. Each lane (a worker process of the local
+it, so the figures are upper bounds. A step's time is its CPU seconds (its wall
+on a core of its own, so a run on a busy machine still measures it; with
+`--by wall`, its wall seconds). Each lane (a worker process of the local
 runner) runs its steps one after another, so the job at the release's size is
 its longest lane: the sum of the scaled steps of each worker, the largest taken.
-Threads stay as they were in the run. Writes `<out>/at_release.md`.
+Writes `<out>/at_release.md`.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def folder_of(data_root: Path, slug: str) -> tuple[Path, dict[str, int]]:
     return data_root / "npz" / "layout" / source / search, LAYOUT_COUNTS[f"{source}:{search}"]
 
 
-def steps(out: Path, data_root: Path) -> list[dict]:
+def steps(out: Path, data_root: Path, by: str) -> list[dict]:
     """Every timed step of the job: collection, step, worker, wall s, its scale, peak MB."""
     rows = []
     for slug_dir in sorted(p for p in out.iterdir() if (p / ".done.json").is_file()):
@@ -58,23 +60,23 @@ def steps(out: Path, data_root: Path) -> list[dict]:
         for record in sorted(slug_dir.glob("*/seed_*/.done.json")):
             done = json.loads(record.read_text())
             name = f"train {record.parent.parent.name} {record.parent.name}"
-            rows.append(_row(slug_dir.name, name, done, done["worker"], ratio["train"]))
+            rows.append(_row(slug_dir.name, name, done, done["worker"], ratio["train"], by))
         for step in ("evaluate", "predict"):
-            rows.append(
-                _row(slug_dir.name, step, rank[step], rank["worker"], ratio[STEP_SPLIT[step]])
-            )
+            split = STEP_SPLIT[step]
+            rows.append(_row(slug_dir.name, step, rank[step], rank["worker"], ratio[split], by))
     return rows
 
 
-def _row(slug: str, step: str, cost: dict, worker: str, ratio: float) -> dict:
+def _row(slug: str, step: str, cost: dict, worker: str, ratio: float, by: str) -> dict:
     return {
         "collection": slug,
         "step": step,
         "worker": worker,
         "threads": cost.get("threads"),
         "wall_s": cost["wall_s"],
+        "cpu_s": cost["cpu_s"],
         "ratio": ratio,
-        "release_s": cost["wall_s"] * ratio,
+        "release_s": cost[f"{by}_s"] * ratio,
         "peak_mb": cost["peak_rss_mb"],
     }
 
@@ -83,23 +85,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="the finished job's --out")
     parser.add_argument("--data_root", required=True, help="the job's --data_root")
+    parser.add_argument("--by", default="cpu", choices=("cpu", "wall"), help="a step's time")
     args = parser.parse_args(argv)
     out, data_root = Path(args.out), Path(args.data_root)
-    rows = steps(out, data_root)
+    rows = steps(out, data_root, args.by)
     lanes: dict[str, float] = defaultdict(float)
     measured: dict[str, float] = defaultdict(float)
     for r in rows:
         lanes[r["worker"]] += r["release_s"]
-        measured[r["worker"]] += r["wall_s"]
+        measured[r["worker"]] += r[f"{args.by}_s"]
     lines = [
-        "| collection | step | worker | TF threads | wall s | x files | wall s at release\\* "
-        "| peak RSS MB |",
-        "|---|---|---|---|---|---|---|---|",
+        "| collection | step | worker | TF threads | wall s | CPU s | x files "
+        f"| {args.by} s at release\\* | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['collection']} | {r['step']} | {r['worker']} | {r['threads'] or '-'} | "
-            f"{r['wall_s']:.0f} | {r['ratio']:.2f} | {r['release_s']:.0f} | {r['peak_mb']:.0f} |"
+            f"{r['wall_s']:.0f} | {r['cpu_s']:.0f} | {r['ratio']:.2f} | {r['release_s']:.0f} | "
+            f"{r['peak_mb']:.0f} |"
         )
     lines.append("")
     for worker in sorted(lanes):

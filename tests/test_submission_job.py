@@ -113,6 +113,11 @@ def test_a_failed_child_is_one_line_with_its_last_output_and_log(tmp_path):
     )
     cost = job_lib.run_child(["-c", "x = bytearray(200 * 2**20)"], tmp_path / "ok.log")
     assert cost["peak_rss_mb"] >= 200 and cost["wall_s"] > 0
+    # A child that sleeps 1 s uses its wall but no CPU; one that spins 1 s uses both.
+    idle = job_lib.run_child(["-c", "import time; time.sleep(1)"], tmp_path / "idle.log")
+    busy = ["-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 1: pass"]
+    spun = job_lib.run_child(busy, tmp_path / "busy.log")
+    assert idle["wall_s"] >= 1 and idle["cpu_s"] < 0.9 < 1 <= spun["cpu_s"]
 
 
 # ---------------------------------------------------------------------------

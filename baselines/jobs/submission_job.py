@@ -207,7 +207,7 @@ def plan_job(
 
 
 def run_child(cmd: Sequence[str], log_path: Path, threads: int | None = None) -> dict[str, float]:
-    """Runs a script, its output to `log_path`; its wall time and peak RSS. A failure is a
+    """Runs a script, its output to `log_path`; its wall and CPU time and peak RSS. A failure is a
     PipelineError with the child's last output line and the log's path."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if threads:
@@ -225,7 +225,12 @@ def run_child(cmd: Sequence[str], log_path: Path, threads: int | None = None) ->
         lines = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
         last = lines[-1].strip() if lines else f"exit status {proc.returncode}"
         raise PipelineError(f"{Path(cmd[0]).name} failed: {last} (log: {log_path})")
-    return {"wall_s": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+    cpu = usage.ru_utime + usage.ru_stime  # the step's own work, whatever else runs beside it
+    return {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+    }
 
 
 def read_done(folder: Path, inputs: dict[str, Any]) -> dict[str, Any] | None:
