@@ -42,10 +42,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,12 +62,24 @@ from baselines.core.rank_run import BLEND, read_items_csv  # noqa: E402
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3")
 
 
-def run(cmd: list[str], log: Path) -> None:
+def run(cmd: list[str], log: Path, name: str | None = None) -> float:
+    """Runs a Python command, its output to `log`; its wall seconds."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
     with open(log, "w") as f:
         proc = subprocess.run([sys.executable, *cmd], cwd=ROOT, env=ENV, stdout=f, stderr=f)
     if proc.returncode != 0:
-        raise SystemExit(f"error: {cmd[0]} failed; see {log}")
+        raise SystemExit(f"error: {name or cmd[0]} failed; see {log}")
+    return time.perf_counter() - started
+
+
+def job_flags(args) -> list[str]:
+    """The job's flags every kind gets: seeds, --epochs (smoke runs), local workers."""
+    return [
+        f"--seeds={args.seeds}",
+        *([f"--epochs={args.epochs}"] if args.epochs is not None else []),
+        *([f"--direct_num_workers={args.workers}"] if args.workers else []),
+    ]
 
 
 def judge_world(args, world: str) -> dict:
@@ -80,8 +94,7 @@ def judge_world(args, world: str) -> dict:
     run(
         [
             "kaggle_submission.py", f"--data_root={data_root}", "--collections=tile:xla",
-            f"--seeds={args.seeds}", f"--out={job_out}", f"--tile_candidates={args.candidates}",
-            *([f"--direct_num_workers={args.workers}"] if args.workers else []),
+            f"--out={job_out}", f"--tile_candidates={args.candidates}", *job_flags(args),
         ],
         job_out / "job.log",
     )  # fmt: skip
@@ -141,16 +154,217 @@ def markdown(rows: list[dict], args) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worlds", default="all", help="comma-separated tile worlds, or all")
-    parser.add_argument("--size", default="medium", choices=sorted(quality.SIZES))
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--candidates", default="baseline,recommended")
-    parser.add_argument("--data_seed", type=int, default=1)
-    parser.add_argument("--workers", type=int, default=0, help="the job's local workers")
-    parser.add_argument("--out", default="out/choice")
-    args = parser.parse_args(argv)
+# ---------------------------------------------------------------------------
+# Layout: the two search-space worlds, four collections each.
+
+LAYOUT_WORLDS = {"permutations": "permutations", "decisions": "decisions"}  # world: search space
+LAYOUT_COLLECTIONS = ("xla:default", "xla:random", "nlp:default", "nlp:random")
+TOY = "toy"  # --preset toy: layout_quality's toy-size counts (permutations only)
+SAMPLE = "sample_submission.csv"  # the layout test IDs, for the job's join (`layout_data_root`)
+
+
+def layout_set(args, world: str) -> tuple[Path, float]:
+    """The world's generated layout set (test labelled), made once; and the seconds it took
+    (0 when reused)."""
+    import layout_quality
+
+    out = Path(args.out)
+    started = time.perf_counter()
+    if args.preset == TOY:
+        if world != "permutations":
+            raise SystemExit(f"error: --preset toy has no {world} world (release-size sets only)")
+        counts = layout_quality.parse_counts(layout_quality.DEFAULT_COUNTS)
+        root = layout_quality.generate(out, "standard", counts, args.layout_data_seed)
+    else:
+        root = layout_quality.generate(
+            out, "standard", None, args.layout_data_seed, args.preset, LAYOUT_COLLECTIONS,
+            LAYOUT_WORLDS[world], progress=True,
+        )  # fmt: skip
+    return root, time.perf_counter() - started
+
+
+def layout_data_root(args, world: str, set_root: Path) -> Path:
+    """`<out>/roots/<world>`, whose `npz/layout/<source>/<search>` link to the set's folders."""
+    data_root = Path(args.out) / "roots" / world
+    for collection in LAYOUT_COLLECTIONS:
+        source, search = collection.split(":")
+        link = data_root / "npz" / "layout" / source / search
+        target = (set_root / source / search).absolute()
+        if link.is_symlink() and Path(os.readlink(link)) != target:
+            link.unlink()  # another set (e.g. another preset) under the same out
+        if not link.exists():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(target)
+    # The job's join (create_kaggle_csv.py) takes its IDs from a sample submission; without
+    # one and without a tile root beside the layout one, it falls back on the bundled tile
+    # toy set's IDs and refuses every layout row. So the root gets a sample of its own:
+    # the test IDs of the four collections, as Kaggle's sample lists them.
+    from baselines.core.submission import FILL_RANKING, HEADER, write_csv_atomic
+
+    rows = [
+        (f"layout:{collection}:{p.stem}", FILL_RANKING)
+        for collection in LAYOUT_COLLECTIONS
+        for p in sorted((set_root / collection.replace(":", "/") / "test").glob("*.npz"))
+    ]
+    write_csv_atomic(data_root / SAMPLE, HEADER, rows)
+    return data_root
+
+
+def evaluate_layout_test(dirs: str, groups: str, data_root: str, cache_dir: str, output: str):
+    """layout_evaluate.py's evaluation of the labelled test split (which its flags refuse):
+    its own parser and Request, the split set to "test"; `<output>_items.csv` per option.
+    Run in a child process (`layout_test_evaluation`), as the job runs its evaluations."""
+    import dataclasses
+
+    import layout_evaluate
+    from baselines.core.rank_run import Request, evaluate_run
+    from baselines.layout.task import LayoutRanking
+
+    flags = layout_evaluate.build_parser().parse_args(
+        [
+            f"--dirs={dirs}", f"--data_root={data_root}", f"--cache_dir={cache_dir}",
+            f"--groups_json={groups}", f"--output={output}",
+        ]
+    )  # fmt: skip
+    request = dataclasses.replace(Request.of(flags, "--dirs"), split="test")
+    evaluate_run(LayoutRanking(), request, lambda line: print(line, flush=True))
+
+
+def layout_test_evaluation(job_out: Path, slug: str, data_root: Path) -> tuple[dict, dict]:
+    """({candidate: model folders}, the job's .done.json) of one collection, its test split
+    scored once per set of models (`<slug>/test_evaluation_items.csv`, reused)."""
+    done = json.loads((job_out / slug / ".done.json").read_text())
+    groups = {name: sorted(dirs) for name, dirs in done["inputs"]["models"].items()}
+    every = sorted(d for dirs in groups.values() for d in dirs)
+    output = job_out / slug / "test_evaluation"
+    marker = Path(f"{output}_groups.json")
+    fresh = Path(f"{output}_items.csv").is_file() and marker.is_file()
+    if not fresh or json.loads(marker.read_text()) != groups:
+        code = (
+            "import sys; sys.path.insert(0, 'bench'); import choice_heldout; "
+            "choice_heldout.evaluate_layout_test(*sys.argv[1:])"
+        )
+        cmd = [
+            "-c", code, ",".join(every), json.dumps(groups),
+            str((data_root / "npz" / "layout").absolute()),
+            str(job_out / "cache" / "layout"), str(output),
+        ]  # fmt: skip
+        run(cmd, job_out / slug / "test_evaluation.log", f"test evaluation of {slug}")
+        atomic_write_text(marker, json.dumps(groups, indent=1) + "\n")
+    return groups, done
+
+
+def mean_defined(values) -> float:
+    """The mean of the finite figures (nan when none is), as the choice takes its means."""
+    defined = [v for v in values if math.isfinite(v)]
+    return statistics.mean(defined) if defined else float("nan")
+
+
+def judge_layout_world(args, world: str, set_root: Path) -> list[dict]:
+    """The job on one layout world's four collections, then every option's test tau."""
+    data_root = layout_data_root(args, world, set_root)
+    job_out = Path(args.out) / "jobs" / world
+    collections = ",".join(f"layout:{c}" for c in LAYOUT_COLLECTIONS)
+    job_s = run(
+        [
+            "kaggle_submission.py", f"--data_root={data_root}", f"--collections={collections}",
+            f"--out={job_out}", f"--layout_candidates={args.layout_candidates}",
+            f"--sample={data_root / SAMPLE}", *job_flags(args),
+        ],
+        job_out / "job.log",
+    )  # fmt: skip
+    print(f"{world}: job done in {job_s:.0f} s", flush=True)
+    rows = []
+    for collection in LAYOUT_COLLECTIONS:
+        slug = "layout_" + collection.replace(":", "_")
+        groups, done = layout_test_evaluation(job_out, slug, data_root)
+        items = read_items_csv(Path(job_out / slug / "test_evaluation_items.csv"))
+        row = layout_row(groups, done, items)
+        rows.append({"world": world, "collection": collection, "set": str(set_root), **row})
+        print(f"{world} {collection}: chose {row['chosen']}, holds: {row['holds']}", flush=True)
+    return rows
+
+
+def layout_row(groups: dict, done: dict, items: dict) -> dict:
+    """One collection's test figures (mean Kendall's tau over test graphs, higher is better)."""
+
+    def tau(label: str) -> float:  # the item figure is the graph's Kendall's tau
+        return mean_defined(items[label].values())
+
+    seeds = {name: [tau(f"model {Path(d).name}") for d in dirs] for name, dirs in groups.items()}
+    spread = max(statistics.pstdev(v) for v in seeds.values())
+    test = {o: tau(o) for o in [*groups, BLEND]}
+    best = max(test[o] for o in groups)
+    chosen = done["choice"]["chosen"]
+    return {
+        "test_graphs": len(items[BLEND]),
+        "test": test,
+        "seeds": seeds,
+        "spread": spread,
+        "chosen": chosen,
+        "reason": done["choice"]["reason"],
+        "best_candidate": best,
+        "holds": test[chosen] >= best - spread,
+    }
+
+
+def layout_markdown(rows: list[dict], args) -> str:
+    """One table per collection, one row per world."""
+    candidates = list(rows[0]["seeds"])
+    options = [*candidates, BLEND]
+    epochs = f", {args.epochs} epoch(s) per training" if args.epochs is not None else ""
+    parts = [
+        "# The job's layout choice judged on test",
+        "",
+        f"Layout sets of `bench/layout_quality.py` (preset {args.preset}, standard cost model, "
+        f"data seed {args.layout_data_seed}); the job chose on valid with {args.seeds} seeds per "
+        f"candidate{epochs}. Test figure: mean Kendall's tau over the test graphs (higher is "
+        "better); seed spread: the larger of the candidates' population std over seeds of the "
+        "per-seed test tau; holds: chosen's test tau >= best candidate's - spread.",
+        "",
+    ]
+    for collection in LAYOUT_COLLECTIONS:
+        mine = [r for r in rows if r["collection"] == collection]
+        if not mine:
+            continue
+        head = " | ".join(f"{o} test tau" for o in options)
+        parts += [
+            f"## layout:{collection}",
+            "",
+            f"| world | {head} | chosen on valid | chosen's test tau | best candidate's test tau "
+            "| seed spread | holds |",
+            "|" + "---|" * (len(options) + 6),
+        ]
+        for r in mine:
+            cells = " | ".join(f"{r['test'][o]:.4f}" for o in options)
+            parts.append(
+                f"| {r['world']} ({r['test_graphs']} test graph{'s' * (r['test_graphs'] != 1)}) "
+                f"| {cells} | {r['chosen']} | {r['test'][r['chosen']]:.4f} | "
+                f"{r['best_candidate']:.4f} | {r['spread']:.4f} | "
+                f"{'yes' if r['holds'] else 'no'} |"
+            )
+        parts.append("")
+    return "\n".join(parts)
+
+
+def main_layout(args) -> None:
+    worlds = list(LAYOUT_WORLDS) if args.layout_worlds == "all" else args.layout_worlds.split(",")
+    unknown = [w for w in worlds if w not in LAYOUT_WORLDS]
+    if unknown:
+        raise SystemExit(f"error: --layout_worlds: unknown {', '.join(unknown)}")
+    sets = {}
+    for world in worlds:  # every world's set first: a failing generator stops before training
+        sets[world], gen_s = layout_set(args, world)
+        made = f"made in {gen_s:.0f} s" if gen_s > 1 else "reused"
+        print(f"{world}: set {sets[world]} ({made})", flush=True)
+    rows = [r for world in worlds for r in judge_layout_world(args, world, sets[world])]
+    out = Path(args.out)
+    atomic_write_text(out / "choice_layout.json", json.dumps(rows, indent=1) + "\n")
+    atomic_write_text(out / "choice_layout.md", layout_markdown(rows, args))
+    print((out / "choice_layout.md").read_text())
+
+
+def main_tile(args) -> None:
     worlds = list(quality.WORLDS) if args.worlds == "all" else args.worlds.split(",")
     rows = []
     for world in worlds:
@@ -160,6 +374,38 @@ def main(argv: list[str] | None = None) -> None:
     atomic_write_text(out / "choice.json", json.dumps(rows, indent=1) + "\n")
     atomic_write_text(out / "choice.md", markdown(rows, args))
     print((out / "choice.md").read_text())
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worlds", default="all", help="comma-separated tile worlds, or all")
+    parser.add_argument("--size", default="medium", choices=sorted(quality.SIZES))
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--candidates", default="baseline,recommended")
+    parser.add_argument("--data_seed", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=0, help="the job's local workers")
+    parser.add_argument("--out", default="out/choice")
+    parser.add_argument("--kinds", default="tile", help="tile, layout or tile,layout")
+    parser.add_argument(
+        "--layout_worlds", default="all", help="comma-separated: permutations, decisions; or all"
+    )
+    parser.add_argument(
+        "--preset", default="release_eighth", help="layout sets' preset (release_eighth ... "
+        "release), or toy: layout_quality's toy-size counts (permutations only)",
+    )  # fmt: skip
+    parser.add_argument("--layout_candidates", default="baseline,recommended")
+    parser.add_argument("--layout_data_seed", type=int, default=0)
+    parser.add_argument(
+        "--epochs", type=int, default=None, help="every training's epochs (smoke runs)"
+    )
+    args = parser.parse_args(argv)
+    kinds = args.kinds.split(",")
+    if not kinds or any(k not in ("tile", "layout") for k in kinds):
+        raise SystemExit(f"error: --kinds: tile, layout or both, got {args.kinds!r}")
+    if "tile" in kinds:
+        main_tile(args)
+    if "layout" in kinds:
+        main_layout(args)
 
 
 if __name__ == "__main__":
