@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         "each layout row's configuration count (default: <data_root>/../../layout)",
     )
     parser.add_argument(
+        "--collections",
+        default=None,
+        help="only these collections' rows, comma-separated, e.g. tile:xla,layout:xla:default "
+        "(default: every collection of the sample); a partial file Kaggle does not accept",
+    )
+    parser.add_argument(
         "--allow_missing",
         action="store_true",
         help="build a partial file: a CSV missing some test files of its collection is "
@@ -130,11 +136,10 @@ def resolve_sample(
         rows = submission.sample_ids_from_test_dirs(toy_test)
         return rows, f"the bundled toy set's test files ({toy_test}; not a Kaggle submission)", None
     tile_test = data_root / "test"
-    if args.allow_missing and tile_test.is_dir():
+    if args.allow_missing and (tile_test.is_dir() or layout_root.is_dir()):
         rows = submission.sample_ids_from_test_dirs(tile_test, layout_root)
-        source = f"the test files in {tile_test}"
-        if layout_root.is_dir():
-            source += f" and {layout_root}"
+        found = [str(d) for d in (tile_test, layout_root) if d.is_dir()]
+        source = f"the test files in {' and '.join(found)}"
         return rows, source, None
     if not data_root.exists():
         raise PipelineError(
@@ -198,6 +203,16 @@ def main() -> int:
         print(line, flush=True)
 
     sample_rows, sample_source, sample_path = resolve_sample(args, data_root, layout_root, log)
+    if args.collections is not None:
+        wanted = {name.strip() for name in args.collections.split(",")}
+        unknown = sorted(wanted - set(submission.COLLECTIONS))
+        if unknown:
+            raise PipelineError(
+                f"--collections: unknown {', '.join(unknown)}; "
+                f"use some of {','.join(submission.COLLECTIONS)}"
+            )
+        sample_rows = [r for r in sample_rows if submission.collection_of(r[0]) in wanted]
+        sample_source += f" ({', '.join(sorted(wanted))} only)"
     named = [(f"--inputcsv {p}", p) for p in inputs] + [("the sample submission", sample_path)]
     for name, source in named:
         if source is not None and output.exists() and output.resolve() == source.resolve():

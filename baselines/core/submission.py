@@ -146,13 +146,14 @@ def sample_ids_from_test_dirs(
     """The submission's ID list from downloaded test splits (no sample CSV): tile rows, then
     layout rows when `layout_root` exists, in the sample's order, all `FILL_RANKING`."""
     tile_dir = Path(tile_test_dir)
-    if not tile_dir.is_dir():
+    has_layout = layout_root is not None and Path(layout_root).is_dir()
+    if not tile_dir.is_dir() and not has_layout:
         raise PipelineError(f"tile test directory {tile_dir} not found")
-    tile_stems = _npz_stems(tile_dir)
-    if not tile_stems:
+    tile_stems = _npz_stems(tile_dir) if tile_dir.is_dir() else []  # a layout-only set: none
+    if tile_dir.is_dir() and not tile_stems:
         raise PipelineError(f"tile test directory {tile_dir} has no .npz files")
     rows = [(f"{TILE_PREFIX}{stem}", FILL_RANKING) for stem in tile_stems]
-    if layout_root is not None and Path(layout_root).is_dir():
+    if has_layout:
         root = Path(layout_root)
         for source in LAYOUT_SOURCES:
             for search in LAYOUT_SEARCHES:

@@ -171,12 +171,16 @@ def plan_job(
     # or synthetic sets) --allow_missing takes the IDs from the test folders. The join's
     # --no_dummy_rows refuses any ID without a ranking either way. It takes the roots of
     # the chosen collections' kinds: a tile-only job on a tile-only root joins tile rows.
+    out_dir = Path(out).expanduser().absolute()
     roots = {c.join_flag: c.root(root, toy) for c in chosen}
+    # Without tile:xla, a --data_root that holds nothing, so no tile ID is expected.
+    roots.setdefault(TILE_XLA.join_flag, out_dir / "join" / "no_tile_collection")
     join = [f"{flag}={path}" for flag, path in roots.items()] + ["--allow_missing"]
+    if len(chosen) < len(SPECS):
+        join.append(f"--collections={','.join(c.name for c in chosen)}")
     if sample is not None:
         join.append(f"--sample={Path(sample).expanduser().absolute()}")
     train = (f"--epochs={epochs}",) if epochs is not None else ()
-    out_dir = Path(out).expanduser().absolute()
     given = {"tile": ",".join(DEFAULT_CANDIDATES), "layout": ",".join(DEFAULT_CANDIDATES)}
     given.update(candidates or {})
     parsed = {kind: parse_candidates(f"--{kind}_candidates", text) for kind, text in given.items()}
