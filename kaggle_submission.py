@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines.core.cli import entry_parser, parse_bool
+from baselines.core.cli import add_bool_flag, entry_parser
 from baselines.core.errors import run_cli
 from baselines.jobs.submission_job import COLLECTIONS, plan_job, write_report
 
@@ -60,22 +60,12 @@ def build_parser():
             help=f"{kind} recipes to train and choose among on validation: flagfile names "
             f"in {folder} or paths, comma-separated (recommended is kept unless beaten)",
         )
-    parser.add_argument(
+    add_bool_flag(
+        parser,
         "--bundled_toy",
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help="the bundled toy sets in data/ instead of --data_root (every collection)",
+        "the bundled toy sets in data/ instead of --data_root (every collection)",
     )
-    parser.add_argument(
-        "--toy_data",
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help="old spelling of --bundled_toy",
-    )
+    add_bool_flag(parser, "--toy_data", "old spelling of --bundled_toy")
     parser.add_argument(
         "--epochs", type=int, default=None, help="every training's --epochs (default: the recipe's)"
     )

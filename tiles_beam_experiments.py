@@ -23,9 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines.core.args_record import old_spelling_notes
 from baselines.core.errors import run_cli
-from baselines.core.flagfile import expand_flagfiles
 from baselines.jobs import beam
 from baselines.jobs.tile_spec import TILE_XLA
 
@@ -44,13 +42,7 @@ def plan(argv: list[str]) -> beam.Plan:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the sweep on Beam and prints its summary; 1 if a run failed."""
-    argv = sys.argv[1:] if argv is None else argv
-    given, _ = build_parser().parse_known_args(
-        expand_flagfiles(argv, TILE_XLA.args_type.flag_names())
-    )
-    for note in old_spelling_notes(vars(given)):  # e.g. --toy_data, in the new spellings
-        print(note, flush=True)
-    return beam.main(TILE_XLA, argv, __doc__)
+    return beam.main(TILE_XLA, sys.argv[1:] if argv is None else argv, __doc__)
 
 
 if __name__ == "__main__":

@@ -109,11 +109,7 @@ def _array_record(value: np.ndarray, digest: str) -> dict[str, Any]:
 
 
 def save_array_folder(
-    path: Path,
-    arrays: Mapping[str, np.ndarray],
-    *,
-    name: str,
-    version: int,
+    path: Path, arrays: Mapping[str, np.ndarray], *, name: str, version: int
 ) -> None:
     """Writes arrays as .npy files and meta.json, atomically (first writer wins)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -209,11 +205,7 @@ class ArrayFolderWriter:
 
 @contextlib.contextmanager
 def write_array_folder(
-    path: Path,
-    layout: Mapping[str, tuple[tuple[int, ...], str | None]],
-    *,
-    name: str,
-    version: int,
+    path: Path, layout: Mapping[str, tuple[tuple[int, ...], str | None]], *, name: str, version: int
 ) -> Iterator[ArrayFolderWriter]:
     """A writer of a cache folder in chunks (`layout`: row shapes, dtypes), published at the end."""
     path.parent.mkdir(parents=True, exist_ok=True)

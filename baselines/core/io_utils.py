@@ -92,9 +92,7 @@ def _process_alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(
-    folder: Path | str,
-    log: Callable[[str], None] = print,
-    max_age_s: float | None = 24 * 3600,
+    folder: Path | str, log: Callable[[str], None] = print, max_age_s: float | None = 24 * 3600
 ) -> list[str]:
     """Removes `*.tmp-*` leftovers of writers that are gone (this host's: their process ended;
     another's: older than `max_age_s`, None never); returns their names. A model folder a

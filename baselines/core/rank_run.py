@@ -273,15 +273,12 @@ def read_items_csv(path: Path) -> dict[str, dict[str, float]]:
 
 def add_data_flags(parser, *, max_files: bool = False) -> None:
     """`--bundled_toy` of a rank or evaluate script, and `--max_files` when it takes it."""
-    from baselines.core.cli import parse_bool
+    from baselines.core.cli import add_bool_flag
 
-    parser.add_argument(
+    add_bool_flag(
+        parser,
         "--bundled_toy",
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help="the bundled synthetic toy set in data/ instead of --data_root or the run's",
+        "the bundled synthetic toy set in data/ instead of --data_root or the run's",
     )
     if max_files:
         parser.add_argument(

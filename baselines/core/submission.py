@@ -140,8 +140,7 @@ def _npz_stems(directory: Path) -> list[str]:
 
 
 def sample_ids_from_test_dirs(
-    tile_test_dir: str | os.PathLike[str],
-    layout_root: str | os.PathLike[str] | None = None,
+    tile_test_dir: str | os.PathLike[str], layout_root: str | os.PathLike[str] | None = None
 ) -> list[tuple[str, str]]:
     """The submission's ID list from downloaded test splits (no sample CSV): tile rows, then
     layout rows when `layout_root` exists, in the sample's order, all `FILL_RANKING`."""

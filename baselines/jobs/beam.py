@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from baselines.core.cli import HelpFormatter, add_field_flags, parse_bool
+from baselines.core.args_record import old_spelling_notes
+from baselines.core.cli import HelpFormatter, add_bool_flag, add_field_flags
 from baselines.core.errors import PipelineError
 from baselines.core.flagfile import expand_flagfiles
 from baselines.jobs.collections import ROOT, CollectionSpec
@@ -66,14 +67,7 @@ def build_parser(spec: CollectionSpec, doc: str) -> argparse.ArgumentParser:
         "other flags), or FILE.json (a list of flag dicts)",
     )
     parser.add_argument("--num_seeds", type=int, default=None, help="seeds 0..N-1 (--sweep=seeds)")
-    parser.add_argument(
-        "--debug",
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help=f"train only the first {DEBUG_RUNS} runs",
-    )
+    add_bool_flag(parser, "--debug", f"train only the first {DEBUG_RUNS} runs")
     parser.add_argument(
         "--ensemble_top", type=int, default=3, help="runs in the summary's ensemble command"
     )
@@ -228,10 +222,13 @@ class Plan:
     beam_args: list[str]
 
 
-def plan(spec: CollectionSpec, argv: list[str], doc: str) -> Plan:
-    """Parses and checks the command line (no Beam, no TensorFlow yet)."""
+def plan(spec: CollectionSpec, argv: list[str], doc: str, log: Callable = lambda _: None) -> Plan:
+    """Parses and checks the command line (no Beam, no TensorFlow yet); what an old spelling
+    (e.g. --toy_data) does in the new ones is said through `log`."""
     argv = expand_flagfiles(argv, spec.args_type.flag_names())
     flags, beam_args = build_parser(spec, doc).parse_known_args(argv)
+    for note in old_spelling_notes(vars(flags)):
+        log(note)
     if flags.ensemble_top < 1:
         raise PipelineError(f"--ensemble_top: must be at least 1, got {flags.ensemble_top}")
     if flags.tf_threads is not None and flags.tf_threads < 0:
@@ -248,7 +245,7 @@ def main(spec: CollectionSpec, argv: list[str], doc: str) -> int:
     """Plans, runs the sweep on Beam, prints the summary; 1 if a run failed."""
     for name in ("apache_beam", None):  # Beam's start-up warnings; runs print their own lines
         logging.getLogger(name).setLevel(logging.ERROR)
-    todo = plan(spec, argv, doc)
+    todo = plan(spec, argv, doc, log=lambda line: print(line, flush=True))
     runs, out_dir = todo.runs, todo.out_dir
     options, runner, parsed = beam_options(spec, todo.beam_args)
     local = runner in DIRECT_RUNNERS

@@ -279,14 +279,7 @@ def summary_markdown(spec: CollectionSpec, results: Iterable[Result], ensemble_t
     command = ensemble_command(spec, ok, ensemble_top)
     if command:
         count = len(ensemble_dirs(spec, ok, ensemble_top))
-        lines += [
-            f"## Ensemble of the best {count}",
-            "",
-            "```bash",
-            command,
-            "```",
-            "",
-        ]
+        lines += [f"## Ensemble of the best {count}", "", "```bash", command, "```", ""]
     return "\n".join(lines)
 
 

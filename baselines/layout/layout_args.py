@@ -7,12 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from baselines.core.args_record import (
-    TrainingArgs,
-    check_training_flags,
-    flag,
-    parse_json_object,
-)
+from baselines.core.args_record import TrainingArgs, check_training_flags, flag, parse_json_object
 from baselines.core.cli import did_you_mean
 from baselines.core.data_roots import DataPlace, training_root
 from baselines.core.errors import PipelineError

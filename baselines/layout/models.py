@@ -326,10 +326,7 @@ class LayoutSAGE(LayoutModel):
             embedded = tf.concat([embedded, padding], axis=-1)
         if self.relayout_copies:
             copies = copy_features(
-                values,
-                inputs["cfg_ref"],
-                inputs["cfg_operand"],
-                inputs["cfg_dims"],
+                values, inputs["cfg_ref"], inputs["cfg_operand"], inputs["cfg_dims"]
             )
             embedded = tf.concat([embedded, copies], axis=-1)
         x = self.activation(node_part[:, None, :] + self.join_config(embedded))

@@ -83,9 +83,7 @@ class LayoutCheck:
 
 
 def check_layout_rankings(
-    rankings: Mapping[str, Sequence[int]],
-    origin: Mapping[str, str],
-    layout_root: Path,
+    rankings: Mapping[str, Sequence[int]], origin: Mapping[str, str], layout_root: Path
 ) -> LayoutCheck | None:
     """Checks every layout row (module docstring), naming `origin[ID]`; None without any."""
     layout_ids = [row_id for row_id in rankings if row_id.startswith(LAYOUT_PREFIX)]

@@ -12,11 +12,7 @@ from baselines.core.errors import PipelineError
 from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
 from baselines.core.task import Loaded, Task
 from baselines.layout.graph import LayoutGraph
-from baselines.layout.layout_args import (
-    LAYOUT_PLACE,
-    LayoutTrainArgs,
-    check_run,
-)
+from baselines.layout.layout_args import LAYOUT_PLACE, LayoutTrainArgs, check_run
 from baselines.layout.run_data import load_run_split, max_configs_note
 
 

@@ -70,11 +70,7 @@ def column_moments(
 
 
 def _standardize(
-    x: np.ndarray,
-    mean: np.ndarray,
-    std: np.ndarray,
-    chunk_rows: int,
-    out: np.ndarray | None = None,
+    x: np.ndarray, mean: np.ndarray, std: np.ndarray, chunk_rows: int, out: np.ndarray | None = None
 ) -> np.ndarray:
     """(signed_log(x) - mean) / std as float32, chunk by chunk into one output array."""
     out = np.empty(x.shape, np.float32) if out is None else out

@@ -56,8 +56,7 @@ class GATv2Block(tf.keras.layers.Layer):
                 },
                 edge_sets={
                     "feed": tfgnn.EdgeSet.from_fields(
-                        sizes=[1],
-                        adjacency=tfgnn.Adjacency.from_indices(("op", [1]), ("op", [0])),
+                        sizes=[1], adjacency=tfgnn.Adjacency.from_indices(("op", [1]), ("op", [0]))
                     )
                 },
             )

@@ -7,12 +7,7 @@ import tensorflow_gnn as tfgnn
 
 from baselines.core.layers.pointwise import PointwiseDense
 from baselines.tiles.data import CONFIG_FEAT_DIM
-from baselines.tiles.features import (
-    LAYOUT_COLUMN,
-    LAYOUT_POSITION_COLUMN,
-    NUM_DIMS,
-    SHAPE_COLUMN,
-)
+from baselines.tiles.features import LAYOUT_COLUMN, LAYOUT_POSITION_COLUMN, NUM_DIMS, SHAPE_COLUMN
 
 # Config columns of dim d: kernel (d), output (8 + d) and input (16 + d) bounds.
 BOUND_GROUPS = (0, 8, 16)
