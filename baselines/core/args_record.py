@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from baselines.core.data_roots import DataPlace
 from baselines.core.errors import PipelineError
+from baselines.core.loss_spec import parse_losses
 
 # Upstream's --toy_data=True: the first this many files of each split, in file-name order.
 TOY_MAX_FILES = 100
@@ -206,8 +207,6 @@ class TrainingArgs(ArgsRecord):
 
 def check_training_flags(args: Any) -> None:
     """The checks every collection's training flags share, one line per problem."""
-    from baselines.core.loss_spec import parse_losses
-
     parse_losses(args.losses)
     args.model_kwargs()
     for name in ("epochs", "early_stop", "batch"):

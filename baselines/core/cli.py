@@ -9,7 +9,10 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from baselines.core.args_record import flag_type, old_spelling_notes
+from baselines.core.distribution import add_strategy_flag
 from baselines.core.errors import PipelineError
+from baselines.core.flagfile import expand_flagfiles
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -86,8 +89,6 @@ def add_field_flags(
 ) -> None:
     """One `--<field>` flag per field of dataclass `record` (an `ArgsRecord`'s init-only ones
     too), typed like the field."""
-    from baselines.core.args_record import flag_type
-
     fields = record.flag_fields() if hasattr(record, "flag_fields") else dataclasses.fields(record)
     for field in fields:
         kind = {"bool": parse_bool, "int": int, "float": float}.get(flag_type(field), str)
@@ -101,8 +102,6 @@ def training_parser(doc: str | None, record: type) -> EntryParser:
     """A training script's parser: one flag per field of `record` (an `ArgsRecord`), with the
     field's default, and `--strategy` (not a field: the same recipe on 1 or N devices is the
     same run)."""
-    from baselines.core.distribution import add_strategy_flag
-
     parser = entry_parser(
         doc,
         epilog="--flagfile=FILE reads one --flag=value per line (absl's convention); "
@@ -121,9 +120,6 @@ def parse_training_command(
 ) -> tuple[Any, str]:
     """(`record` of a training script's flags, its `--strategy`), `--flagfile=FILE` expanded
     in place (later flags win); what an old spelling does is said through `log`."""
-    from baselines.core.args_record import old_spelling_notes
-    from baselines.core.flagfile import expand_flagfiles
-
     argv = sys.argv[1:] if argv is None else argv
     flags = vars(parser.parse_args(expand_flagfiles(argv, record.flag_names() | {"strategy"})))
     strategy = flags.pop("strategy")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from baselines.core.errors import PipelineError
@@ -33,8 +34,6 @@ def check_strategy_environment(name: str, tf_config: str | None) -> None:
 
 def make_strategy(name: str) -> Any:
     """The tf.distribute strategy `--strategy` names (CPU-only mirrored: a device per core)."""
-    import os
-
     import tensorflow as tf
 
     if name == "default":

@@ -47,30 +47,23 @@ def temp_prefix(name: str) -> str:
 
 
 _TEMP_NAME = re.compile(r"\.tmp-(\d+)-([0-9a-f]{8})-")
-_ENOSPC_LIKE = {
-    errno.ENOSPC: "disk full",
-    errno.EDQUOT: "disk quota exceeded",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
-    errno.EROFS: "read-only filesystem",
+# errno of the disk refusing a write: (what it is, how an error without errno says it).
+_WRITE_FAILURES = {
+    errno.ENOSPC: ("disk full", "no space left"),
+    errno.EDQUOT: ("disk quota exceeded", "quota exceeded"),
+    errno.EACCES: ("permission denied", "permission denied"),
+    errno.EPERM: ("permission denied", "permission denied"),
+    errno.EROFS: ("read-only filesystem", "read-only file system"),
 }
 
 
 def write_failure_kind(error: BaseException) -> str | None:
     """`disk full`, `permission denied`, ... if `error` is the disk refusing a write, else None."""
-    kind = _ENOSPC_LIKE.get(getattr(error, "errno", None) or -1)
-    if kind is not None:
-        return kind
+    code = getattr(error, "errno", None) or -1
+    if code in _WRITE_FAILURES:
+        return _WRITE_FAILURES[code][0]
     text = str(error).lower()
-    for needle, name in (
-        ("no space left", "disk full"),
-        ("quota exceeded", "disk quota exceeded"),
-        ("permission denied", "permission denied"),
-        ("read-only file system", "read-only filesystem"),
-    ):
-        if needle in text:
-            return name
-    return None
+    return next((kind for kind, needle in _WRITE_FAILURES.values() if needle in text), None)
 
 
 def describe_write_error(error: BaseException) -> str:

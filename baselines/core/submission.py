@@ -28,11 +28,12 @@ COLLECTIONS: tuple[str, ...] = ("tile:xla",) + tuple(
 
 _INT_RE = re.compile(r"\d+")
 _NEG_RE = re.compile(r"-\d+")
-_SHOW = 5  # How many offending IDs an error message lists.
+SHOW = 5  # How many offending IDs or indices an error message lists.
 
 
-def _first(items: Sequence[str], n: int = _SHOW) -> str:
-    shown = ", ".join(items[:n])
+def listed(items: Sequence[object], n: int = SHOW) -> str:
+    """The first `n` items joined by ", ", then ", ..." if there are more."""
+    shown = ", ".join(str(item) for item in items[:n])
     return shown + (", ..." if len(items) > n else "")
 
 
@@ -194,7 +195,7 @@ def merge_rankings(
         if clash:
             other = origin[clash[0]]
             raise PipelineError(
-                f"{len(clash)} IDs of {label} are in {other} too (first: {_first(clash)}); "
+                f"{len(clash)} IDs of {label} are in {other} too (first: {listed(clash)}); "
                 "each ID may come from one input only: drop the rows from one of the files, "
                 "or list each file once in --inputcsv"
             )
@@ -222,7 +223,7 @@ def refuse_unknown_ids(
     elsewhere = f" (and {more} in other inputs)" if more else ""
     raise PipelineError(
         f"{len(bad)} of {len(of_label)} IDs in {label} are not IDs of {sample_label}"
-        f"{elsewhere} (first: {_first(bad)}); Kaggle cannot score them: were they "
+        f"{elsewhere} (first: {listed(bad)}); Kaggle cannot score them: were they "
         "predicted from another split or dataset?"
     )
 
@@ -319,7 +320,7 @@ def _gaps(refused, absent, ids_per_collection, missing, rankings, origin) -> lis
         else:
             given = sorted({(origin or {}).get(i, "") for i in ids if i in rankings} - {""})
             where = f" missing from {', '.join(given)}" if given else ""
-            gaps.append(f"{collection} {len(gone)} of {len(ids)}{where} (first: {_first(gone)})")
+            gaps.append(f"{collection} {len(gone)} of {len(ids)}{where} (first: {listed(gone)})")
     return gaps
 
 

@@ -13,9 +13,8 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from baselines.core.args_record import old_spelling_notes
 from baselines.core.cli import HelpFormatter, add_bool_flag, add_field_flags
@@ -159,11 +158,6 @@ def make_pipeline(options, runner: str):
         raise PipelineError(f"--runner: {' '.join(str(e).split())}") from None
 
 
-def import_train_function(path: str) -> Callable[..., Mapping[str, Any]]:
-    module, name = path.split(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def sweep_pipeline(
     spec: CollectionSpec, pipeline, runs: list, out_dir: Path, ensemble_top: int, tf_threads: int
 ) -> None:
@@ -191,7 +185,8 @@ def sweep_pipeline(
                     pass
 
         def process(self, element):
-            train = import_train_function(spec.train_function)
+            module, name = spec.train_function.split(":")
+            train = getattr(importlib.import_module(module), name)
             index, args = element
             log = lambda line: print(line, flush=True)  # noqa: E731
             yield run_one(spec, index, total, args, train, log)

@@ -202,7 +202,6 @@ def plan_job(
     return job
 
 
-# ---------------------------------------------------------------------------
 # Child processes and step records.
 
 
@@ -241,14 +240,14 @@ def read_done(folder: Path, inputs: dict[str, Any]) -> dict[str, Any] | None:
     return done
 
 
-def worker_name() -> str:
-    """The worker a step runs on: host and process id."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 def write_done(folder: Path, inputs: dict[str, Any], outputs: list[str], **facts: Any) -> dict:
     """A finished step's record, with the worker (host:pid) it ran on."""
-    done = {"inputs": inputs, "outputs": outputs, "worker": worker_name(), **facts}
+    done = {
+        "inputs": inputs,
+        "outputs": outputs,
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
+        **facts,
+    }
     atomic_write_text(folder / DONE, json.dumps(done, indent=1, sort_keys=True) + "\n")
     return done
 
@@ -266,7 +265,6 @@ def model_identity(model_dir: str) -> str:
     return f"{model_fingerprint(folder)}:{file_digest(run_file)}"
 
 
-# ---------------------------------------------------------------------------
 # The three steps.
 
 
@@ -434,7 +432,6 @@ def join_step(job: Job, ranked: Sequence[dict], log: Log) -> dict:
     return {**done, "reused": False}
 
 
-# ---------------------------------------------------------------------------
 # The report.
 
 

@@ -8,15 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from baselines.core.errors import PipelineError
-from baselines.core.submission import LAYOUT_PREFIX, LAYOUT_SEARCHES, LAYOUT_SOURCES
+from baselines.core.submission import LAYOUT_PREFIX, LAYOUT_SEARCHES, LAYOUT_SOURCES, listed
 from baselines.layout.data import read_config_count
-
-_SHOW = 5  # How many indices or IDs a message lists.
-
-
-def _listed(values: Sequence[object]) -> str:
-    shown = ", ".join(str(v) for v in values[:_SHOW])
-    return shown + (", ..." if len(values) > _SHOW else "")
 
 
 def layout_test_file(layout_root: Path, row_id: str) -> Path | None:
@@ -48,7 +41,7 @@ def permutation_problem(ranking: Sequence[int], count: int) -> str | None:
         seen.add(index)
     missing = [i for i in range(count) if i not in seen]
     parts = [
-        f"{name} {len(values)} ({_listed(values)})"
+        f"{name} {len(values)} ({listed(values)})"
         for name, values in (
             ("missing", missing),
             ("duplicated", duplicated),

@@ -7,13 +7,25 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from baselines.core.data_roots import toy_banner, training_root
 from baselines.core.errors import PipelineError
-from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
+from baselines.core.io_utils import read_user_text
+from baselines.core.rank_run import Evaluation, RankingHooks, Request, Scored, rank_run, timed
 from baselines.core.task import Loaded, Task
+from baselines.layout import metrics
+from baselines.layout.cache import prepare_cache_dir
+from baselines.layout.data import list_layout_files, read_config_count
 from baselines.layout.graph import LayoutGraph
 from baselines.layout.layout_args import LAYOUT_PLACE, LayoutTrainArgs, check_run
-from baselines.layout.run_data import load_run_split, max_configs_note
+from baselines.layout.metrics import kendall_tau
+from baselines.layout.run_data import (
+    build_model,
+    load_run_split,
+    max_configs_note,
+    read_layout_models,
+)
 
 
 class LayoutRanking(RankingHooks):
@@ -22,16 +34,12 @@ class LayoutRanking(RankingHooks):
     place, unit = LAYOUT_PLACE, "graph"
 
     def read_runs(self, text: str, flag: str):
-        from baselines.layout.run_data import read_layout_models
-
         return read_layout_models(text, flag)
 
     def folder(self, root: Path, record: dict, split: str) -> Path:
         return root / record["source"] / record["search"] / split
 
     def prepare(self, request, output: Path, log) -> None:
-        from baselines.layout.cache import prepare_cache_dir
-
         prepare_cache_dir(request.cache_dir)
 
     def default_output(self, models) -> Path:
@@ -54,26 +62,16 @@ class LayoutRanking(RankingHooks):
     figure_name = "Kendall's tau"
 
     def item_figures(self, scored: Scored, scores: list) -> list[float]:
-        from baselines.layout.metrics import kendall_tau
-
         return [kendall_tau(s, g.config_runtime) for g, s in zip(scored.data, scores, strict=True)]
 
     def labelled_summary(self, scored: Scored, scores: list, label: str) -> str:
         if scored.folder.name != "valid":
             return ""
-        import numpy as np
-
-        from baselines.layout.metrics import kendall_tau
-
         taus = [kendall_tau(s, g.config_runtime) for g, s in zip(scored.data, scores)]
         return f"valid Kendall tau (mean over {len(taus)} graphs): {np.nanmean(taus):.4f}"
 
     def evaluation_plan(self, request, folder: Path, log):
         """(subsets, seed, size): drawn from the files' headers, or read from `--subsets`."""
-        from baselines.core.io_utils import read_user_text
-        from baselines.layout import metrics
-        from baselines.layout.data import list_layout_files, read_config_count
-
         options = request.options
         if options.subset_size < 1 or options.subset_seed < 0:
             raise PipelineError(
@@ -92,7 +90,6 @@ class LayoutRanking(RankingHooks):
 
     def evaluate(self, scored: Scored, scores: dict[str, list], plan) -> Evaluation:
         from baselines.core import plots
-        from baselines.layout import metrics
 
         subsets, seed, size = plan
         runtimes = [g.config_runtime for g in scored.data]
@@ -131,8 +128,6 @@ class LayoutTask(Task):
 
     def check(self, args: LayoutTrainArgs, log) -> None:
         """The flags, data root and folders, then the model's name and kwargs (it is built)."""
-        from baselines.layout.run_data import build_model
-
         check_run(args, log)
         build_model(args.model, args.model_kwargs())
 
@@ -179,8 +174,6 @@ class LayoutTask(Task):
         )
 
     def build_model(self, args: LayoutTrainArgs, configs: int):
-        from baselines.layout.run_data import build_model
-
         return build_model(args.model, args.model_kwargs()).create_variables()
 
     def to_model_inputs(self, batch):
@@ -265,8 +258,6 @@ def rank_test_split(args: LayoutTrainArgs, record: dict, log=print) -> Path | No
     every test graph (the first `--max_files`, as every split) into `results_csv_path`, with
     the ranking driver (`rank_run`); None with `--results_csv=None`, or, said through `log`,
     when there are no test files."""
-    from baselines.core.rank_run import Request, rank_run
-
     if not args.ranks_test:
         return None
     root = Path(record["data_root"])
