@@ -30,9 +30,7 @@ import argparse
 import sys
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-if str(_HERE) not in sys.path:
-    sys.path.insert(0, str(_HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines.core import submission
 from baselines.core.cli import entry_parser
@@ -86,10 +84,6 @@ def build_parser() -> argparse.ArgumentParser:
         "with no CSV too (overrides --allow_missing's dummy rankings)",
     )
     return parser
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
 
 
 def sample_search_dirs(data_root: Path) -> list[Path]:
@@ -176,7 +170,7 @@ def input_csvs(text: str) -> list[Path]:
 
 
 def main() -> int:
-    args = parse_args()
+    args = build_parser().parse_args()
     inputs = input_csvs(args.inputcsv)
     output = Path(args.output).expanduser()
     data_root = Path(args.data_root).expanduser().absolute()

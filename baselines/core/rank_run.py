@@ -263,8 +263,13 @@ def read_items_csv(path: Path) -> dict[str, dict[str, float]]:
     return items
 
 
-def add_data_flags(parser, *, max_files: bool = False) -> None:
-    """`--bundled_toy` of a rank or evaluate script, and `--max_files` when it takes it."""
+def add_run_flags(
+    parser, flag: str, dirs_help: str, root_help: str, *, max_files: bool = False
+) -> None:
+    """A rank or evaluate script's model folders (`flag`: "--dir" or "--dirs"), `--data_root`,
+    `--bundled_toy` and, when it takes it, `--max_files`."""
+    parser.add_argument(flag, required=True, help=dirs_help)
+    parser.add_argument("--data_root", default=None, help=root_help)
     add_bool_flag(
         parser,
         "--bundled_toy",

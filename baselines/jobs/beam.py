@@ -217,7 +217,7 @@ class Plan:
     beam_args: list[str]
 
 
-def plan(spec: CollectionSpec, argv: list[str], doc: str, log: Callable = lambda _: None) -> Plan:
+def plan(spec: CollectionSpec, doc: str, argv: list[str], log: Callable = lambda _: None) -> Plan:
     """Parses and checks the command line (no Beam, no TensorFlow yet); what an old spelling
     (e.g. --toy_data) does in the new ones is said through `log`."""
     argv = expand_flagfiles(argv, spec.args_type.flag_names())
@@ -236,11 +236,13 @@ def plan(spec: CollectionSpec, argv: list[str], doc: str, log: Callable = lambda
     return Plan(sweep, runs, repeats, summary_dir(runs), flags, beam_args)
 
 
-def main(spec: CollectionSpec, argv: list[str], doc: str) -> int:
-    """Plans, runs the sweep on Beam, prints the summary; 1 if a run failed."""
+def main(spec: CollectionSpec, doc: str, argv: list[str] | None = None) -> int:
+    """Plans, runs the sweep on Beam, prints the summary; 1 if a run failed. `argv`: the command
+    line's (`doc`: the script's docstring)."""
+    argv = sys.argv[1:] if argv is None else argv
     for name in ("apache_beam", None):  # Beam's start-up warnings; runs print their own lines
         logging.getLogger(name).setLevel(logging.ERROR)
-    todo = plan(spec, argv, doc, log=lambda line: print(line, flush=True))
+    todo = plan(spec, doc, argv, log=lambda line: print(line, flush=True))
     runs, out_dir = todo.runs, todo.out_dir
     options, runner, parsed = beam_options(spec, todo.beam_args)
     local = runner in DIRECT_RUNNERS

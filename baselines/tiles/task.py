@@ -38,18 +38,14 @@ def program_balanced_weights(split: TileSplit) -> np.ndarray:
     return weights / weights.sum()
 
 
-def config_count_weights(split: TileSplit) -> np.ndarray:
-    """Per-kernel sampling probabilities proportional to the square root of its configs."""
-    weights = np.sqrt(split.num_configs.astype(np.float64))
-    return weights / weights.sum()
-
-
 def sampling_weights(args: TrainArgs, split: TileSplit) -> np.ndarray | None:
-    """`--sampling`'s per-kernel probabilities (None: every kernel once per epoch)."""
+    """`--sampling`'s per-kernel probabilities (None: every kernel once per epoch); with
+    sqrt_configs, proportional to the square root of a kernel's configurations."""
     if args.sampling == "balanced":
         return program_balanced_weights(split)
     if args.sampling == "sqrt_configs":
-        return config_count_weights(split)
+        weights = np.sqrt(split.num_configs.astype(np.float64))
+        return weights / weights.sum()
     return None
 
 
