@@ -36,7 +36,6 @@ from baselines.layout.layout_args import LayoutTrainArgs, check_run
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One flag per LayoutTrainArgs field, with the field's default, and --strategy."""
     return training_parser(__doc__, LayoutTrainArgs)
 
 

@@ -32,7 +32,6 @@ from baselines.tiles.tile_args import TILE_PLACE, TrainArgs
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One flag per TrainArgs field, with the field's default, and --strategy."""
     return training_parser(__doc__, TrainArgs)
 
 

@@ -99,9 +99,8 @@ def add_field_flags(
 
 
 def training_parser(doc: str | None, record: type) -> EntryParser:
-    """A training script's parser: one flag per field of `record` (an `ArgsRecord`), with the
-    field's default, and `--strategy` (not a field: the same recipe on 1 or N devices is the
-    same run)."""
+    """A training script's parser: one flag per field of `record` (an `ArgsRecord`), and
+    `--strategy` (not a field: the same recipe on 1 or N devices is the same run)."""
     parser = entry_parser(
         doc,
         epilog="--flagfile=FILE reads one --flag=value per line (absl's convention); "

@@ -20,12 +20,7 @@ from baselines.layout.data import list_layout_files, read_config_count
 from baselines.layout.graph import LayoutGraph
 from baselines.layout.layout_args import LAYOUT_PLACE, LayoutTrainArgs, check_run
 from baselines.layout.metrics import kendall_tau
-from baselines.layout.run_data import (
-    build_model,
-    load_run_split,
-    max_configs_note,
-    read_layout_models,
-)
+from baselines.layout.run_data import build_model, load_run_split, max_configs_note
 
 
 class LayoutRanking(RankingHooks):
@@ -34,6 +29,8 @@ class LayoutRanking(RankingHooks):
     place, unit = LAYOUT_PLACE, "graph"
 
     def read_runs(self, text: str, flag: str):
+        from baselines.layout.run_data import read_layout_models
+
         return read_layout_models(text, flag)
 
     def folder(self, root: Path, record: dict, split: str) -> Path:
@@ -254,10 +251,9 @@ def results_csv_path(args: LayoutTrainArgs) -> Path:
 
 
 def rank_test_split(args: LayoutTrainArgs, record: dict, log=print) -> Path | None:
-    """layout_train.py's last step, as upstream's: the saved run ranks every configuration of
-    every test graph (the first `--max_files`, as every split) into `results_csv_path`, with
-    the ranking driver (`rank_run`); None with `--results_csv=None`, or, said through `log`,
-    when there are no test files."""
+    """layout_train.py's last step, as upstream's: the saved run ranks every test graph (the first
+    `--max_files`) into `results_csv_path` (`rank_run`); None with `--results_csv=None` or, said
+    through `log`, without test files."""
     if not args.ranks_test:
         return None
     root = Path(record["data_root"])

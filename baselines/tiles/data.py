@@ -296,6 +296,12 @@ def files_fingerprint(files: Sequence[Path]) -> str:
 _ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "name"]
 
 
+# Which offsets index which arrays' rows.
+_OFFSETS_OF = {
+    "node_offsets": ("node_feat", "node_opcode"),
+    "edge_offsets": ("edge_index",),
+    "config_offsets": ("config_feat", "config_runtime", "config_runtime_normalizers"),
+}
 # Width and dtype of every cached array (None: the row count, checked by the offsets).
 _CACHE_LAYOUT = {
     "node_feat": ((None, NODE_FEAT_DIM), "float32"),
@@ -304,15 +310,7 @@ _CACHE_LAYOUT = {
     "config_feat": ((None, CONFIG_FEAT_DIM), "float32"),
     "config_runtime": ((None,), "int64"),
     "config_runtime_normalizers": ((None,), "int64"),
-    "node_offsets": ((None,), "int64"),
-    "edge_offsets": ((None,), "int64"),
-    "config_offsets": ((None,), "int64"),
-}
-# Which offsets index which arrays' rows.
-_OFFSETS_OF = {
-    "node_offsets": ("node_feat", "node_opcode"),
-    "edge_offsets": ("edge_index",),
-    "config_offsets": ("config_feat", "config_runtime", "config_runtime_normalizers"),
+    **dict.fromkeys(_OFFSETS_OF, ((None,), "int64")),
 }
 
 

@@ -145,12 +145,8 @@ class FeatureStats:
 
     @classmethod
     def from_dict(cls, d: dict) -> FeatureStats:
-        widths = {
-            "node_mean": NODE_FEAT_DIM,
-            "node_std": NODE_FEAT_DIM,
-            "config_mean": CONFIG_FEAT_DIM,
-            "config_std": CONFIG_FEAT_DIM,
-        }
+        widths = dict.fromkeys(("node_mean", "node_std"), NODE_FEAT_DIM)
+        widths.update(dict.fromkeys(("config_mean", "config_std"), CONFIG_FEAT_DIM))
         arrays = {}
         for key, width in widths.items():
             value = np.asarray(d.get(key, []), dtype=np.float32)
