@@ -77,7 +77,6 @@ def build_parser():
     return parser
 
 
-# What the old spelling does, in the new one: said once when it is given.
 TOY_DATA_NOTE = "--toy_data=True: the bundled toy sets instead of --data_root (--bundled_toy=True)"
 
 

@@ -30,7 +30,7 @@ from baselines.core.startup import prepare_tensorflow_import
 prepare_tensorflow_import()
 
 from baselines.core.cli import parse_training_command, training_parser
-from baselines.core.distribution import check_strategy_environment
+from baselines.core.distribution import check_strategy_environment, make_strategy
 from baselines.core.errors import run_cli
 from baselines.layout.layout_args import LayoutTrainArgs, check_run
 
@@ -56,7 +56,6 @@ def main() -> int:
     # Flags, the data root and the output folder first: importing TensorFlow takes seconds.
     check_run(args)
     check_strategy_environment(strategy_name, os.environ.get("TF_CONFIG"))
-    from baselines.core.distribution import make_strategy
     from baselines.layout.task import rank_test_split, train
 
     strategy = make_strategy(strategy_name)  # before any other TensorFlow op

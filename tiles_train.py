@@ -26,7 +26,7 @@ prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import parse_training_command, training_parser
 from baselines.core.data_roots import training_root
-from baselines.core.distribution import check_strategy_environment
+from baselines.core.distribution import check_strategy_environment, make_strategy
 from baselines.core.errors import run_cli
 from baselines.tiles.tile_args import TILE_PLACE, TrainArgs
 
@@ -53,7 +53,6 @@ def main() -> int:
     # A mistyped --data_root too (the toy-set banner is printed by train()).
     training_root(TILE_PLACE, args.data_root, log=lambda _: None)
     check_strategy_environment(strategy_name, os.environ.get("TF_CONFIG"))
-    from baselines.core.distribution import make_strategy
     from baselines.tiles.task import train  # validates args before loading data
 
     strategy = make_strategy(strategy_name)  # before any other TensorFlow op

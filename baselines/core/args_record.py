@@ -14,7 +14,6 @@ from baselines.core.loss_spec import parse_losses
 
 # Upstream's --toy_data=True: the first this many files of each split, in file-name order.
 TOY_MAX_FILES = 100
-# What the old spelling does, in the new ones: said once by a script given it.
 TOY_DATA_NOTE = (
     f"--toy_data=True: the first {TOY_MAX_FILES} files of each split (--max_files="
     f"{TOY_MAX_FILES}); the bundled toy set stands in only where the default --data_root holds "

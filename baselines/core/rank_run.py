@@ -304,7 +304,7 @@ def parse_groups(text: str | None) -> dict[str, list[str]] | None:
     return groups
 
 
-def timed(score: Callable[[], list]) -> tuple[list, float]:
+def timed(score: Callable[[], Any]) -> tuple[Any, float]:
     started = time.perf_counter()
     result = score()
     return result, time.perf_counter() - started

@@ -32,7 +32,6 @@ SHOW = 5  # How many offending IDs or indices an error message lists.
 
 
 def listed(items: Sequence[object], n: int = SHOW) -> str:
-    """The first `n` items joined by ", ", then ", ..." if there are more."""
     shown = ", ".join(str(item) for item in items[:n])
     return shown + (", ..." if len(items) > n else "")
 

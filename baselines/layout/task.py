@@ -192,9 +192,7 @@ class LayoutTask(Task):
 
         if not self.validate_all:
             return {}, None
-        clock = time.perf_counter()
-        val = evaluate_graphs(model, loaded.valid)
-        seconds = time.perf_counter() - clock
+        val, seconds = timed(lambda: evaluate_graphs(model, loaded.valid))
         averaged = record["averaged_epochs"]
         ended_on = (
             f"the mean of the weights of its last {averaged} epochs"
