@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 from typing import Any
@@ -56,12 +57,10 @@ def split_cpu(count: int) -> None:
     cpu = tf.config.list_physical_devices("CPU")[0]
     if count < 2 or tf.config.get_logical_device_configuration(cpu):
         return
-    try:
+    with contextlib.suppress(RuntimeError):  # devices already initialized: keep them
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
         )
-    except RuntimeError:  # devices already initialized: keep them
-        pass
 
 
 def check_tf_config(text: str | None) -> None:

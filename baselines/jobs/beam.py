@@ -178,11 +178,9 @@ def sweep_pipeline(
             import tensorflow as tf
 
             if tf_threads > 0:
-                try:
+                with contextlib.suppress(RuntimeError):  # TensorFlow already running: keep it
                     tf.config.threading.set_intra_op_parallelism_threads(tf_threads)
                     tf.config.threading.set_inter_op_parallelism_threads(tf_threads)
-                except RuntimeError:  # TensorFlow already running in this process: keep it
-                    pass
 
         def process(self, element):
             module, name = spec.train_function.split(":")

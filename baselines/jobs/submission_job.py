@@ -129,14 +129,8 @@ def parse_candidates(flag: str, text: str) -> tuple[str, ...]:
 
 def missing_recipes(job: Job) -> list[str]:
     """The candidates' flagfiles that do not exist."""
-    return sorted(
-        {
-            str(job.recipe(c, candidate))
-            for c in job.collections
-            for candidate in job.candidates[c.kind]
-            if not job.recipe(c, candidate).is_file()
-        }
-    )
+    recipes = {job.recipe(c, candidate) for c, candidate, _ in job.runs()}
+    return sorted(str(path) for path in recipes if not path.is_file())
 
 
 def missing_data(job: Job) -> dict[str, str]:

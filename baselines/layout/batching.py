@@ -66,10 +66,6 @@ class PreparedGraph:
     def num_configs(self) -> int:
         return int(self.runtimes.shape[0])
 
-    def config_block(self, slots: np.ndarray) -> np.ndarray:
-        """int8 [len(slots), nc, 18]: configurations `slots` (0..c-1), read now."""
-        return self.configs.values(slots)
-
 
 def operand_nodes(graph: LayoutGraph) -> np.ndarray:
     """int64 [nc, 3]: each configurable node's own id, operand 0's and operand 1's (-1: none)."""
