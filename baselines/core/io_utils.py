@@ -203,12 +203,8 @@ def read_user_text(path: Path, flag: str, what: str = "") -> str:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
-    with atomic_output(path) as tmp:
-        try:
-            with open(tmp, "w", encoding=encoding, newline="") as f:
-                f.write(text)
-        except OSError as e:
-            raise PipelineError(f"cannot write {path}: {describe_write_error(e)}") from e
+    with atomic_output(path) as tmp, open(tmp, "w", encoding=encoding, newline="") as f:
+        f.write(text)
 
 
 def _default_dir_mode() -> int:
@@ -228,8 +224,6 @@ def _make_temp_dir(dest: Path) -> Path:
 
 
 _DEST_TAKEN = (errno.ENOTEMPTY, errno.EEXIST)
-
-
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from baselines.core.errors import PipelineError
-from baselines.core.io_utils import atomic_output, describe_write_error
+from baselines.core.io_utils import atomic_output
 
 HEADER: tuple[str, str] = ("ID", "TopConfigs")
 TILE_PREFIX = "tile:xla:"
@@ -341,11 +341,7 @@ def _refusal_hint(dummy_rows: bool, only_absent: bool) -> str:
 def write_csv_atomic(
     path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[str]]
 ) -> None:
-    with atomic_output(path) as tmp:
-        try:
-            with open(tmp, "w", newline="", encoding="utf-8") as f:
-                writer = csv.writer(f, lineterminator="\n")
-                writer.writerow(header)
-                writer.writerows(rows)
-        except OSError as e:
-            raise PipelineError(f"cannot write {path}: {describe_write_error(e)}") from e
+    with atomic_output(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)
