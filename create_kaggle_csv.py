@@ -90,11 +90,7 @@ def sample_search_dirs(data_root: Path) -> list[Path]:
     """`data_root`, its parents up to `SAMPLE_SEARCH_DEPTH` levels (never the filesystem
     root), then the current directory, without repeats."""
     parents = [p for p in list(data_root.parents)[:SAMPLE_SEARCH_DEPTH] if p != Path(p.anchor)]
-    result: list[Path] = []
-    for d in (data_root, *parents, Path.cwd()):
-        if d not in result:
-            result.append(d)
-    return result
+    return list(dict.fromkeys((data_root, *parents, Path.cwd())))
 
 
 def resolve_sample(

@@ -81,8 +81,7 @@ TOY_DATA_NOTE = "--toy_data=True: the bundled toy sets instead of --data_root (-
 
 
 def parse_command(argv=None, log=lambda _: None):
-    """(the job's flags, Beam's); the old spelling `--toy_data` becomes `--bundled_toy`,
-    said through `log`."""
+    """(the job's flags, Beam's); `--toy_data` (old spelling) is `--bundled_toy`, said to `log`."""
     args, beam_args = build_parser().parse_known_args(argv)
     if args.toy_data:
         log(TOY_DATA_NOTE)

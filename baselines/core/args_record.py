@@ -224,15 +224,11 @@ def check_training_flags(args: Any) -> None:
         raise PipelineError(
             f"--lr and --clip_norm must be positive, got {args.lr} and {args.clip_norm}"
         )
-    check_average_from(args.average_from, args.epochs)
+    if args.average_from is not None and not 1 <= args.average_from <= args.epochs:
+        raise PipelineError(
+            f"--average_from: must be an epoch from 1 to --epochs ({args.epochs}), "
+            f"got {args.average_from}"
+        )
     problem = args.optimizer_and_schedule_problem()
     if problem:
         raise PipelineError(problem)
-
-
-def check_average_from(average_from: int | None, epochs: int) -> None:
-    """`--average_from` is unset or an epoch from 1 to `--epochs`; else one line."""
-    if average_from is not None and not 1 <= average_from <= epochs:
-        raise PipelineError(
-            f"--average_from: must be an epoch from 1 to --epochs ({epochs}), got {average_from}"
-        )
