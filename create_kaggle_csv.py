@@ -30,9 +30,7 @@ import argparse
 import sys
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-if str(_HERE) not in sys.path:
-    sys.path.insert(0, str(_HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines.core import submission
 from baselines.core.cli import entry_parser
@@ -94,19 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
-
-
 def sample_search_dirs(data_root: Path) -> list[Path]:
     """`data_root`, its parents up to `SAMPLE_SEARCH_DEPTH` levels (never the filesystem
     root), then the current directory, without repeats."""
     parents = [p for p in list(data_root.parents)[:SAMPLE_SEARCH_DEPTH] if p != Path(p.anchor)]
-    result: list[Path] = []
-    for d in (data_root, *parents, Path.cwd()):
-        if d not in result:
-            result.append(d)
-    return result
+    return list(dict.fromkeys((data_root, *parents, Path.cwd())))
 
 
 def resolve_sample(
@@ -181,7 +171,7 @@ def input_csvs(text: str) -> list[Path]:
 
 
 def main() -> int:
-    args = parse_args()
+    args = build_parser().parse_args()
     inputs = input_csvs(args.inputcsv)
     output = Path(args.output).expanduser()
     data_root = Path(args.data_root).expanduser().absolute()

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines.core.cli import entry_parser, parse_bool
+from baselines.core.cli import add_bool_flag, entry_parser
 from baselines.core.errors import run_cli
 from baselines.jobs.submission_job import COLLECTIONS, plan_job, write_report
 
@@ -60,22 +60,12 @@ def build_parser():
             help=f"{kind} recipes to train and choose among on validation: flagfile names "
             f"in {folder} or paths, comma-separated (recommended is kept unless beaten)",
         )
-    parser.add_argument(
+    add_bool_flag(
+        parser,
         "--bundled_toy",
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help="the bundled toy sets in data/ instead of --data_root (every collection)",
+        "the bundled toy sets in data/ instead of --data_root (every collection)",
     )
-    parser.add_argument(
-        "--toy_data",
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help="old spelling of --bundled_toy",
-    )
+    add_bool_flag(parser, "--toy_data", "old spelling of --bundled_toy")
     parser.add_argument(
         "--epochs", type=int, default=None, help="every training's --epochs (default: the recipe's)"
     )
@@ -87,13 +77,11 @@ def build_parser():
     return parser
 
 
-# What the old spelling does, in the new one: said once when it is given.
 TOY_DATA_NOTE = "--toy_data=True: the bundled toy sets instead of --data_root (--bundled_toy=True)"
 
 
 def parse_command(argv=None, log=lambda _: None):
-    """(the job's flags, Beam's); the old spelling `--toy_data` becomes `--bundled_toy`,
-    said through `log`."""
+    """(the job's flags, Beam's); `--toy_data` (old spelling) is `--bundled_toy`, said to `log`."""
     args, beam_args = build_parser().parse_known_args(argv)
     if args.toy_data:
         log(TOY_DATA_NOTE)

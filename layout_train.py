@@ -29,39 +29,21 @@ from baselines.core.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
-from baselines.core.args_record import old_spelling_notes
-from baselines.core.cli import add_field_flags, entry_parser
-from baselines.core.distribution import add_strategy_flag, check_strategy_environment
+from baselines.core.cli import parse_training_command, training_parser
+from baselines.core.distribution import check_strategy_environment, make_strategy
 from baselines.core.errors import run_cli
-from baselines.core.flagfile import expand_flagfiles
 from baselines.layout.layout_args import LayoutTrainArgs, check_run
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One flag per LayoutTrainArgs field, with the field's default, and --strategy."""
-    parser = entry_parser(
-        __doc__,
-        epilog="--flagfile=FILE reads one --flag=value per line (absl's convention); "
-        "flags after it override it.",
-    )
-    add_field_flags(parser, LayoutTrainArgs, default=lambda field: field.default)
-    # Not a LayoutTrainArgs field: the same recipe on 1 or N devices is the same run (hash).
-    add_strategy_flag(parser)
-    return parser
+    return training_parser(__doc__, LayoutTrainArgs)
 
 
 def parse_command(
     argv: list[str] | None = None, log: Callable[[str], None] = lambda _: None
 ) -> tuple[LayoutTrainArgs, str]:
-    """Flags (with `--flagfile=FILE` expanded in place; later flags win): args, strategy;
-    what an old spelling does is said through `log`."""
-    argv = sys.argv[1:] if argv is None else argv
-    argv = expand_flagfiles(argv, LayoutTrainArgs.flag_names() | {"strategy"})
-    flags = vars(build_parser().parse_args(argv))
-    strategy = flags.pop("strategy")
-    for note in old_spelling_notes(flags):
-        log(note)
-    return LayoutTrainArgs(**flags), strategy
+    """The args and --strategy (`--flagfile=FILE` expanded; an old spelling said to `log`)."""
+    return parse_training_command(build_parser(), LayoutTrainArgs, argv, log)
 
 
 def parse_args(argv: list[str] | None = None) -> LayoutTrainArgs:
@@ -74,7 +56,6 @@ def main() -> int:
     # Flags, the data root and the output folder first: importing TensorFlow takes seconds.
     check_run(args)
     check_strategy_environment(strategy_name, os.environ.get("TF_CONFIG"))
-    from baselines.core.distribution import make_strategy
     from baselines.layout.task import rank_test_split, train
 
     strategy = make_strategy(strategy_name)  # before any other TensorFlow op

@@ -10,10 +10,10 @@ from typing import Any, ClassVar
 
 from baselines.core.data_roots import DataPlace
 from baselines.core.errors import PipelineError
+from baselines.core.loss_spec import parse_losses
 
 # Upstream's --toy_data=True: the first this many files of each split, in file-name order.
 TOY_MAX_FILES = 100
-# What the old spelling does, in the new ones: said once by a script given it.
 TOY_DATA_NOTE = (
     f"--toy_data=True: the first {TOY_MAX_FILES} files of each split (--max_files="
     f"{TOY_MAX_FILES}); the bundled toy set stands in only where the default --data_root holds "
@@ -206,8 +206,6 @@ class TrainingArgs(ArgsRecord):
 
 def check_training_flags(args: Any) -> None:
     """The checks every collection's training flags share, one line per problem."""
-    from baselines.core.loss_spec import parse_losses
-
     parse_losses(args.losses)
     args.model_kwargs()
     for name in ("epochs", "early_stop", "batch"):
@@ -226,15 +224,11 @@ def check_training_flags(args: Any) -> None:
         raise PipelineError(
             f"--lr and --clip_norm must be positive, got {args.lr} and {args.clip_norm}"
         )
-    check_average_from(args.average_from, args.epochs)
+    if args.average_from is not None and not 1 <= args.average_from <= args.epochs:
+        raise PipelineError(
+            f"--average_from: must be an epoch from 1 to --epochs ({args.epochs}), "
+            f"got {args.average_from}"
+        )
     problem = args.optimizer_and_schedule_problem()
     if problem:
         raise PipelineError(problem)
-
-
-def check_average_from(average_from: int | None, epochs: int) -> None:
-    """`--average_from` is unset or an epoch from 1 to `--epochs`; else one line."""
-    if average_from is not None and not 1 <= average_from <= epochs:
-        raise PipelineError(
-            f"--average_from: must be an epoch from 1 to --epochs ({epochs}), got {average_from}"
-        )

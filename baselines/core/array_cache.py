@@ -35,20 +35,16 @@ _CHUNKED_HEADER_BYTES = 128
 DIGEST_BLOCK_BYTES = 1 << 24
 
 
-def _file_tail(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - FINGERPRINT_TAIL_BYTES))
-        return f.read()
-
-
 def files_fingerprint(files: Sequence[Path], salt: str) -> str:
     """24 hex digits hashing every file's path, size, mtime and zip directory, and `salt`."""
     h = hashlib.sha256(salt.encode())
     for f in files:
         st = f.stat()
         h.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-        h.update(hashlib.sha256(_file_tail(f)).digest())
+        with open(f, "rb") as stream:
+            stream.seek(0, os.SEEK_END)
+            stream.seek(max(0, stream.tell() - FINGERPRINT_TAIL_BYTES))
+            h.update(hashlib.sha256(stream.read()).digest())
     return h.hexdigest()[:24]
 
 
@@ -104,16 +100,12 @@ def discard_directory(path: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _array_record(value: np.ndarray, digest: str) -> dict[str, Any]:
-    return {"shape": list(value.shape), "dtype": value.dtype.str, "blake2b": digest}
+def _array_record(shape: tuple[int, ...], dtype: np.dtype, digest: str) -> dict[str, Any]:
+    return {"shape": list(shape), "dtype": dtype.str, "blake2b": digest}
 
 
 def save_array_folder(
-    path: Path,
-    arrays: Mapping[str, np.ndarray],
-    *,
-    name: str,
-    version: int,
+    path: Path, arrays: Mapping[str, np.ndarray], *, name: str, version: int
 ) -> None:
     """Writes arrays as .npy files and meta.json, atomically (first writer wins)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,7 +113,7 @@ def save_array_folder(
     with publish_once(path) as tmp:
         for field, value in arrays.items():
             np.save(tmp / f"{field}.npy", value, allow_pickle=False)
-            records[field] = _array_record(value, array_digest(value))
+            records[field] = _array_record(value.shape, value.dtype, array_digest(value))
         meta = {"name": name, "format": version, "arrays": records}
         (tmp / "meta.json").write_text(json.dumps(meta))
 
@@ -194,11 +186,7 @@ class ArrayFolderWriter:
             target.file.seek(0)
             target.file.write(_npy_header(shape, dtype))
             target.file.close()
-            records[field] = {
-                "shape": list(shape),
-                "dtype": dtype.str,
-                "blake2b": target.hasher.hexdigest(),
-            }
+            records[field] = _array_record(shape, dtype, target.hasher.hexdigest())
         meta = {"name": name, "format": version, "arrays": records}
         (self.folder / "meta.json").write_text(json.dumps(meta))
 
@@ -209,11 +197,7 @@ class ArrayFolderWriter:
 
 @contextlib.contextmanager
 def write_array_folder(
-    path: Path,
-    layout: Mapping[str, tuple[tuple[int, ...], str | None]],
-    *,
-    name: str,
-    version: int,
+    path: Path, layout: Mapping[str, tuple[tuple[int, ...], str | None]], *, name: str, version: int
 ) -> Iterator[ArrayFolderWriter]:
     """A writer of a cache folder in chunks (`layout`: row shapes, dtypes), published at the end."""
     path.parent.mkdir(parents=True, exist_ok=True)

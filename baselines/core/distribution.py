@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 from typing import Any
 
 from baselines.core.errors import PipelineError
@@ -33,8 +35,6 @@ def check_strategy_environment(name: str, tf_config: str | None) -> None:
 
 def make_strategy(name: str) -> Any:
     """The tf.distribute strategy `--strategy` names (CPU-only mirrored: a device per core)."""
-    import os
-
     import tensorflow as tf
 
     if name == "default":
@@ -57,12 +57,10 @@ def split_cpu(count: int) -> None:
     cpu = tf.config.list_physical_devices("CPU")[0]
     if count < 2 or tf.config.get_logical_device_configuration(cpu):
         return
-    try:
+    with contextlib.suppress(RuntimeError):  # devices already initialized: keep them
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
         )
-    except RuntimeError:  # devices already initialized: keep them
-        pass
 
 
 def check_tf_config(text: str | None) -> None:

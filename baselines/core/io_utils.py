@@ -47,30 +47,23 @@ def temp_prefix(name: str) -> str:
 
 
 _TEMP_NAME = re.compile(r"\.tmp-(\d+)-([0-9a-f]{8})-")
-_ENOSPC_LIKE = {
-    errno.ENOSPC: "disk full",
-    errno.EDQUOT: "disk quota exceeded",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
-    errno.EROFS: "read-only filesystem",
+# errno of the disk refusing a write: (what it is, how an error without errno says it).
+_WRITE_FAILURES = {
+    errno.ENOSPC: ("disk full", "no space left"),
+    errno.EDQUOT: ("disk quota exceeded", "quota exceeded"),
+    errno.EACCES: ("permission denied", "permission denied"),
+    errno.EPERM: ("permission denied", "permission denied"),
+    errno.EROFS: ("read-only filesystem", "read-only file system"),
 }
 
 
 def write_failure_kind(error: BaseException) -> str | None:
     """`disk full`, `permission denied`, ... if `error` is the disk refusing a write, else None."""
-    kind = _ENOSPC_LIKE.get(getattr(error, "errno", None) or -1)
-    if kind is not None:
-        return kind
+    code = getattr(error, "errno", None) or -1
+    if code in _WRITE_FAILURES:
+        return _WRITE_FAILURES[code][0]
     text = str(error).lower()
-    for needle, name in (
-        ("no space left", "disk full"),
-        ("quota exceeded", "disk quota exceeded"),
-        ("permission denied", "permission denied"),
-        ("read-only file system", "read-only filesystem"),
-    ):
-        if needle in text:
-            return name
-    return None
+    return next((kind for kind, needle in _WRITE_FAILURES.values() if needle in text), None)
 
 
 def describe_write_error(error: BaseException) -> str:
@@ -92,9 +85,7 @@ def _process_alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(
-    folder: Path | str,
-    log: Callable[[str], None] = print,
-    max_age_s: float | None = 24 * 3600,
+    folder: Path | str, log: Callable[[str], None] = print, max_age_s: float | None = 24 * 3600
 ) -> list[str]:
     """Removes `*.tmp-*` leftovers of writers that are gone (this host's: their process ended;
     another's: older than `max_age_s`, None never); returns their names. A model folder a
@@ -149,9 +140,8 @@ def _fsync_file(path: Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -213,12 +203,8 @@ def read_user_text(path: Path, flag: str, what: str = "") -> str:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
-    with atomic_output(path) as tmp:
-        try:
-            with open(tmp, "w", encoding=encoding, newline="") as f:
-                f.write(text)
-        except OSError as e:
-            raise PipelineError(f"cannot write {path}: {describe_write_error(e)}") from e
+    with atomic_output(path) as tmp, open(tmp, "w", encoding=encoding, newline="") as f:
+        f.write(text)
 
 
 def _default_dir_mode() -> int:
@@ -238,8 +224,6 @@ def _make_temp_dir(dest: Path) -> Path:
 
 
 _DEST_TAKEN = (errno.ENOTEMPTY, errno.EEXIST)
-
-
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 

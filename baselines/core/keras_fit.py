@@ -257,8 +257,7 @@ class EpochBatches:
         options.autotune.enabled = False
         return (
             tf.data.Dataset.from_generator(
-                lambda: self.stream(pipeline, num_pipelines),
-                output_signature=self.split.signature,
+                lambda: self.stream(pipeline, num_pipelines), output_signature=self.split.signature
             )
             .prefetch(2)
             .with_options(options)

@@ -109,10 +109,7 @@ def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.T
     both = tf.logical_and(valid[:, :, None], valid[:, None, :])
     faster = tf.logical_and(runtimes[:, :, None] < runtimes[:, None, :], both)
     correct = tf.logical_and(faster, scores[:, :, None] < scores[:, None, :])
-    return (
-        tf.reduce_sum(tf.cast(correct, tf.float64)),
-        tf.reduce_sum(tf.cast(faster, tf.float64)),
-    )
+    return (tf.reduce_sum(tf.cast(correct, tf.float64)), tf.reduce_sum(tf.cast(faster, tf.float64)))
 
 
 def batch_top_k_errors(runtimes: tf.Tensor, scores: tf.Tensor, k: int) -> tf.Tensor:

@@ -50,19 +50,15 @@ def open_member(
     return stream, tuple(shape), bool(fortran), dtype
 
 
-def read_exact(stream: IO[bytes], nbytes: int) -> bytes:
-    data = stream.read(nbytes)
-    if len(data) != nbytes:
-        raise ValueError(f"member ends after {len(data)} of {nbytes} bytes")
-    return data
-
-
 def read_whole(
     stream: IO[bytes], shape: tuple[int, ...], fortran: bool, dtype: np.dtype
 ) -> np.ndarray:
     """The member's array (C order), read from `stream` at its data."""
     count = int(np.prod(shape, dtype=np.int64))
-    data = read_exact(stream, count * dtype.itemsize)
+    nbytes = count * dtype.itemsize
+    data = stream.read(nbytes)
+    if len(data) != nbytes:
+        raise ValueError(f"member ends after {len(data)} of {nbytes} bytes")
     array = np.frombuffer(data, dtype=dtype, count=count)
     return np.ascontiguousarray(array.reshape(shape, order="F" if fortran else "C"))
 

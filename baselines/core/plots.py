@@ -180,13 +180,9 @@ def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
     figure = new_figure(bars_width(len(names), len(models)), 0.6 + 2.2 * len(blocks))
     axes = figure.subplots(len(blocks), 1, sharex=True, squeeze=False)[:, 0]
     for ax, block in zip(axes, blocks):
+        missing = {"kendall_tau": float("nan")}
         series = {
-            m: [
-                float(by_key[block, m, n]["kendall_tau"])
-                if (block, m, n) in by_key
-                else float("nan")
-                for n in names
-            ]
+            m: [float(by_key.get((block, m, n), missing)["kendall_tau"]) for n in names]
             for m in models
         }
         grouped_bars(ax, names, series)

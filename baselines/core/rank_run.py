@@ -4,14 +4,20 @@ collection, handed the collection's `RankingHooks`; several models score as thei
 from __future__ import annotations
 
 import abc
+import csv
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from baselines.core.args_record import parse_json_object
+from baselines.core.cli import add_bool_flag
 from baselines.core.data_roots import DataPlace, ranking_root
 from baselines.core.errors import PipelineError
+from baselines.core.io_utils import atomic_write_text, check_output_file, ensure_parent
+from baselines.core.ranking import ensemble_scores, ranking_cell
+from baselines.core.submission import HEADER, write_csv_atomic
 
 Log = Callable[[str], None]
 BLEND = "blend"  # the ensemble of every model of a grouped evaluation
@@ -149,16 +155,8 @@ def _read(hooks: RankingHooks, request: Request, log: Log) -> tuple[Models, Path
     return models, folder, banner
 
 
-def _ensemble(members: Sequence[list]) -> list:
-    from baselines.core.ranking import ensemble_scores
-
-    return ensemble_scores(members)
-
-
 def rank_run(hooks: RankingHooks, request: Request, log: Log = print) -> list[tuple[str, str]]:
     """Ranks every item of `request.split` and writes `ID,TopConfigs`; returns the rows."""
-    from baselines.core.io_utils import check_output_file, ensure_parent
-
     if request.top is not None and request.top < 1:
         raise PipelineError(f"--top: must be at least 1, got {request.top}")
     # A bad --output is refused now, not after the ranking; its folder is made when writing.
@@ -168,11 +166,9 @@ def rank_run(hooks: RankingHooks, request: Request, log: Log = print) -> list[tu
         output = check_output_file(hooks.default_output(models), "--output")
     hooks.prepare(request, output, log)
     scored = hooks.score(models, folder, request, log)
-    scores = _ensemble(scored.members)
+    scores = ensemble_scores(scored.members)
 
     from baselines.core.metrics import require_finite_scores
-    from baselines.core.ranking import ranking_cell
-    from baselines.core.submission import HEADER, write_csv_atomic
 
     require_finite_scores(scored.ids, scores, f"{hooks.unit}s")
     first = models[0][1]
@@ -196,8 +192,6 @@ def rank_run(hooks: RankingHooks, request: Request, log: Log = print) -> list[tu
 
 def evaluate_run(hooks: RankingHooks, request: Request, log: Log = print) -> Evaluation:
     """Scores a labelled split with each model and their ensemble; writes tables and figures."""
-    from baselines.core.io_utils import atomic_write_text, check_output_file, ensure_parent
-
     output = check_output_file(Path(request.output), "--output")
     hooks.prepare(request, output, log)
     models, folder, banner = _read(hooks, request, log)
@@ -205,7 +199,7 @@ def evaluate_run(hooks: RankingHooks, request: Request, log: Log = print) -> Eva
     scored = hooks.score(models, folder, request, log)
     scores = {f"{r['model']} {d.name}": m for (d, r), m in zip(models, scored.members)}
     if len(models) > 1:
-        scores["ensemble"] = _ensemble(scored.members)
+        scores["ensemble"] = ensemble_scores(scored.members)
 
     from baselines.core import plots
     from baselines.core.metrics import require_finite_scores
@@ -244,8 +238,8 @@ def group_items(
         missing = [d for d in dirs if str(Path(d).expanduser()) not in by_dir]
         if missing or not dirs:
             raise PipelineError(f"groups: {name} names {missing or 'no'} model of {request.flag}")
-        labels[name] = _ensemble([by_dir[str(Path(d).expanduser())] for d in dirs])
-    labels[BLEND] = scores.get("ensemble") or _ensemble(scored.members)  # one model: itself
+        labels[name] = ensemble_scores([by_dir[str(Path(d).expanduser())] for d in dirs])
+    labels[BLEND] = scores.get("ensemble") or ensemble_scores(scored.members)  # one model: itself
     return {
         label: dict(zip(scored.ids, hooks.item_figures(scored, member)))
         for label, member in labels.items()
@@ -262,8 +256,6 @@ def items_csv(items: dict[str, dict[str, float]]) -> str:
 
 def read_items_csv(path: Path) -> dict[str, dict[str, float]]:
     """`items_csv`'s table back: {label: {item: figure}}."""
-    import csv
-
     items: dict[str, dict[str, float]] = {}
     with open(path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
@@ -271,17 +263,17 @@ def read_items_csv(path: Path) -> dict[str, dict[str, float]]:
     return items
 
 
-def add_data_flags(parser, *, max_files: bool = False) -> None:
-    """`--bundled_toy` of a rank or evaluate script, and `--max_files` when it takes it."""
-    from baselines.core.cli import parse_bool
-
-    parser.add_argument(
+def add_run_flags(
+    parser, flag: str, dirs_help: str, root_help: str, *, max_files: bool = False
+) -> None:
+    """A rank or evaluate script's model folders (`flag`: "--dir" or "--dirs"), `--data_root`,
+    `--bundled_toy` and, when it takes it, `--max_files`."""
+    parser.add_argument(flag, required=True, help=dirs_help)
+    parser.add_argument("--data_root", default=None, help=root_help)
+    add_bool_flag(
+        parser,
         "--bundled_toy",
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help="the bundled synthetic toy set in data/ instead of --data_root or the run's",
+        "the bundled synthetic toy set in data/ instead of --data_root or the run's",
     )
     if max_files:
         parser.add_argument(
@@ -306,15 +298,13 @@ def parse_groups(text: str | None) -> dict[str, list[str]] | None:
     """`--groups_json`'s {name: [model folder, ...]}; anything else is one line."""
     if text is None:
         return None
-    from baselines.core.args_record import parse_json_object
-
     groups = parse_json_object("groups_json", text, '{"baseline": ["out/model_a"]}')
     if not all(isinstance(v, list) and all(isinstance(d, str) for d in v) for v in groups.values()):
         raise PipelineError(f"--groups_json: each group must be a list of model folders: {text!r}")
     return groups
 
 
-def timed(score: Callable[[], list]) -> tuple[list, float]:
+def timed(score: Callable[[], Any]) -> tuple[Any, float]:
     started = time.perf_counter()
     result = score()
     return result, time.perf_counter() - started

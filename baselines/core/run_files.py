@@ -74,7 +74,6 @@ def check_fingerprint(record: dict, model_dir: Path, run_path: Path) -> None:
         )
 
 
-# Who writes and who ranks with each collection's runs.
 TRAIN_SCRIPTS = {"tile": "tiles_train.py", "layout": "layout_train.py"}
 PREDICT_SCRIPTS = {
     "tile": "tiles_gen_predictions_csv.py",

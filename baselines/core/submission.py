@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from baselines.core.errors import PipelineError
-from baselines.core.io_utils import atomic_output, describe_write_error
+from baselines.core.io_utils import atomic_output
 
 HEADER: tuple[str, str] = ("ID", "TopConfigs")
 TILE_PREFIX = "tile:xla:"
@@ -28,11 +28,11 @@ COLLECTIONS: tuple[str, ...] = ("tile:xla",) + tuple(
 
 _INT_RE = re.compile(r"\d+")
 _NEG_RE = re.compile(r"-\d+")
-_SHOW = 5  # How many offending IDs an error message lists.
+SHOW = 5  # How many offending IDs or indices an error message lists.
 
 
-def _first(items: Sequence[str], n: int = _SHOW) -> str:
-    shown = ", ".join(items[:n])
+def listed(items: Sequence[object], n: int = SHOW) -> str:
+    shown = ", ".join(str(item) for item in items[:n])
     return shown + (", ..." if len(items) > n else "")
 
 
@@ -140,8 +140,7 @@ def _npz_stems(directory: Path) -> list[str]:
 
 
 def sample_ids_from_test_dirs(
-    tile_test_dir: str | os.PathLike[str],
-    layout_root: str | os.PathLike[str] | None = None,
+    tile_test_dir: str | os.PathLike[str], layout_root: str | os.PathLike[str] | None = None
 ) -> list[tuple[str, str]]:
     """The submission's ID list from downloaded test splits (no sample CSV): tile rows, then
     layout rows when `layout_root` exists, in the sample's order, all `FILL_RANKING`."""
@@ -196,7 +195,7 @@ def merge_rankings(
         if clash:
             other = origin[clash[0]]
             raise PipelineError(
-                f"{len(clash)} IDs of {label} are in {other} too (first: {_first(clash)}); "
+                f"{len(clash)} IDs of {label} are in {other} too (first: {listed(clash)}); "
                 "each ID may come from one input only: drop the rows from one of the files, "
                 "or list each file once in --inputcsv"
             )
@@ -224,7 +223,7 @@ def refuse_unknown_ids(
     elsewhere = f" (and {more} in other inputs)" if more else ""
     raise PipelineError(
         f"{len(bad)} of {len(of_label)} IDs in {label} are not IDs of {sample_label}"
-        f"{elsewhere} (first: {_first(bad)}); Kaggle cannot score them: were they "
+        f"{elsewhere} (first: {listed(bad)}); Kaggle cannot score them: were they "
         "predicted from another split or dataset?"
     )
 
@@ -321,7 +320,7 @@ def _gaps(refused, absent, ids_per_collection, missing, rankings, origin) -> lis
         else:
             given = sorted({(origin or {}).get(i, "") for i in ids if i in rankings} - {""})
             where = f" missing from {', '.join(given)}" if given else ""
-            gaps.append(f"{collection} {len(gone)} of {len(ids)}{where} (first: {_first(gone)})")
+            gaps.append(f"{collection} {len(gone)} of {len(ids)}{where} (first: {listed(gone)})")
     return gaps
 
 
@@ -343,11 +342,7 @@ def _refusal_hint(dummy_rows: bool, only_absent: bool) -> str:
 def write_csv_atomic(
     path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[str]]
 ) -> None:
-    with atomic_output(path) as tmp:
-        try:
-            with open(tmp, "w", newline="", encoding="utf-8") as f:
-                writer = csv.writer(f, lineterminator="\n")
-                writer.writerow(header)
-                writer.writerows(rows)
-        except OSError as e:
-            raise PipelineError(f"cannot write {path}: {describe_write_error(e)}") from e
+    with atomic_output(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)

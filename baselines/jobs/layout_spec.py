@@ -34,11 +34,7 @@ def _higher_first(value: float) -> tuple[bool, float]:
 
 def sort_key(result: Mapping[str, Any]) -> tuple:
     """Best first: validation Kendall's tau, higher first, then OPA (NaN last), then the hash."""
-    return (
-        _higher_first(result["val_tau"]),
-        _higher_first(result["val_opa"]),
-        result["run_hash"],
-    )
+    return (_higher_first(result["val_tau"]), _higher_first(result["val_opa"]), result["run_hash"])
 
 
 def done_line(result: Mapping[str, Any]) -> str:

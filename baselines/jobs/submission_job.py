@@ -129,14 +129,8 @@ def parse_candidates(flag: str, text: str) -> tuple[str, ...]:
 
 def missing_recipes(job: Job) -> list[str]:
     """The candidates' flagfiles that do not exist."""
-    return sorted(
-        {
-            str(job.recipe(c, candidate))
-            for c in job.collections
-            for candidate in job.candidates[c.kind]
-            if not job.recipe(c, candidate).is_file()
-        }
-    )
+    recipes = {job.recipe(c, candidate) for c, candidate, _ in job.runs()}
+    return sorted(str(path) for path in recipes if not path.is_file())
 
 
 def missing_data(job: Job) -> dict[str, str]:
@@ -206,7 +200,6 @@ def plan_job(
     return job
 
 
-# ---------------------------------------------------------------------------
 # Child processes and step records.
 
 
@@ -250,14 +243,14 @@ def read_done(folder: Path, inputs: dict[str, Any]) -> dict[str, Any] | None:
     return done
 
 
-def worker_name() -> str:
-    """The worker a step runs on: host and process id."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 def write_done(folder: Path, inputs: dict[str, Any], outputs: list[str], **facts: Any) -> dict:
     """A finished step's record, with the worker (host:pid) it ran on."""
-    done = {"inputs": inputs, "outputs": outputs, "worker": worker_name(), **facts}
+    done = {
+        "inputs": inputs,
+        "outputs": outputs,
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
+        **facts,
+    }
     atomic_write_text(folder / DONE, json.dumps(done, indent=1, sort_keys=True) + "\n")
     return done
 
@@ -275,7 +268,6 @@ def model_identity(model_dir: str) -> str:
     return f"{model_fingerprint(folder)}:{file_digest(run_file)}"
 
 
-# ---------------------------------------------------------------------------
 # The three steps.
 
 
@@ -443,7 +435,6 @@ def join_step(job: Job, ranked: Sequence[dict], log: Log) -> dict:
     return {**done, "reused": False}
 
 
-# ---------------------------------------------------------------------------
 # The report.
 
 

@@ -41,14 +41,10 @@ def seeds_sweep(num_seeds: int) -> Sweep:
     return Sweep("seeds", {}, tuple({"seed": seed} for seed in range(num_seeds)))
 
 
-def _field_types(args_type: type) -> dict[str, str]:
-    return {f.name: flag_type(f) for f in args_type.flag_fields()}
-
-
 def check_flag_value(spec: CollectionSpec, name: str, value: Any, where: str) -> Any:
     """`value` for flag `name` if its JSON type fits the flag's type, else PipelineError
     (a dict for `model_kwargs_json`, as JSON text; null for an optional flag)."""
-    kind_of = _field_types(spec.args_type)[name]
+    kind_of = next(flag_type(f) for f in spec.args_type.flag_fields() if f.name == name)
     optional = kind_of.endswith(" | None")
     kind_of = kind_of.removesuffix(" | None")
     if name == "model_kwargs_json" and isinstance(value, dict):
@@ -247,10 +243,6 @@ def summary_rows(
     return header, rows
 
 
-def summary_csv(spec: CollectionSpec, results: Iterable[Result]) -> str:
-    return csv_table(*summary_rows(spec, results))
-
-
 def _cell(text: str) -> str:
     return one_line(text).replace("|", "\\|") or " "
 
@@ -279,14 +271,7 @@ def summary_markdown(spec: CollectionSpec, results: Iterable[Result], ensemble_t
     command = ensemble_command(spec, ok, ensemble_top)
     if command:
         count = len(ensemble_dirs(spec, ok, ensemble_top))
-        lines += [
-            f"## Ensemble of the best {count}",
-            "",
-            "```bash",
-            command,
-            "```",
-            "",
-        ]
+        lines += [f"## Ensemble of the best {count}", "", "```bash", command, "```", ""]
     return "\n".join(lines)
 
 
@@ -297,7 +282,7 @@ def write_summary(
     out_dir = Path(out_dir).expanduser()
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out_dir / SUMMARY_CSV, out_dir / SUMMARY_MD
-    atomic_write_text(csv_path, summary_csv(spec, results))
+    atomic_write_text(csv_path, csv_table(*summary_rows(spec, results)))
     atomic_write_text(md_path, summary_markdown(spec, results, ensemble_top))
     return csv_path, md_path
 

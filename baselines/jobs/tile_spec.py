@@ -26,26 +26,15 @@ PAPER_BASE_FLAGS: dict[str, Any] = {
     "eval_every": 2,
 }
 PAPER_MODEL_GRID: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("MLP", {"op_embed_dim": 64, "hidden_dim": 64, "mlp_layers": 2}),
-    ("MLP", {"op_embed_dim": 128, "hidden_dim": 128, "mlp_layers": 2}),
-    ("MLP", {"op_embed_dim": 128, "hidden_dim": 128, "mlp_layers": 3}),
-    ("MLP", {"op_embed_dim": 256, "hidden_dim": 128, "mlp_layers": 3}),
-    ("EarlyJoinSAGE", {"num_gnns": 2, "op_embed_dim": 64, "hidden_dim": 64}),
-    ("EarlyJoinSAGE", {"num_gnns": 3, "op_embed_dim": 64, "hidden_dim": 64}),
-    ("EarlyJoinSAGE", {"num_gnns": 3, "op_embed_dim": 128, "hidden_dim": 128}),
-    ("EarlyJoinSAGE", {"num_gnns": 3, "op_embed_dim": 256, "hidden_dim": 128}),
-    ("LateJoinSAGE", {"num_gnns": 2, "op_embed_dim": 64, "hidden_dim": 64}),
-    ("LateJoinSAGE", {"num_gnns": 3, "op_embed_dim": 64, "hidden_dim": 64}),
-    ("LateJoinSAGE", {"num_gnns": 3, "op_embed_dim": 128, "hidden_dim": 128}),
-    ("LateJoinSAGE", {"num_gnns": 3, "op_embed_dim": 256, "hidden_dim": 128}),
-    ("EarlyJoinResGCN", {"num_gnns": 2, "op_embed_dim": 64, "hidden_dim": 64}),
-    ("EarlyJoinResGCN", {"num_gnns": 3, "op_embed_dim": 64, "hidden_dim": 64}),
-    ("EarlyJoinResGCN", {"num_gnns": 3, "op_embed_dim": 128, "hidden_dim": 128}),
-    ("EarlyJoinResGCN", {"num_gnns": 3, "op_embed_dim": 256, "hidden_dim": 128}),
-    ("LateJoinResGCN", {"num_gnns": 2, "op_embed_dim": 64, "hidden_dim": 64}),
-    ("LateJoinResGCN", {"num_gnns": 3, "op_embed_dim": 64, "hidden_dim": 64}),
-    ("LateJoinResGCN", {"num_gnns": 3, "op_embed_dim": 128, "hidden_dim": 128}),
-    ("LateJoinResGCN", {"num_gnns": 3, "op_embed_dim": 256, "hidden_dim": 128}),
+    *(
+        ("MLP", {"op_embed_dim": embed, "hidden_dim": hidden, "mlp_layers": layers})
+        for embed, hidden, layers in ((64, 64, 2), (128, 128, 2), (128, 128, 3), (256, 128, 3))
+    ),
+    *(
+        (model, {"num_gnns": gnns, "op_embed_dim": embed, "hidden_dim": hidden})
+        for model in ("EarlyJoinSAGE", "LateJoinSAGE", "EarlyJoinResGCN", "LateJoinResGCN")
+        for gnns, embed, hidden in ((2, 64, 64), (3, 64, 64), (3, 128, 128), (3, 256, 128))
+    ),
 )
 PAPER_TRAINING_AXES: tuple[tuple[str, tuple[Any, ...]], ...] = (
     ("losses", ("ListMLELoss:1,MSE:0.02", "MSE:1", "ListMLELoss:1")),

@@ -66,10 +66,6 @@ class PreparedGraph:
     def num_configs(self) -> int:
         return int(self.runtimes.shape[0])
 
-    def config_block(self, slots: np.ndarray) -> np.ndarray:
-        """int8 [len(slots), nc, 18]: configurations `slots` (0..c-1), read now."""
-        return self.configs.values(slots)
-
 
 def operand_nodes(graph: LayoutGraph) -> np.ndarray:
     """int64 [nc, 3]: each configurable node's own id, operand 0's and operand 1's (-1: none)."""
@@ -102,13 +98,6 @@ def reference_layouts(graph: LayoutGraph, tensors: np.ndarray) -> tuple[np.ndarr
     return ref.reshape(nc, width).astype(np.int8), size.reshape(nc, width).astype(np.float32)
 
 
-def configurable_operands(operands: np.ndarray, cfg_of_node: np.ndarray) -> np.ndarray:
-    """int32 [nc, 2] (`cfg_operand`): the configurable id of each configurable node's
-    operands 0 and 1, else -1; operands: `operand_nodes`, cfg_of_node [n] (-1: not configurable)."""
-    nodes = operands[:, 1:]
-    return np.where(nodes >= 0, cfg_of_node[np.maximum(nodes, 0)], -1).astype(np.int32)
-
-
 def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
     """Normalizes one graph's features and finds its configurable-to-configurable edges."""
     cfg_of_node = np.full(graph.num_nodes, -1, dtype=np.int64)
@@ -120,6 +109,8 @@ def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
     cfg_ref, cfg_dims = reference_layouts(graph, operands)
     positive = raw[raw > 0]
     scale = float(positive.min()) if positive.size else 1.0
+    operand_ids = operands[:, 1:]  # nodes of operands 0 and 1, -1: none
+    cfg_operand = np.where(operand_ids >= 0, cfg_of_node[np.maximum(operand_ids, 0)], -1)
     return PreparedGraph(
         graph_id=graph.graph_id,
         node_feats=normalize_node_feat(graph.node_feat),
@@ -129,7 +120,7 @@ def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
         cfg_edges=cfg_edges,
         cfg_ref=cfg_ref,
         cfg_dims=cfg_dims,
-        cfg_operand=configurable_operands(operands, cfg_of_node),
+        cfg_operand=cfg_operand.astype(np.int32),
         configs=graph.configs,
         runtimes=(raw / scale).astype(np.float32),
         raw_runtimes=raw,

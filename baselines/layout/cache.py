@@ -62,7 +62,6 @@ _LAYOUT = {
 FIELDS = tuple(_LAYOUT)
 
 
-# The help of every layout script's --cache_dir flag.
 CACHE_DIR_HELP = (
     "folder for memory-mapped caches of the read splits, shared by layout_train.py, "
     "layout_gen_predictions_csv.py and layout_evaluate.py (None = no cache; not hashed)"

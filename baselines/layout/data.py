@@ -73,8 +73,7 @@ def _read_config_feat(
         raise _bad(path, f"node_config_feat has dtype {dtype}, expected float32 or integers")
     if len(shape) != 3 or shape[2] != NODE_CONFIG_FEAT_DIM:
         raise _bad(
-            path,
-            f"node_config_feat has shape {shape}, expected (c, nc, {NODE_CONFIG_FEAT_DIM})",
+            path, f"node_config_feat has shape {shape}, expected (c, nc, {NODE_CONFIG_FEAT_DIM})"
         )
     c, nc, _ = shape
     whole = read_whole(stream, shape, fortran, dtype) if fortran else None

@@ -7,14 +7,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from baselines.core.args_record import (
-    TrainingArgs,
-    check_training_flags,
-    flag,
-    parse_json_object,
-)
+from baselines.core.args_record import TrainingArgs, check_training_flags, flag, parse_json_object
 from baselines.core.cli import did_you_mean
-from baselines.core.data_roots import DataPlace, training_root
+from baselines.core.data_roots import REPO_ROOT, DataPlace, training_root
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_output_file, check_writable_dir
 from baselines.core.submission import LAYOUT_SEARCHES, LAYOUT_SOURCES
@@ -22,7 +17,6 @@ from baselines.layout.cache import prepare_cache_dir
 
 # The bundled synthetic toy set (relative to the repository), every entry script's default.
 DEFAULT_DATA_ROOT = "data/layout_toy"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 LAYOUT_PLACE = DataPlace(
     default=DEFAULT_DATA_ROOT,
     toy=REPO_ROOT / DEFAULT_DATA_ROOT,

@@ -100,14 +100,6 @@ def backprop_segment(inputs: dict, states: tf.Tensor, training=None) -> tf.Tenso
     return tf.where(keep, states, tf.stop_gradient(states))
 
 
-def _place_on_nodes(inputs: dict, cfg_values: tf.Tensor) -> tf.Tensor:
-    """[NC, K, d] values of the configurable nodes as [N, K, d], zero on other nodes."""
-    graph = inputs["graph"]
-    n = graph.node_sets["op"].total_size
-    shape = tf.concat([[n], tf.shape(cfg_values)[1:]], 0)
-    return tf.scatter_nd(inputs["cfg_node"][:, None], cfg_values, shape)
-
-
 class ResModel(LayoutModel):
     """Upstream's layout baseline (ResModel) in spirit: state[v, k] = act(W_op [embed(opcode_v) ;
     feats_v] + W_cfg values[v, k]), values the 18 layout values (-1..5) of configuration k on
@@ -158,7 +150,9 @@ class ResModel(LayoutModel):
     def config_part(self, inputs: dict, graph_part: tf.Tensor, training=None) -> tf.Tensor:
         graph, op_part = inputs["graph"], graph_part
         values = tf.cast(inputs["config_values"], tf.float32)  # [NC, K, 18]
-        placed = _place_on_nodes(inputs, self.config_proj(values))  # [N, K, h]
+        projected = self.config_proj(values)  # [NC, K, h], placed on their nodes: [N, K, h]
+        shape = tf.concat([[graph.node_sets["op"].total_size], tf.shape(projected)[1:]], 0)
+        placed = tf.scatter_nd(inputs["cfg_node"][:, None], projected, shape)  # 0 on other nodes
         states = self.activation(op_part[:, None, :] + placed)
         for layer in self.prenet:
             states = layer(states)
@@ -326,10 +320,7 @@ class LayoutSAGE(LayoutModel):
             embedded = tf.concat([embedded, padding], axis=-1)
         if self.relayout_copies:
             copies = copy_features(
-                values,
-                inputs["cfg_ref"],
-                inputs["cfg_operand"],
-                inputs["cfg_dims"],
+                values, inputs["cfg_ref"], inputs["cfg_operand"], inputs["cfg_dims"]
             )
             embedded = tf.concat([embedded, copies], axis=-1)
         x = self.activation(node_part[:, None, :] + self.join_config(embedded))

@@ -39,7 +39,5 @@ def relayout_copies(
     moved = tf.reduce_any(tf.not_equal(output, ref[..., :GROUP_WIDTH]), axis=-1)
     flags.append(tf.cast(moved, tf.float32))
     weights.append(dims[:, :GROUP_WIDTH])
-    weighted = []
-    for flag, group_dims in zip(flags, weights):
-        weighted.append(flag * log_elements(group_dims)[:, None] / 10.0)
+    weighted = [flag * log_elements(sizes)[:, None] / 10.0 for flag, sizes in zip(flags, weights)]
     return tf.stack(flags + weighted, axis=-1)

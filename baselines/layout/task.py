@@ -7,17 +7,20 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from baselines.core.data_roots import toy_banner, training_root
 from baselines.core.errors import PipelineError
-from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
+from baselines.core.io_utils import read_user_text
+from baselines.core.rank_run import Evaluation, RankingHooks, Request, Scored, rank_run, timed
 from baselines.core.task import Loaded, Task
+from baselines.layout import metrics
+from baselines.layout.cache import prepare_cache_dir
+from baselines.layout.data import list_layout_files, read_config_count
 from baselines.layout.graph import LayoutGraph
-from baselines.layout.layout_args import (
-    LAYOUT_PLACE,
-    LayoutTrainArgs,
-    check_run,
-)
-from baselines.layout.run_data import load_run_split, max_configs_note
+from baselines.layout.layout_args import LAYOUT_PLACE, LayoutTrainArgs, check_run
+from baselines.layout.metrics import kendall_tau
+from baselines.layout.run_data import build_model, load_run_split, max_configs_note
 
 
 class LayoutRanking(RankingHooks):
@@ -34,8 +37,6 @@ class LayoutRanking(RankingHooks):
         return root / record["source"] / record["search"] / split
 
     def prepare(self, request, output: Path, log) -> None:
-        from baselines.layout.cache import prepare_cache_dir
-
         prepare_cache_dir(request.cache_dir)
 
     def default_output(self, models) -> Path:
@@ -58,26 +59,16 @@ class LayoutRanking(RankingHooks):
     figure_name = "Kendall's tau"
 
     def item_figures(self, scored: Scored, scores: list) -> list[float]:
-        from baselines.layout.metrics import kendall_tau
-
         return [kendall_tau(s, g.config_runtime) for g, s in zip(scored.data, scores, strict=True)]
 
     def labelled_summary(self, scored: Scored, scores: list, label: str) -> str:
         if scored.folder.name != "valid":
             return ""
-        import numpy as np
-
-        from baselines.layout.metrics import kendall_tau
-
         taus = [kendall_tau(s, g.config_runtime) for g, s in zip(scored.data, scores)]
         return f"valid Kendall tau (mean over {len(taus)} graphs): {np.nanmean(taus):.4f}"
 
     def evaluation_plan(self, request, folder: Path, log):
         """(subsets, seed, size): drawn from the files' headers, or read from `--subsets`."""
-        from baselines.core.io_utils import read_user_text
-        from baselines.layout import metrics
-        from baselines.layout.data import list_layout_files, read_config_count
-
         options = request.options
         if options.subset_size < 1 or options.subset_seed < 0:
             raise PipelineError(
@@ -96,7 +87,6 @@ class LayoutRanking(RankingHooks):
 
     def evaluate(self, scored: Scored, scores: dict[str, list], plan) -> Evaluation:
         from baselines.core import plots
-        from baselines.layout import metrics
 
         subsets, seed, size = plan
         runtimes = [g.config_runtime for g in scored.data]
@@ -135,8 +125,6 @@ class LayoutTask(Task):
 
     def check(self, args: LayoutTrainArgs, log) -> None:
         """The flags, data root and folders, then the model's name and kwargs (it is built)."""
-        from baselines.layout.run_data import build_model
-
         check_run(args, log)
         build_model(args.model, args.model_kwargs())
 
@@ -183,8 +171,6 @@ class LayoutTask(Task):
         )
 
     def build_model(self, args: LayoutTrainArgs, configs: int):
-        from baselines.layout.run_data import build_model
-
         return build_model(args.model, args.model_kwargs()).create_variables()
 
     def to_model_inputs(self, batch):
@@ -206,9 +192,7 @@ class LayoutTask(Task):
 
         if not self.validate_all:
             return {}, None
-        clock = time.perf_counter()
-        val = evaluate_graphs(model, loaded.valid)
-        seconds = time.perf_counter() - clock
+        val, seconds = timed(lambda: evaluate_graphs(model, loaded.valid))
         averaged = record["averaged_epochs"]
         ended_on = (
             f"the mean of the weights of its last {averaged} epochs"
@@ -265,12 +249,9 @@ def results_csv_path(args: LayoutTrainArgs) -> Path:
 
 
 def rank_test_split(args: LayoutTrainArgs, record: dict, log=print) -> Path | None:
-    """layout_train.py's last step, as upstream's: the saved run ranks every configuration of
-    every test graph (the first `--max_files`, as every split) into `results_csv_path`, with
-    the ranking driver (`rank_run`); None with `--results_csv=None`, or, said through `log`,
-    when there are no test files."""
-    from baselines.core.rank_run import Request, rank_run
-
+    """layout_train.py's last step, as upstream's: the saved run ranks every test graph (the first
+    `--max_files`) into `results_csv_path` (`rank_run`); None with `--results_csv=None` or, said
+    through `log`, without test files."""
     if not args.ranks_test:
         return None
     root = Path(record["data_root"])

@@ -30,15 +30,6 @@ SPLITS = ("train", "valid", "test")
 # Bump when the cache layout or the validation rules change.
 CACHE_FORMAT_VERSION = 2
 
-REQUIRED_KEYS = (
-    "node_feat",
-    "node_opcode",
-    "edge_index",
-    "config_feat",
-    "config_runtime",
-    "config_runtime_normalizers",
-)
-
 
 @dataclasses.dataclass(frozen=True)
 class Kernel(NodeRows):
@@ -60,6 +51,10 @@ class Kernel(NodeRows):
     def normalized_runtime(self) -> np.ndarray:
         """runtime / normalizer as float32: the ranking target (smaller is faster)."""
         return (self.config_runtime / self.config_runtime_normalizers).astype(np.float32)
+
+
+# The arrays of a kernel file: the Kernel's.
+REQUIRED_KEYS = tuple(f.name for f in dataclasses.fields(Kernel) if f.name != "tile_id")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,8 +262,7 @@ def read_files(
 ) -> TileSplit:
     """Reads and validates files in parallel, in file order (processes for large splits)."""
     workers = num_workers or os.cpu_count() or 1
-    bar = tqdm.tqdm(total=len(files), desc=f"read {name}", unit="file", disable=not progress)
-    with bar:
+    with tqdm.tqdm(total=len(files), desc=f"read {name}", unit="file", disable=not progress) as bar:
         if len(files) < PROCESS_POOL_MIN_FILES or workers == 1:
             with ThreadPoolExecutor(max_workers=2 * workers) as pool:
                 kernels = []
@@ -296,6 +290,12 @@ def files_fingerprint(files: Sequence[Path]) -> str:
 _ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "name"]
 
 
+# Which offsets index which arrays' rows.
+_OFFSETS_OF = {
+    "node_offsets": ("node_feat", "node_opcode"),
+    "edge_offsets": ("edge_index",),
+    "config_offsets": ("config_feat", "config_runtime", "config_runtime_normalizers"),
+}
 # Width and dtype of every cached array (None: the row count, checked by the offsets).
 _CACHE_LAYOUT = {
     "node_feat": ((None, NODE_FEAT_DIM), "float32"),
@@ -304,15 +304,7 @@ _CACHE_LAYOUT = {
     "config_feat": ((None, CONFIG_FEAT_DIM), "float32"),
     "config_runtime": ((None,), "int64"),
     "config_runtime_normalizers": ((None,), "int64"),
-    "node_offsets": ((None,), "int64"),
-    "edge_offsets": ((None,), "int64"),
-    "config_offsets": ((None,), "int64"),
-}
-# Which offsets index which arrays' rows.
-_OFFSETS_OF = {
-    "node_offsets": ("node_feat", "node_opcode"),
-    "edge_offsets": ("edge_index",),
-    "config_offsets": ("config_feat", "config_runtime", "config_runtime_normalizers"),
+    **dict.fromkeys(_OFFSETS_OF, ((None,), "int64")),
 }
 
 

@@ -70,11 +70,7 @@ def column_moments(
 
 
 def _standardize(
-    x: np.ndarray,
-    mean: np.ndarray,
-    std: np.ndarray,
-    chunk_rows: int,
-    out: np.ndarray | None = None,
+    x: np.ndarray, mean: np.ndarray, std: np.ndarray, chunk_rows: int, out: np.ndarray | None = None
 ) -> np.ndarray:
     """(signed_log(x) - mean) / std as float32, chunk by chunk into one output array."""
     out = np.empty(x.shape, np.float32) if out is None else out
@@ -149,12 +145,8 @@ class FeatureStats:
 
     @classmethod
     def from_dict(cls, d: dict) -> FeatureStats:
-        widths = {
-            "node_mean": NODE_FEAT_DIM,
-            "node_std": NODE_FEAT_DIM,
-            "config_mean": CONFIG_FEAT_DIM,
-            "config_std": CONFIG_FEAT_DIM,
-        }
+        widths = dict.fromkeys(("node_mean", "node_std"), NODE_FEAT_DIM)
+        widths.update(dict.fromkeys(("config_mean", "config_std"), CONFIG_FEAT_DIM))
         arrays = {}
         for key, width in widths.items():
             value = np.asarray(d.get(key, []), dtype=np.float32)

@@ -111,11 +111,8 @@ def graph_from_batch(batch: dict[str, tf.Tensor]) -> tfgnn.GraphTensor:
             ),
         },
         edge_sets={
-            "feed": tfgnn.EdgeSet.from_fields(
-                sizes=batch["feed_sizes"],
-                adjacency=tfgnn.Adjacency.from_indices(
-                    source=("op", batch["feed_source"]), target=("op", batch["feed_target"])
-                ),
+            "feed": edge_set(
+                batch["feed_sizes"], ("op", batch["feed_source"]), ("op", batch["feed_target"])
             ),
             "g_op": edge_set(
                 op_sizes, ("g", _component_ids(op_sizes)), ("op", tf.range(num_ops, dtype=tf.int32))

@@ -29,24 +29,17 @@ _RESGCN_MLP = (
     "convolution, and these ResGCN layers have one Dense layer each; the scoring "
     "head's depth is final_mlp_layers"
 )
-# Upstream's kwarg names; run files keep the names given, `build_model` maps them.
+# Upstream's kwarg names (those it shares with this project's too); run files keep the names
+# given, `build_model` maps them.
+_ALIASES = {
+    "num_gnns": "num_layers",
+    "op_embed_dim": "op_embedding_dim",
+    "hidden_activation": "activation",
+    "mlp_layers": "final_mlp_layers",
+}
 UPSTREAM = model_lookup.Upstream(
-    aliases={
-        "num_gnns": "num_layers",
-        "op_embed_dim": "op_embedding_dim",
-        "hidden_activation": "activation",
-        "mlp_layers": "final_mlp_layers",
-    },
-    names=(
-        "num_gnns",
-        "op_embed_dim",
-        "hidden_dim",
-        "mlp_layers",
-        "final_mlp_layers",
-        "hidden_activation",
-        "directed",
-        "reduction",
-    ),
+    aliases=_ALIASES,
+    names=(*_ALIASES, "hidden_dim", "final_mlp_layers", "directed", "reduction"),
     no_part={
         "num_layers": "it has no graph layers",
         "directed": "it has no graph layers, so no edge directions",

@@ -153,10 +153,7 @@ class ConfigScorer:
         """Scores of every kernel's configurations, in file order."""
         calls = self.plan(split)
         with tqdm.tqdm(
-            total=len(split),
-            desc=desc or f"rank {split.name}",
-            unit="kernel",
-            disable=not progress,
+            total=len(split), desc=desc or f"rank {split.name}", unit="kernel", disable=not progress
         ) as bar:
             return self.score_calls(split, calls, bar)
 

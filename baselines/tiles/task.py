@@ -3,17 +3,28 @@ Its flags are `tile_args.TrainArgs`; no TensorFlow at import time."""
 
 from __future__ import annotations
 
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from baselines.core.data_roots import toy_banner, training_root
+from baselines.core.io_utils import remove_stale_temporaries
 from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
-from baselines.core.submission import TILE_PREFIX
+from baselines.core.submission import HEADER, TILE_PREFIX, write_csv_atomic
 from baselines.core.task import Loaded, Task
-from baselines.tiles.data import TileSplit
+from baselines.tiles.data import (
+    OPCODE_VOCAB_SIZE,
+    TileSplit,
+    data_identity,
+    load_split,
+    load_splits,
+)
+from baselines.tiles.features import FeatureStats, uses_estimates
+from baselines.tiles.run_records import read_model_list
 from baselines.tiles.tile_args import TILE_PLACE, TOP_KS, TrainArgs
 
 
@@ -27,18 +38,14 @@ def program_balanced_weights(split: TileSplit) -> np.ndarray:
     return weights / weights.sum()
 
 
-def config_count_weights(split: TileSplit) -> np.ndarray:
-    """Per-kernel sampling probabilities proportional to the square root of its configs."""
-    weights = np.sqrt(split.num_configs.astype(np.float64))
-    return weights / weights.sum()
-
-
 def sampling_weights(args: TrainArgs, split: TileSplit) -> np.ndarray | None:
-    """`--sampling`'s per-kernel probabilities (None: every kernel once per epoch)."""
+    """`--sampling`'s per-kernel probabilities (None: every kernel once per epoch); with
+    sqrt_configs, proportional to the square root of a kernel's configurations."""
     if args.sampling == "balanced":
         return program_balanced_weights(split)
     if args.sampling == "sqrt_configs":
-        return config_count_weights(split)
+        weights = np.sqrt(split.num_configs.astype(np.float64))
+        return weights / weights.sum()
     return None
 
 
@@ -50,9 +57,6 @@ def read_split(
     max_files: int | None = None,
 ):
     """A split as its files hold it (the first `max_files`), or normalized with `stats_dict`."""
-    from baselines.tiles.data import load_split
-    from baselines.tiles.features import FeatureStats
-
     raw = load_split(folder, name=folder.name, cache_dir=cache_dir, max_files=max_files)
     if stats_dict is None:
         return raw
@@ -65,8 +69,6 @@ class TileRanking(RankingHooks):
     place, unit = TILE_PLACE, "kernel"
 
     def read_runs(self, text: str, flag: str):
-        from baselines.tiles.run_records import read_model_list
-
         return read_model_list(text, flag)
 
     def folder(self, root: Path, record: dict, split: str) -> Path:
@@ -74,19 +76,12 @@ class TileRanking(RankingHooks):
 
     def prepare(self, request, output: Path, log) -> None:
         # Leftovers of killed runs (in the output's folder only those known to be gone).
-        from baselines.core.io_utils import remove_stale_temporaries
-
         if output.parent.is_dir():
             remove_stale_temporaries(output.parent, max_age_s=None)
         if request.cache_dir:
             remove_stale_temporaries(Path(request.cache_dir))
 
     def score(self, models, folder: Path, request, log) -> Scored:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        from baselines.tiles.features import uses_estimates
-
         records = [record for _, record in models]
         stats = records[0]["feature_stats"] if len(models) == 1 else None
         estimates = uses_estimates(records[0]["model_kwargs"])
@@ -158,9 +153,6 @@ class TileTask(Task):
 
     def load(self, args: TrainArgs, progress: bool, log) -> Loaded:
         """The three splits, normalized with the train split's feature statistics."""
-        from baselines.tiles.data import OPCODE_VOCAB_SIZE, data_identity, load_splits
-        from baselines.tiles.features import FeatureStats, uses_estimates
-
         splits = ("train", "valid", "test")
         root, toy, toy_fallback = training_root(TILE_PLACE, args.data_root, log)
         raw = load_splits(
@@ -272,7 +264,6 @@ class TileTask(Task):
         """With `--test_mode=predictions`, the results CSV (its path goes into `record`)."""
         if args.test_mode != "predictions":
             return
-        from baselines.core.submission import HEADER, write_csv_atomic
         from baselines.tiles.predict import ranking_rows
 
         csv_path = Path(

@@ -6,12 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from baselines.core.args_record import (
-    TrainingArgs,
-    check_training_flags,
-    flag,
-    parse_json_object,
-)
+from baselines.core.args_record import TrainingArgs, check_training_flags, flag, parse_json_object
 from baselines.core.data_roots import DataPlace
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_writable_dir

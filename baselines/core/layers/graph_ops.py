@@ -45,21 +45,15 @@ def adjacency(
     adj = graph.edge_sets[edge_set].adjacency
     n = graph.node_sets[adj.source_name].total_size
     ones = tf.ones_like(adj.source, dtype=tf.float32) if edge_weight is None else edge_weight
-    rows, cols, values = [], [], []
+    parts = []  # (rows, columns, values)
     if direction in ("both", "producers"):
-        rows.append(adj.source)
-        cols.append(adj.target)
-        values.append(ones)
+        parts.append((adj.source, adj.target, ones))
     if direction in ("both", "consumers"):
-        rows.append(adj.target)
-        cols.append(adj.source)
-        values.append(ones)
+        parts.append((adj.target, adj.source, ones))
     if self_weight is not None:
         nodes = tf.range(n, dtype=adj.source.dtype)
-        rows.append(nodes)
-        cols.append(nodes)
-        values.append(self_weight)
-    rows, cols, values = (tf.concat(parts, 0) for parts in (rows, cols, values))
+        parts.append((nodes, nodes, self_weight))
+    rows, cols, values = (tf.concat(list(column), 0) for column in zip(*parts))
     if row_weight is not None:
         values *= tf.gather(row_weight, rows)
     if column_weight is not None:

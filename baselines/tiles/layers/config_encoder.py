@@ -7,12 +7,7 @@ import tensorflow_gnn as tfgnn
 
 from baselines.core.layers.pointwise import PointwiseDense
 from baselines.tiles.data import CONFIG_FEAT_DIM
-from baselines.tiles.features import (
-    LAYOUT_COLUMN,
-    LAYOUT_POSITION_COLUMN,
-    NUM_DIMS,
-    SHAPE_COLUMN,
-)
+from baselines.tiles.features import LAYOUT_COLUMN, LAYOUT_POSITION_COLUMN, NUM_DIMS, SHAPE_COLUMN
 
 # Config columns of dim d: kernel (d), output (8 + d) and input (16 + d) bounds.
 BOUND_GROUPS = (0, 8, 16)
@@ -61,8 +56,7 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
         self.dim_layout = dim_layout
         self.tiled_op_score = tf.keras.layers.Dense(num_heads, name="tiled_op_score")
         self.token_layers = [
-            PointwiseDense(units, activation=activation, name="token_0"),
-            PointwiseDense(units, activation=activation, name="token_1"),
+            PointwiseDense(units, activation=activation, name=f"token_{i}") for i in range(2)
         ]
 
     @property
@@ -122,13 +116,9 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
         bounds = tf.stack(
             [configs[..., g : g + NUM_DIMS] for g in BOUND_GROUPS], axis=-1
         )  # [b, k, 6, 3]
-        kernel_dims = tf.concat(
-            [
-                tf.transpose(dims[:, :, :NUM_DIMS], [0, 2, 1]),
-                tf.transpose(dims[:, :, NUM_DIMS:], [0, 2, 1]),
-            ],
-            axis=-1,
-        )  # [b, 6, 2 * heads]: shape dims of every head, then layout entries
+        # [b, 6, 2 * heads]: shape dims of every head, then layout entries
+        halves = (dims[:, :, :NUM_DIMS], dims[:, :, NUM_DIMS:])
+        kernel_dims = tf.concat([tf.transpose(half, [0, 2, 1]) for half in halves], axis=-1)
         tokens = self.encode_tokens(bounds, kernel_dims)  # [6, b, k, units]
         return tf.concat(
             [tf.reduce_sum(tokens, axis=0), tf.reduce_max(tokens, axis=0), configs], axis=-1
