@@ -642,7 +642,7 @@ def test_every_hint_of_a_refusal_works_when_followed(small_case, tmp_path: pathl
 
 
 def test_a_layout_only_set_gives_layout_ids_only(tmp_path: pathlib.Path):
-    """No tile test folder but a layout root: the layout files' IDs, no tile ID; neither: refused."""
+    """No tile test folder but a layout root: the layout IDs alone; neither folder: refused."""
     data_root = make_data_tree(tmp_path)
     layout = data_root.parents[1] / "layout"
     rows = submission.sample_ids_from_test_dirs(tmp_path / "no_tile", layout)
