@@ -49,6 +49,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -82,6 +83,20 @@ def job_flags(args) -> list[str]:
     ]
 
 
+def test_scores(collection: Path, output: Path, command) -> tuple[dict, dict, dict]:
+    """(candidate: model folders, the job's `.done.json`, test figures per option and item) of
+    one collection of a finished job: its test split scored by `command(dirs, groups_json)`
+    into `<output>_items.csv`, once per set of models (reused while they are the same)."""
+    done = json.loads((collection / ".done.json").read_text())
+    groups = {name: sorted(dirs) for name, dirs in done["inputs"]["models"].items()}
+    every = ",".join(sorted(d for dirs in groups.values() for d in dirs))
+    items, marker = Path(f"{output}_items.csv"), Path(f"{output}_groups.json")
+    if not (items.is_file() and marker.is_file() and json.loads(marker.read_text()) == groups):
+        run(command(every, json.dumps(groups)), Path(f"{output}.log"), f"test scoring of {output}")
+        atomic_write_text(marker, json.dumps(groups, indent=1) + "\n")
+    return groups, done, read_items_csv(items)
+
+
 def judge_world(args, world: str) -> dict:
     """The job on one world, then every option's test figures."""
     train_root, test_dir = quality.generate(Path(args.out), args.size, world, args.data_seed)
@@ -98,41 +113,43 @@ def judge_world(args, world: str) -> dict:
         ],
         job_out / "job.log",
     )  # fmt: skip
-    done = json.loads((job_out / "tile_xla" / ".done.json").read_text())
-    groups = {name: sorted(dirs) for name, dirs in done["inputs"]["models"].items()}
-    every = sorted(d for dirs in groups.values() for d in dirs)
-    output = job_out / "test_evaluation"
-    if not Path(f"{output}_items.csv").is_file():
-        run(
-            [
-                "tiles_evaluate.py", f"--dirs={','.join(every)}", "--split=test",
-                f"--data_root={test_dir.parent}", f"--groups_json={json.dumps(groups)}",
-                f"--output={output}",
-            ],
-            job_out / "test_evaluation.log",
-        )  # fmt: skip
-    items = read_items_csv(Path(f"{output}_items.csv"))
+    groups, done, items = test_scores(
+        job_out / "tile_xla",
+        job_out / "test_evaluation",
+        lambda dirs, groups_json: [
+            "tiles_evaluate.py", f"--dirs={dirs}", "--split=test",
+            f"--data_root={test_dir.parent}", f"--groups_json={groups_json}",
+            f"--output={job_out / 'test_evaluation'}",
+        ],
+    )  # fmt: skip
+    # The item figure is 1 - the kernel's top-5 error.
+    row = option_row(groups, done, items, lambda v: 1.0 - statistics.mean(v), lower_is_better=True)
+    return {"world": world, **row}
 
-    def top5_err(label: str) -> float:  # the item figure is 1 - the kernel's top-5 error
-        return 1.0 - statistics.mean(items[label].values())
 
-    options = [*groups, BLEND]
+def option_row(
+    groups: dict, done: dict, items: dict, figure, lower_is_better: bool
+) -> dict[str, Any]:
+    """Each option's and each seed's test figure (`figure` of its per-item values), the seed
+    spread (the larger of the candidates' population std over seeds), and whether the choice
+    holds: the chosen option no worse than the best candidate by more than the spread."""
     seeds = {
-        name: [top5_err(f"model {Path(d).name}") for d in dirs] for name, dirs in groups.items()
+        name: [figure(items[f"model {Path(d).name}"].values()) for d in dirs]
+        for name, dirs in groups.items()
     }
     spread = max(statistics.pstdev(v) for v in seeds.values())
-    test = {o: top5_err(o) for o in options}
-    best = min(test[o] for o in groups)
+    test = {o: figure(items[o].values()) for o in [*groups, BLEND]}
     chosen = done["choice"]["chosen"]
+    best = (min if lower_is_better else max)(test[o] for o in groups)
+    holds = test[chosen] <= best + spread if lower_is_better else test[chosen] >= best - spread
     return {
-        "world": world,
         "test": test,
         "seeds": seeds,
         "spread": spread,
         "chosen": chosen,
         "reason": done["choice"]["reason"],
         "best_candidate": best,
-        "holds": test[chosen] <= best + spread,
+        "holds": holds,
     }
 
 
@@ -160,7 +177,6 @@ def markdown(rows: list[dict], args) -> str:
 LAYOUT_WORLDS = {"permutations": "permutations", "decisions": "decisions"}  # world: search space
 LAYOUT_COLLECTIONS = ("xla:default", "xla:random", "nlp:default", "nlp:random")
 TOY = "toy"  # --preset toy: layout_quality's toy-size counts (permutations only)
-SAMPLE = "sample_submission.csv"  # the layout test IDs, for the job's join (`layout_data_root`)
 
 
 def layout_set(args, world: str) -> tuple[Path, float]:
@@ -195,25 +211,13 @@ def layout_data_root(args, world: str, set_root: Path) -> Path:
         if not link.exists():
             link.parent.mkdir(parents=True, exist_ok=True)
             link.symlink_to(target)
-    # The job's join (create_kaggle_csv.py) takes its IDs from a sample submission; without
-    # one and without a tile root beside the layout one, it falls back on the bundled tile
-    # toy set's IDs and refuses every layout row. So the root gets a sample of its own:
-    # the test IDs of the four collections, as Kaggle's sample lists them.
-    from baselines.core.submission import FILL_RANKING, HEADER, write_csv_atomic
-
-    rows = [
-        (f"layout:{collection}:{p.stem}", FILL_RANKING)
-        for collection in LAYOUT_COLLECTIONS
-        for p in sorted((set_root / collection.replace(":", "/") / "test").glob("*.npz"))
-    ]
-    write_csv_atomic(data_root / SAMPLE, HEADER, rows)
     return data_root
 
 
 def evaluate_layout_test(dirs: str, groups: str, data_root: str, cache_dir: str, output: str):
     """layout_evaluate.py's evaluation of the labelled test split (which its flags refuse):
     its own parser and Request, the split set to "test"; `<output>_items.csv` per option.
-    Run in a child process (`layout_test_evaluation`), as the job runs its evaluations."""
+    Run in a child process (`layout_test_command`), as the job runs its evaluations."""
     import dataclasses
 
     import layout_evaluate
@@ -230,28 +234,15 @@ def evaluate_layout_test(dirs: str, groups: str, data_root: str, cache_dir: str,
     evaluate_run(LayoutRanking(), request, lambda line: print(line, flush=True))
 
 
-def layout_test_evaluation(job_out: Path, slug: str, data_root: Path) -> tuple[dict, dict]:
-    """({candidate: model folders}, the job's .done.json) of one collection, its test split
-    scored once per set of models (`<slug>/test_evaluation_items.csv`, reused)."""
-    done = json.loads((job_out / slug / ".done.json").read_text())
-    groups = {name: sorted(dirs) for name, dirs in done["inputs"]["models"].items()}
-    every = sorted(d for dirs in groups.values() for d in dirs)
-    output = job_out / slug / "test_evaluation"
-    marker = Path(f"{output}_groups.json")
-    fresh = Path(f"{output}_items.csv").is_file() and marker.is_file()
-    if not fresh or json.loads(marker.read_text()) != groups:
-        code = (
-            "import sys; sys.path.insert(0, 'bench'); import choice_heldout; "
-            "choice_heldout.evaluate_layout_test(*sys.argv[1:])"
-        )
-        cmd = [
-            "-c", code, ",".join(every), json.dumps(groups),
-            str((data_root / "npz" / "layout").absolute()),
-            str(job_out / "cache" / "layout"), str(output),
-        ]  # fmt: skip
-        run(cmd, job_out / slug / "test_evaluation.log", f"test evaluation of {slug}")
-        atomic_write_text(marker, json.dumps(groups, indent=1) + "\n")
-    return groups, done
+def layout_test_command(job_out: Path, data_root: Path, output: Path):
+    """`test_scores`'s command for a layout collection: `evaluate_layout_test` in a child."""
+    code = (
+        "import sys; sys.path.insert(0, 'bench'); import choice_heldout; "
+        "choice_heldout.evaluate_layout_test(*sys.argv[1:])"
+    )
+    layout_root = str((data_root / "npz" / "layout").absolute())
+    fixed = [layout_root, str(job_out / "cache" / "layout"), str(output)]
+    return lambda dirs, groups_json: ["-c", code, dirs, groups_json, *fixed]
 
 
 def mean_defined(values) -> float:
@@ -269,7 +260,7 @@ def judge_layout_world(args, world: str, set_root: Path) -> list[dict]:
         [
             "kaggle_submission.py", f"--data_root={data_root}", f"--collections={collections}",
             f"--out={job_out}", f"--layout_candidates={args.layout_candidates}",
-            f"--sample={data_root / SAMPLE}", *job_flags(args),
+            *job_flags(args),
         ],
         job_out / "job.log",
     )  # fmt: skip
@@ -277,35 +268,16 @@ def judge_layout_world(args, world: str, set_root: Path) -> list[dict]:
     rows = []
     for collection in LAYOUT_COLLECTIONS:
         slug = "layout_" + collection.replace(":", "_")
-        groups, done = layout_test_evaluation(job_out, slug, data_root)
-        items = read_items_csv(Path(job_out / slug / "test_evaluation_items.csv"))
-        row = layout_row(groups, done, items)
+        output = job_out / slug / "test_evaluation"
+        groups, done, items = test_scores(
+            job_out / slug, output, layout_test_command(job_out, data_root, output)
+        )
+        # The item figure is the graph's Kendall's tau.
+        row = option_row(groups, done, items, mean_defined, lower_is_better=False)
+        row["test_graphs"] = len(items[BLEND])
         rows.append({"world": world, "collection": collection, "set": str(set_root), **row})
         print(f"{world} {collection}: chose {row['chosen']}, holds: {row['holds']}", flush=True)
     return rows
-
-
-def layout_row(groups: dict, done: dict, items: dict) -> dict:
-    """One collection's test figures (mean Kendall's tau over test graphs, higher is better)."""
-
-    def tau(label: str) -> float:  # the item figure is the graph's Kendall's tau
-        return mean_defined(items[label].values())
-
-    seeds = {name: [tau(f"model {Path(d).name}") for d in dirs] for name, dirs in groups.items()}
-    spread = max(statistics.pstdev(v) for v in seeds.values())
-    test = {o: tau(o) for o in [*groups, BLEND]}
-    best = max(test[o] for o in groups)
-    chosen = done["choice"]["chosen"]
-    return {
-        "test_graphs": len(items[BLEND]),
-        "test": test,
-        "seeds": seeds,
-        "spread": spread,
-        "chosen": chosen,
-        "reason": done["choice"]["reason"],
-        "best_candidate": best,
-        "holds": test[chosen] >= best - spread,
-    }
 
 
 def layout_markdown(rows: list[dict], args) -> str:

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from baselines.core.io_utils import atomic_write_text  # noqa: E402
+from baselines.jobs.submission_job import SPECS  # noqa: E402
 from synthetic.layout.release import RELEASE_COUNTS as LAYOUT_COUNTS  # noqa: E402
 from synthetic.tiles.options import RELEASE_COUNTS as TILE_COUNTS  # noqa: E402
 
@@ -38,11 +39,11 @@ STEP_SPLIT = {"train": "train", "evaluate": "valid", "predict": "test"}
 
 
 def folder_of(data_root: Path, slug: str) -> tuple[Path, dict[str, int]]:
-    """A collection's split folders' parent under the data root, and the release's counts."""
-    if slug == "tile_xla":
-        return data_root / "npz" / "tile" / "xla", TILE_COUNTS
-    _, source, search = slug.split("_")
-    return data_root / "npz" / "layout" / source / search, LAYOUT_COUNTS[f"{source}:{search}"]
+    """A collection's split folders' parent under the data root (where the job reads it), and
+    the release's file counts per split."""
+    spec = next(c for c in SPECS.values() if c.slug == slug)
+    counts = TILE_COUNTS if spec.kind == "tile" else LAYOUT_COUNTS[spec.name.split(":", 1)[1]]
+    return spec.folder(data_root, toy=False), counts
 
 
 def steps(out: Path, data_root: Path, by: str) -> list[dict]:
