@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from baselines.core.errors import PipelineError
+from baselines.core.run_json import read_gzip_json
 from baselines.jobs import submission_job as job_lib
 from baselines.jobs.submission_pipeline import local_workers, training_lanes
 
@@ -209,6 +210,9 @@ def test_the_toy_job_end_to_end_then_rerun_then_resumed(tmp_path):
     # The tile training ranks the test split at its end, so tile:xla's three splits are cached.
     cached = sorted(p.name.split("-")[0] for p in (out / "cache" / "tile").iterdir())
     assert cached == ["test", "train", "valid"]
+    # The ranking step scores every validation configuration, so no layout training does too.
+    layout_runs = sorted(out.glob("layout_*/run_*.jsonz"))
+    assert len(layout_runs) == 4 * 2 and all("val" not in read_gzip_json(p) for p in layout_runs)
 
     before = _files(out)
     stdout, seconds = _job(out)

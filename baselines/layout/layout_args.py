@@ -30,7 +30,7 @@ BUNDLED_TOY_ROOT = LAYOUT_PLACE.toy
 class LayoutTrainArgs(TrainingArgs):
     """Every layout_train.py flag."""
 
-    NOT_HASHED = frozenset({"out_dir", "cache_dir", "results_csv"})
+    NOT_HASHED = frozenset({"out_dir", "cache_dir", "results_csv", "final_validation"})
     ADDED_LATER = frozenset(
         {"average_from", "toy_data", "optimizer", "weight_decay", "lr_schedule"}
         | {"warmup_epochs", "max_train_steps", "eval_every", "validate_batches"}
@@ -81,6 +81,11 @@ class LayoutTrainArgs(TrainingArgs):
         10,
         "validation batches per epoch for OPA, Kendall tau and model selection (<= 0 = all); "
         "after training every validation configuration is scored",
+    )
+    final_validation: bool = flag(
+        True,
+        "after training, score every configuration of every validation graph into the run "
+        "record (kaggle_submission.py passes False: its ranking step scores them; not hashed)",
     )
     cache_dir: str | None = flag(
         None,

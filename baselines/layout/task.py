@@ -109,7 +109,7 @@ class LayoutTask(Task):
     """A layout collection for the conductor (`core/conductor.py`): graphs ranked by tau."""
 
     collection, unit = "layout", "graph"
-    not_hparams = ("out_dir", "cache_dir", "results_csv")
+    not_hparams = ("out_dir", "cache_dir", "results_csv", "final_validation")
 
     def __init__(self, graphs=None, validate_all: bool = True):
         """`graphs`: (train, valid) graphs already read, used instead of `--data_root`;
@@ -280,4 +280,5 @@ def train(args: LayoutTrainArgs, *, strategy=None, progress: bool = False, log=p
     """
     from baselines.core.conductor import train_run
 
-    return train_run(LayoutTask(), args, strategy=strategy, progress=progress, log=log)
+    task = LayoutTask(validate_all=args.final_validation)
+    return train_run(task, args, strategy=strategy, progress=progress, log=log)
