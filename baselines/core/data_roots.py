@@ -1,12 +1,17 @@
-"""Which data root a script reads (`training_root`, `ranking_root`), and the toy-data banner."""
+"""Which data root a script reads (`training_root`, `ranking_root`), the toy-data banner, and
+what a run's data was (`data_identity`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import hashlib
+import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from baselines.core.array_cache import files_fingerprint
 from baselines.core.errors import PipelineError
+from baselines.core.io_utils import list_npz_files
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,3 +92,31 @@ def ranking_root(
         root, origin = found[0] if found else (place.toy, "no other data root exists")
     banner = toy_banner(place, f"the data root comes from {origin}") if place.is_toy(root) else None
     return root, origin, banner
+
+
+def data_identity(
+    folder: Path,
+    splits: Sequence[str],
+    max_files: int | None,
+    salt: str,
+    toy_fallback: bool = False,
+) -> dict:
+    """What a run read: the folder holding its splits, each split's files fingerprint (the
+    first `max_files` files; path, size, mtime and zip directory, with `salt`), and
+    `identity`, 16 hex digits of their hash. A run of the same flags on other data is named
+    with it (`conductor.choose_run_hash`)."""
+    fingerprints = {
+        s: files_fingerprint(
+            list_npz_files(folder / s, max_files, missing="does not exist", empty="no .npz files"),
+            salt,
+        )
+        for s in splits
+    }
+    resolved = str(Path(folder).expanduser().resolve())
+    digest = hashlib.sha256(json.dumps([resolved, fingerprints], sort_keys=True).encode())
+    return {
+        "root": str(folder),
+        "toy_fallback": toy_fallback,
+        "fingerprints": fingerprints,
+        "identity": digest.hexdigest()[:16],
+    }

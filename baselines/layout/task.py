@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from baselines.core.data_roots import toy_banner, training_root
+from baselines.core.data_roots import data_identity, toy_banner, training_root
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import read_user_text
 from baselines.core.rank_run import Evaluation, RankingHooks, Request, Scored, rank_run, timed
@@ -133,13 +133,15 @@ class LayoutTask(Task):
             loaded = prepared(*self.graphs)
             loaded.facts.update(source=args.source, search=args.search, data_root=None)
             return loaded
-        root, toy, _ = training_root(LAYOUT_PLACE, args.data_root, log)
+        root, toy, toy_fallback = training_root(LAYOUT_PLACE, args.data_root, log)
         folder = args.collection_dir(root)
         log(f"layout:{args.source}:{args.search} from {folder}; run {args.run_hash()}")
         train_graphs, valid_graphs = load_train_graphs(args, folder, log)
+        source = data_identity(folder, ("train", "valid"), args.max_files, "layout", toy_fallback)
         facts = dict(bundled_toy=toy, data_root=str(root), source=args.source, search=args.search)
         loaded = prepared(train_graphs, valid_graphs)
-        loaded.facts.update(facts)
+        loaded.facts.update(facts, data=source)
+        loaded.identity, loaded.toy_fallback = source["identity"], toy_fallback
         loaded.notice = (
             toy_banner(LAYOUT_PLACE, "--data_root is the bundled toy set") if toy else None
         )

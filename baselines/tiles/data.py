@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -387,21 +385,6 @@ def load_split(
             f"{cache_path}: cannot write the cache ({e}); check --cache_dir"
         ) from None
     return split
-
-
-def data_identity(
-    root: Path, splits: Sequence[str], max_files: int | None = None, toy_fallback: bool = False
-) -> dict:
-    """What a run's data was: the root, each split's files fingerprint (cache key), their hash."""
-    fingerprints = {s: files_fingerprint(list_split_files(root / s, max_files)) for s in splits}
-    resolved = str(Path(root).expanduser().resolve())
-    digest = hashlib.sha256(json.dumps([resolved, fingerprints], sort_keys=True).encode())
-    return {
-        "root": str(root),
-        "toy_fallback": toy_fallback,
-        "fingerprints": fingerprints,
-        "identity": digest.hexdigest()[:16],
-    }
 
 
 def load_splits(

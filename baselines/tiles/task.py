@@ -11,15 +11,15 @@ from typing import Any
 
 import numpy as np
 
-from baselines.core.data_roots import toy_banner, training_root
+from baselines.core.data_roots import data_identity, toy_banner, training_root
 from baselines.core.io_utils import remove_stale_temporaries
 from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
 from baselines.core.submission import HEADER, TILE_PREFIX, write_csv_atomic
 from baselines.core.task import Loaded, Task
 from baselines.tiles.data import (
+    CACHE_FORMAT_VERSION,
     OPCODE_VOCAB_SIZE,
     TileSplit,
-    data_identity,
     load_split,
     load_splits,
 )
@@ -163,7 +163,10 @@ class TileTask(Task):
             progress=progress,
             log=log,
         )
-        source = data_identity(root, splits, args.max_files, toy_fallback)
+        # The tile cache's salt: the identities of runs saved before layout had one.
+        source = data_identity(
+            root, splits, args.max_files, f"v{CACHE_FORMAT_VERSION}", toy_fallback
+        )
         stats = FeatureStats.fit_split(raw["train"])
         estimates = uses_estimates(args.model_kwargs())
         data = {name: stats.normalize_split(split, estimates) for name, split in raw.items()}
