@@ -20,7 +20,7 @@ import pytest
 from baselines.core.errors import PipelineError
 from baselines.core.run_json import read_gzip_json
 from baselines.jobs import submission_job as job_lib
-from baselines.jobs.submission_pipeline import local_workers, training_lanes
+from baselines.jobs.submission_pipeline import local_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,27 +71,6 @@ def test_local_workers_are_bounded_by_cores_memory_and_trainings():
     assert local_workers(15, cores=8, mem_gb=24.0) == 3  # 8 GB per training
     assert local_workers(1, cores=8, mem_gb=64.0) == 1
     assert local_workers(15, cores=8, mem_gb=4.0) == 1
-
-
-def test_trainings_are_dealt_into_lanes_longest_first():
-    one = {"tile": "recommended", "layout": "recommended"}
-    job = job_lib.plan_job("", "out", toy=True, seeds=1, candidates=one)
-    names = [c.name for c, _, _ in job.runs()]
-    assert names == list(job_lib.COLLECTIONS)
-    # Weights 5 (tile), 1, 1 (xla), 3, 3 (nlp), dealt longest first into the lighter lane:
-    # tile -> 0 (5 | 0), nlp:default -> 1 (5 | 3), nlp:random -> 1 (5 | 6),
-    # xla:default -> 0 (6 | 6), xla:random -> 0 on the tie (7 | 6).
-    assert training_lanes(job.runs(), 2) == [0, 0, 0, 1, 1]
-    assert training_lanes(job.runs(), 1) == [0] * 5
-    assert sorted(training_lanes(job.runs(), 5)) == [0, 1, 2, 3, 4]
-    # Three seeds: tile 15, nlp 18, xla 6 over 2 lanes -> 20 and 19, never one lane's 39.
-    runs = job_lib.plan_job("", "out", toy=True, seeds=3, candidates=one).runs()
-    lanes = training_lanes(runs, 2)
-    weight = {"tile:xla": 5, "layout:xla:default": 1, "layout:xla:random": 1}
-    loads = [0, 0]
-    for (c, _, _), lane in zip(runs, lanes):
-        loads[lane] += weight.get(c.name, 3)
-    assert sorted(loads) == [19, 20]
 
 
 def test_a_step_record_holds_only_for_its_inputs_and_existing_outputs(tmp_path):
@@ -626,6 +605,65 @@ def test_a_ranking_is_claimed_once_per_run(tmp_path):
     assert first.claim("tile_xla") and not second.claim("tile_xla")
     assert second.claim("layout_xla_default")
     assert Board(tmp_path, "run2", 2, 2).claim("tile_xla")  # a later run claims afresh
+
+
+def test_trainings_are_taken_longest_first():
+    """Weights 5 (tile), 3 (nlp), 1 (xla): the job's order is tile, xla, xla, nlp, nlp; the
+    lanes take tile's, then nlp's, then xla's, each collection's seeds in order."""
+    from baselines.jobs.submission_pipeline import training_order
+
+    one = {"tile": "recommended", "layout": "recommended"}
+    job = job_lib.plan_job("", "out", toy=True, seeds=2, candidates=one)
+    assert [c.name for c, _, _ in job.runs()][::2] == list(job_lib.COLLECTIONS)
+    order = [(name, seed) for _, _, name, _, seed in training_order(job)]
+    names = ["tile:xla", "layout:nlp:default", "layout:nlp:random"]
+    names += ["layout:xla:default", "layout:xla:random"]
+    assert order == [(n, s) for n in names for s in (0, 1)]
+
+
+def test_a_lane_that_is_free_takes_the_next_training_no_lane_has_taken(stub_job):
+    """Two lanes walk the same list (tile's 2 seeds, then layout's 2): while lane 0 is held
+    in its first training, lane 1 takes all three others and ranks layout; lane 0 then
+    ranks tile. Each training runs once. (Trainings dealt to lanes in advance would leave
+    lane 1 waiting with a fixed share, and lane 0 would never be released.)"""
+    import threading
+
+    from baselines.jobs.board import Board
+    from baselines.jobs.submission_pipeline import run_lane, training_order
+
+    job, stub = stub_job
+    held, lanes_of = threading.Event(), {}
+    record = stub.__call__
+
+    def child(cmd, log_path, threads=None):
+        name = threading.current_thread().name
+        if "_train.py" in cmd[0]:
+            lanes_of.setdefault(name, []).append(log_path.parents[2].name + log_path.parent.name)
+            if name == "lane0":
+                assert held.wait(60), "lane 1 did not take the other trainings"
+        return record(cmd, log_path, threads)
+
+    job_lib.run_child = child  # the fixture's monkeypatch restores run_child
+    keyed = training_order(job)
+    ranked: dict[str, list[str]] = {}
+
+    def lane(number: int, board: Board) -> None:
+        ranked[f"lane{number}"] = [r["collection"] for r in run_lane(job, board, number, keyed, id)]
+
+    first = threading.Thread(target=lane, args=(0, Board(job.out, "run", 2, 2)), name="lane0")
+    first.start()
+    while not lanes_of.get("lane0"):
+        time.sleep(0.01)
+    second = threading.Thread(target=lane, args=(1, Board(job.out, "run", 2, 2)), name="lane1")
+    second.start()
+    second.join(60)
+    held.set()
+    first.join(60)
+    assert lanes_of == {
+        "lane0": ["tile_xlaseed_0"],
+        "lane1": ["tile_xlaseed_1", "layout_xla_defaultseed_0", "layout_xla_defaultseed_1"],
+    }
+    assert ranked == {"lane0": ["tile:xla"], "lane1": ["layout:xla:default"]}
 
 
 def test_a_collection_is_ranked_as_soon_as_its_own_trainings_end(stub_job):
