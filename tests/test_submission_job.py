@@ -621,7 +621,7 @@ def test_trainings_are_taken_longest_first():
     assert order == [(n, s) for n in names for s in (0, 1)]
 
 
-def test_a_lane_that_is_free_takes_the_next_training_no_lane_has_taken(stub_job):
+def test_a_lane_that_is_free_takes_the_next_training_no_lane_has_taken(stub_job, monkeypatch):
     """Two lanes walk the same list (tile's 2 seeds, then layout's 2): while lane 0 is held
     in its first training, lane 1 takes all three others and ranks layout; lane 0 then
     ranks tile. Each training runs once. (Trainings dealt to lanes in advance would leave
@@ -643,12 +643,13 @@ def test_a_lane_that_is_free_takes_the_next_training_no_lane_has_taken(stub_job)
                 assert held.wait(60), "lane 1 did not take the other trainings"
         return record(cmd, log_path, threads)
 
-    job_lib.run_child = child  # the fixture's monkeypatch restores run_child
+    monkeypatch.setattr(job_lib, "run_child", child)
     keyed = training_order(job)
     ranked: dict[str, list[str]] = {}
 
     def lane(number: int, board: Board) -> None:
-        ranked[f"lane{number}"] = [r["collection"] for r in run_lane(job, board, number, keyed, id)]
+        rankings = run_lane(job, board, number, keyed, lambda _: None)
+        ranked[f"lane{number}"] = [r["collection"] for r in rankings]
 
     first = threading.Thread(target=lane, args=(0, Board(job.out, "run", 2, 2)), name="lane0")
     first.start()

@@ -109,7 +109,7 @@ class LayoutTask(Task):
     """A layout collection for the conductor (`core/conductor.py`): graphs ranked by tau."""
 
     collection, unit = "layout", "graph"
-    not_hparams = ("out_dir", "cache_dir", "results_csv", "final_validation")
+    not_hparams = tuple(sorted(LayoutTrainArgs.NOT_HASHED))  # where things go, not what trains
 
     def __init__(self, graphs=None, validate_all: bool = True):
         """`graphs`: (train, valid) graphs already read, used instead of `--data_root`;

@@ -27,6 +27,8 @@ CONFIG_FEAT_DIM = 24
 SPLITS = ("train", "valid", "test")
 # Bump when the cache layout or the validation rules change.
 CACHE_FORMAT_VERSION = 2
+# Salts the files' fingerprint: the cache key, and the data identity of a tile run.
+FINGERPRINT_SALT = f"v{CACHE_FORMAT_VERSION}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,7 +284,7 @@ def read_files(
 
 
 def files_fingerprint(files: Sequence[Path]) -> str:
-    return array_cache.files_fingerprint(files, salt=f"v{CACHE_FORMAT_VERSION}")
+    return array_cache.files_fingerprint(files, salt=FINGERPRINT_SALT)
 
 
 _ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "name"]

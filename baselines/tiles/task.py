@@ -17,7 +17,7 @@ from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
 from baselines.core.submission import HEADER, TILE_PREFIX, write_csv_atomic
 from baselines.core.task import Loaded, Task
 from baselines.tiles.data import (
-    CACHE_FORMAT_VERSION,
+    FINGERPRINT_SALT,
     OPCODE_VOCAB_SIZE,
     TileSplit,
     load_split,
@@ -163,10 +163,8 @@ class TileTask(Task):
             progress=progress,
             log=log,
         )
-        # The tile cache's salt: the identities of runs saved before layout had one.
-        source = data_identity(
-            root, splits, args.max_files, f"v{CACHE_FORMAT_VERSION}", toy_fallback
-        )
+        # The cache key's salt: tile runs have always been identified by it.
+        source = data_identity(root, splits, args.max_files, FINGERPRINT_SALT, toy_fallback)
         stats = FeatureStats.fit_split(raw["train"])
         estimates = uses_estimates(args.model_kwargs())
         data = {name: stats.normalize_split(split, estimates) for name, split in raw.items()}
