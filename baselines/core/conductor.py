@@ -119,7 +119,7 @@ def fit_model(
     """Fits `model` (unbuilt; default: the task builds it) on `loaded` with the task's batches."""
     configs = capped_configs(args.configs, task.most_configs(loaded), task.unit, log)
     train_batches, val_batches = task.batches(args, loaded, configs, strategy.num_replicas_in_sync)
-    steps = train_batches.steps
+    steps = train_batches.updates  # the optimizer's steps per epoch
     epochs, validation_freq = task.schedule(args, steps, log)
     loss_fn = metrics.make_loss_fn(metrics.parse_losses(args.losses))
 
@@ -127,7 +127,13 @@ def fit_model(
         built = model if model is not None else task.build_model(args, configs)
         if model is not None and not model.built:
             model.create_variables()
-        trainer = RankingTrainer(built, loss_fn, configs, to_graph=task.to_model_inputs)
+        trainer = RankingTrainer(
+            built,
+            loss_fn,
+            configs,
+            to_graph=task.to_model_inputs,
+            accumulate=train_batches.micro > 0,
+        )
         compile_trainer(trainer, task.optimizer(args, epochs, steps))
         return trainer
 

@@ -51,8 +51,19 @@ class PooledOPA(tf.keras.metrics.Metric):
         return self.correct / tf.maximum(self.pairs, 1.0)
 
 
+# A batch's fields when a training step is split into passes (`EpochBatches(micro=...)`): the
+# pass's share of the step's lists, and whether it is the step's last pass.
+PASS_SIGNATURE = {
+    "pass_weight": tf.TensorSpec([], tf.float32),
+    "step_end": tf.TensorSpec([], tf.bool),
+}
+
+
 class RankingTrainer(tf.keras.Model):
-    """Trains `tile_model` (any cost model) under a ranking loss; `to_graph` makes its inputs."""
+    """Trains `tile_model` (any cost model) under a ranking loss; `to_graph` makes its inputs.
+    `accumulate`: each batch is one pass of a step (`PASS_SIGNATURE`); the passes' gradients,
+    weighted by their share, are summed and applied once at the step's end: the update of the
+    whole step for a loss that is a mean over lists, with one pass's activations in memory."""
 
     def __init__(
         self,
@@ -60,12 +71,21 @@ class RankingTrainer(tf.keras.Model):
         loss_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
         num_configs: int,
         to_graph: Callable[[dict], object],
+        accumulate: bool = False,
     ):
         super().__init__()
         self.to_graph = to_graph
         self.tile_model = tile_model
         self.loss_fn = loss_fn
         self.num_configs = num_configs
+        self.gradient_sums = (
+            [
+                tf.Variable(tf.zeros_like(v), trainable=False, name="gradient_sum")
+                for v in tile_model.trainable_variables
+            ]
+            if accumulate
+            else None
+        )
         self.loss_tracker = tf.keras.metrics.Mean(name="loss")
         self.opa = PooledOPA()
         # Mean over kernels of the top-k error among each list's sampled configs.
@@ -81,7 +101,8 @@ class RankingTrainer(tf.keras.Model):
 
     def _update(self, batch, scores, loss) -> dict[str, tf.Tensor]:
         runtimes = tf.reshape(batch["config_runtimes"], [-1, self.num_configs])
-        self.loss_tracker.update_state(loss)
+        # A pass counts by its share, so an epoch's mean loss is the unsplit steps' mean.
+        self.loss_tracker.update_state(loss, sample_weight=batch.get("pass_weight"))
         self.opa.update_state(*metrics.pair_counts(runtimes, scores))
         for k, metric in zip(metrics.TOP_KS, self.top_k_errors):
             metric.update_state(metrics.batch_top_k_errors(runtimes, scores, k))
@@ -95,9 +116,32 @@ class RankingTrainer(tf.keras.Model):
             loss = self.loss_fn(runtimes, scores)
             replicas = tf.distribute.get_strategy().num_replicas_in_sync
             scaled = loss / tf.cast(replicas, loss.dtype)
+            if self.gradient_sums is not None:
+                scaled *= batch["pass_weight"]
         variables = self.tile_model.trainable_variables
-        self.optimizer.apply_gradients(zip(tape.gradient(scaled, variables), variables))
+        gradients = tape.gradient(scaled, variables)
+        if self.gradient_sums is None:
+            self.optimizer.apply_gradients(zip(gradients, variables))
+        else:
+            self._accumulate(gradients, batch)
         return self._update(batch, scores, loss)
+
+    def _accumulate(self, gradients: list, batch: dict[str, tf.Tensor]) -> None:
+        """Adds a pass's gradients to the sums; at the step's end applies and clears them."""
+        variables = self.tile_model.trainable_variables
+        for total, gradient in zip(self.gradient_sums, gradients):
+            if gradient is not None:
+                total.assign_add(tf.convert_to_tensor(gradient))
+
+        def apply() -> tf.Tensor:
+            sums = [tf.identity(total) for total in self.gradient_sums]
+            self.optimizer.apply_gradients(zip(sums, variables))
+            with tf.control_dependencies(sums):
+                for total in self.gradient_sums:
+                    total.assign(tf.zeros_like(total))
+            return tf.constant(True)
+
+        tf.cond(batch["step_end"], apply, lambda: tf.constant(False))
 
     def test_step(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         self.traces["eval"] += 1
@@ -182,9 +226,16 @@ def replica_chunks(order: np.ndarray, batch: int, num_replicas: int) -> list[lis
     return steps
 
 
+def pass_chunks(positions: np.ndarray, micro: int) -> list[np.ndarray]:
+    """A step's positions as passes of at most `micro` items, in order."""
+    return [positions[i : i + micro] for i in range(0, len(positions), micro)]
+
+
 class EpochBatches:
     """A `BatchSource`'s batches epoch after epoch from `first_epoch()`, epoch e drawn from seed
-    [seed, e] (a resumed run draws the same); `fixed_epoch`: the same batches every epoch."""
+    [seed, e] (a resumed run draws the same); `fixed_epoch`: the same batches every epoch.
+    `micro` > 0: each step comes as passes of at most `micro` items (`PASS_SIGNATURE` fields),
+    one Keras step each; `updates` counts the optimizer's steps, `steps` the batches."""
 
     def __init__(
         self,
@@ -198,14 +249,26 @@ class EpochBatches:
         max_steps: int = -1,
         num_replicas: int = 1,
         first_epoch: Callable[[], int] = lambda: 0,
+        micro: int = 0,
     ):
+        if micro and (num_replicas > 1 or fixed_epoch is not None or max_steps > 0):
+            raise ValueError("passes (micro) are for one replica's training batches only")
         self.split, self.batch, self.num_configs, self.seed = split, batch, num_configs, seed
         self.weights, self.fixed_epoch, self.num_replicas = weights, fixed_epoch, num_replicas
-        self.first_epoch = first_epoch
+        self.first_epoch, self.micro = first_epoch, micro
         self._fixed_batches: dict[tuple[int, int], list[dict]] = {}
-        self.steps = -(-len(split) // batch)
+        self.updates = -(-len(split) // batch)
         if max_steps > 0:
-            self.steps = min(self.steps, max_steps)
+            self.updates = min(self.updates, max_steps)
+        self.steps = self.updates
+        if micro:
+            whole, rest = divmod(len(split), batch)
+            self.steps = whole * -(-batch // micro) + -(-rest // micro)
+
+    @property
+    def signature(self) -> dict:
+        """A batch's fields: the source's, and the pass fields when steps are split."""
+        return {**self.split.signature, **(PASS_SIGNATURE if self.micro else {})}
 
     def plan(self, epoch: int) -> tuple[np.ndarray, list[np.ndarray], list[list[np.ndarray]]]:
         """The epoch's kernel order, config slots per position, and per-replica steps."""
@@ -239,8 +302,17 @@ class EpochBatches:
         local = self.num_replicas // num_pipelines
         for chunks in steps:
             for positions in chunks[pipeline * local : (pipeline + 1) * local]:
-                ids = order[positions].tolist()
-                yield self.split.assemble(ids, [slots[p] for p in positions], self.num_configs)
+                if not self.micro:
+                    ids = order[positions].tolist()
+                    yield self.split.assemble(ids, [slots[p] for p in positions], self.num_configs)
+                    continue
+                passes = pass_chunks(positions, self.micro)
+                for i, part in enumerate(passes):
+                    ids = order[part].tolist()
+                    batch = self.split.assemble(ids, [slots[p] for p in part], self.num_configs)
+                    batch["pass_weight"] = np.float32(len(part) / len(positions))
+                    batch["step_end"] = np.bool_(i == len(passes) - 1)
+                    yield batch
 
     def stream(self, pipeline: int = 0, num_pipelines: int = 1) -> Iterator[dict]:
         epoch = self.first_epoch()
@@ -257,7 +329,7 @@ class EpochBatches:
         options.autotune.enabled = False
         return (
             tf.data.Dataset.from_generator(
-                lambda: self.stream(pipeline, num_pipelines), output_signature=self.split.signature
+                lambda: self.stream(pipeline, num_pipelines), output_signature=self.signature
             )
             .prefetch(2)
             .with_options(options)

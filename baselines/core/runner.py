@@ -236,8 +236,8 @@ def fit_run(
         trainer = build_trainer()
         trainer.optimizer.build(trainer.trainable_variables)
     # Read at the first batch, after BackupAndRestore: a resumed run continues at its epoch.
-    steps = train_batches.steps
-    train_batches.first_epoch = lambda: int(trainer.optimizer.iterations.numpy()) // steps
+    updates = train_batches.updates  # the optimizer counts updates, not passes
+    train_batches.first_epoch = lambda: int(trainer.optimizer.iterations.numpy()) // updates
     chief = distribution.is_chief(strategy)
     timer = EpochTimer()
     with tempfile.TemporaryDirectory() as scratch:

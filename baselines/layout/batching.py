@@ -279,15 +279,26 @@ def segment_mask(node_sizes: np.ndarray, keep_nodes: int, rng: np.random.Generat
     return np.concatenate(parts) if parts else np.zeros(0, bool)
 
 
-def segment_source(graphs: Sequence[PreparedGraph], keep_nodes: int, seed: int) -> BatchSource:
-    """`batch_source` whose batches also carry `node_segment` (`segment_mask`), seeded per batch."""
+def segment_source(
+    graphs: Sequence[PreparedGraph], keep_nodes: int, seed: int, per_graph: bool = False
+) -> BatchSource:
+    """`batch_source` whose batches also carry `node_segment` (`segment_mask`), seeded per batch,
+    or per graph and its slots with `per_graph` (a step split into passes draws what the whole
+    step would)."""
     plain = batch_source(graphs)
 
     def assemble(ids: Sequence[int], slots: Sequence[np.ndarray], k: int) -> dict:
         batch = plain.assemble(ids, slots, k)
-        key = zlib.crc32(batch["config_index"].tobytes() + b"/".join(batch["graph_id"]))
-        rng = np.random.default_rng([seed, key])
-        batch[SEGMENT_KEY] = segment_mask(batch["node_sizes"], keep_nodes, rng)
+        if not per_graph:
+            key = zlib.crc32(batch["config_index"].tobytes() + b"/".join(batch["graph_id"]))
+            rng = np.random.default_rng([seed, key])
+            batch[SEGMENT_KEY] = segment_mask(batch["node_sizes"], keep_nodes, rng)
+            return batch
+        masks = []
+        for i, (size, graph_id) in enumerate(zip(batch["node_sizes"], batch["graph_id"])):
+            key = zlib.crc32(batch["config_index"][i * k : (i + 1) * k].tobytes() + graph_id)
+            masks.append(segment_mask([size], keep_nodes, np.random.default_rng([seed, key])))
+        batch[SEGMENT_KEY] = np.concatenate(masks) if masks else np.zeros(0, bool)
         return batch
 
     return BatchSource(plain.num_configs, assemble, SEGMENT_SIGNATURE)

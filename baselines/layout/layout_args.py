@@ -33,7 +33,7 @@ class LayoutTrainArgs(TrainingArgs):
     NOT_HASHED = frozenset({"out_dir", "cache_dir", "results_csv", "final_validation"})
     ADDED_LATER = frozenset(
         {"average_from", "toy_data", "optimizer", "weight_decay", "lr_schedule"}
-        | {"warmup_epochs", "max_train_steps", "eval_every", "validate_batches"}
+        | {"warmup_epochs", "max_train_steps", "eval_every", "validate_batches", "micro_batch"}
     )
     PLACE = LAYOUT_PLACE  # where --data_root and --bundled_toy point
 
@@ -46,6 +46,11 @@ class LayoutTrainArgs(TrainingArgs):
         None, "keep at most this many configurations per train/valid graph (None = all)"
     )
     batch: int = flag(8, "graphs per training batch")
+    micro_batch: int = flag(
+        0,
+        "graphs per gradient pass: a batch runs as passes of at most this many graphs whose "
+        "gradients are summed into its one update (the same update in less memory; 0 = one pass)",
+    )
     clip_norm: float = flag(1e-2, "gradient clip norm")
     keep_nodes: int = flag(
         5000,
@@ -139,6 +144,10 @@ class LayoutTrainArgs(TrainingArgs):
         check_training_flags(self)
         if self.keep_nodes < 1:
             raise PipelineError(f"--keep_nodes: must be at least 1, got {self.keep_nodes}")
+        if self.micro_batch < 0:
+            raise PipelineError(
+                f"--micro_batch: must be 0 (one pass) or positive, got {self.micro_batch}"
+            )
         if self.max_configs is not None and self.max_configs < 2:
             raise PipelineError(
                 f"--max_configs: must be at least 2 (or None = all), got {self.max_configs}"

@@ -156,11 +156,20 @@ class LayoutTask(Task):
         from baselines.core.keras_fit import EpochBatches
         from baselines.layout.batching import batch_source, segment_source
 
-        train, seed = loaded.train, args.seed
+        train, seed, micro = loaded.train, args.seed, args.micro_batch
+        if micro and replicas > 1:
+            raise PipelineError(
+                f"--micro_batch={micro} trains on one replica only, and this strategy has "
+                f"{replicas}; leave --micro_batch at 0 or train on one device"
+            )
         keep = args.keep_nodes
-        source = batch_source(train) if keep is None else segment_source(train, keep, seed)
+        source = (
+            batch_source(train)
+            if keep is None
+            else segment_source(train, keep, seed, per_graph=micro > 0)
+        )
         return (
-            EpochBatches(source, args.batch, configs, seed, num_replicas=replicas),
+            EpochBatches(source, args.batch, configs, seed, num_replicas=replicas, micro=micro),
             EpochBatches(
                 batch_source(loaded.valid),
                 args.batch,
