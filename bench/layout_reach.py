@@ -2,7 +2,7 @@
 """Scoring time of an untrained baseline ResModel: the whole graph per call against the reach.
 
     .venv/bin/python bench/layout_reach.py --configs 4096 \\
-        /work/rs/root2/npz/layout/nlp/default/valid /work/rs/root2/npz/layout/nlp/random/valid
+        <data>/nlp/default/valid <data>/nlp/random/valid
 
 Per folder's first graph, loaded as `score_runs` loads it: `GraphScorer(model, reach=False)`
 (old) and `GraphScorer(model)` (new, `baselines.layout.reach`) score the first `--configs`
