@@ -1,5 +1,6 @@
 """Kernel batches: numpy dicts (`assemble_batch`) and the GraphTensor models read
-(`graph_from_batch`); `BATCH_SIGNATURE` is all dynamic, so one trace serves every batch."""
+(`graph_from_batch`); `BATCH_SIGNATURE` is all dynamic, so one trace serves every batch
+(config features too: NORMALIZED_CONFIG_DIM columns, or ARCHITECTURE_CONFIG_DIM)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,15 @@ import tensorflow_gnn as tfgnn
 
 from baselines.core.keras_fit import BatchSource
 from baselines.tiles.analytic import NUM_ESTIMATES
+from baselines.tiles.architecture import NUM_ARCHITECTURE
 from baselines.tiles.data import CONFIG_FEAT_DIM, TileSplit
-from baselines.tiles.features import ANALYTIC_COLUMN, NORMALIZED_CONFIG_DIM, NORMALIZED_NODE_DIM
+from baselines.tiles.features import (
+    ANALYTIC_COLUMN,
+    ARCHITECTURE_COLUMN,
+    ARCHITECTURE_CONFIG_DIM,
+    NORMALIZED_CONFIG_DIM,
+    NORMALIZED_NODE_DIM,
+)
 
 BATCH_SIGNATURE = {
     "op_sizes": tf.TensorSpec([None], tf.int32),
@@ -22,7 +30,7 @@ BATCH_SIGNATURE = {
     "op_feats": tf.TensorSpec([None, NORMALIZED_NODE_DIM], tf.float32),
     "feed_source": tf.TensorSpec([None], tf.int32),
     "feed_target": tf.TensorSpec([None], tf.int32),
-    "config_feats": tf.TensorSpec([None, NORMALIZED_CONFIG_DIM], tf.float32),
+    "config_feats": tf.TensorSpec([None, None], tf.float32),
     "config_runtimes": tf.TensorSpec([None], tf.float32),
     "config_normalizers": tf.TensorSpec([None], tf.float32),
     "config_mask": tf.TensorSpec([None], tf.float32),
@@ -150,8 +158,10 @@ def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
     return {k: tf.constant(v, dtype=BATCH_SIGNATURE[k].dtype) for k, v in batch.items()}
 
 
-def dummy_batch(num_configs: int) -> dict[str, np.ndarray]:
-    """A two-op kernel with `num_configs` zero configs, to create a model's variables."""
+def dummy_batch(num_configs: int, architecture: bool = False) -> dict[str, np.ndarray]:
+    """A two-op kernel with `num_configs` zero configs, to create a model's variables (with
+    the architecture columns for a model that reads them)."""
+    width = ARCHITECTURE_CONFIG_DIM if architecture else NORMALIZED_CONFIG_DIM
     return {
         "op_sizes": np.array([2], np.int32),
         "feed_sizes": np.array([1], np.int32),
@@ -160,7 +170,7 @@ def dummy_batch(num_configs: int) -> dict[str, np.ndarray]:
         "op_feats": np.zeros((2, NORMALIZED_NODE_DIM), np.float32),
         "feed_source": np.array([1], np.int32),
         "feed_target": np.array([0], np.int32),
-        "config_feats": np.zeros((num_configs, NORMALIZED_CONFIG_DIM), np.float32),
+        "config_feats": np.zeros((num_configs, width), np.float32),
         "config_runtimes": np.ones(num_configs, np.float32),
         "config_normalizers": np.ones(num_configs, np.float32),
         "config_mask": np.ones(num_configs, np.float32),
@@ -191,3 +201,17 @@ def analytic_features(graph: tfgnn.GraphTensor, num_configs) -> tf.Tensor:
     """The analytic estimates of each config (`analytic.py`) as [batch, num_configs, 4]."""
     feats = graph.node_sets["config"]["feats"][:, ANALYTIC_COLUMN:NORMALIZED_CONFIG_DIM]
     return tf.reshape(feats, [-1, num_configs, NUM_ESTIMATES])
+
+
+def architecture_features(graph: tfgnn.GraphTensor, num_configs) -> tf.Tensor:
+    """The architecture inputs of each config (`architecture.py`) as [batch, num_configs, 14];
+    an error if the split was normalized without them."""
+    feats = graph.node_sets["config"]["feats"]
+    check = tf.debugging.assert_equal(
+        tf.shape(feats)[1],
+        ARCHITECTURE_CONFIG_DIM,
+        message="the model reads architecture inputs: normalize_split(..., architecture=True)",
+    )
+    with tf.control_dependencies([check]):
+        feats = tf.identity(feats[:, ARCHITECTURE_COLUMN:ARCHITECTURE_CONFIG_DIM])
+    return tf.reshape(feats, [-1, num_configs, NUM_ARCHITECTURE])

@@ -49,16 +49,24 @@ def sampling_weights(args: TrainArgs, split: TileSplit) -> np.ndarray | None:
     return None
 
 
-def read_split(folder: Path, cache_dir: str | None, stats_dict: dict | None, estimates: bool):
-    """A split as its files hold it, or normalized with `stats_dict`; module-level, so that
-    another process can read it while this one imports TensorFlow."""
+def read_split(
+    folder: Path,
+    cache_dir: str | None,
+    stats_dict: dict | None,
+    estimates: bool,
+    architecture: bool = False,
+):
+    """A split as its files hold it, or normalized with `stats_dict` (with the analytic and
+    architecture columns as asked); module-level, so that another process can read it
+    while this one imports TensorFlow."""
     from baselines.tiles.data import load_split
     from baselines.tiles.features import FeatureStats
 
     raw = load_split(folder, name=folder.name, cache_dir=cache_dir)
     if stats_dict is None:
         return raw
-    return FeatureStats.from_dict(stats_dict).normalize_split(raw, estimates=estimates)
+    stats = FeatureStats.from_dict(stats_dict)
+    return stats.normalize_split(raw, estimates=estimates, architecture=architecture)
 
 
 class TileRanking(RankingHooks):
@@ -92,14 +100,17 @@ class TileRanking(RankingHooks):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        from baselines.tiles.features import uses_estimates
+        from baselines.tiles.features import uses_architecture, uses_estimates
 
         records = [record for _, record in models]
         stats = records[0]["feature_stats"] if len(models) == 1 else None
         estimates = uses_estimates(records[0]["model_kwargs"])
+        architecture = uses_architecture(records[0]["model_kwargs"])
         spawn = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
-            loading = pool.submit(read_split, folder, request.cache_dir, stats, estimates)
+            loading = pool.submit(
+                read_split, folder, request.cache_dir, stats, estimates, architecture
+            )
             from baselines.tiles.predict import SavedRanker
 
             rankers = [SavedRanker.load(d, record) for d, record in models]
@@ -169,7 +180,7 @@ class TileTask(Task):
     def load(self, args: TrainArgs, progress: bool, log) -> Loaded:
         """The three splits, normalized with the train split's feature statistics."""
         from baselines.tiles.data import OPCODE_VOCAB_SIZE, data_identity, load_splits
-        from baselines.tiles.features import FeatureStats, uses_estimates
+        from baselines.tiles.features import FeatureStats, uses_architecture, uses_estimates
 
         splits = ("train", "valid", "test")
         root, toy, toy_fallback = training_root(TILE_PLACE, args.data_root, log)
@@ -183,8 +194,12 @@ class TileTask(Task):
         )
         source = data_identity(root, splits, args.toy_data, toy_fallback)
         stats = FeatureStats.fit_split(raw["train"])
-        estimates = uses_estimates(args.model_kwargs())
-        data = {name: stats.normalize_split(split, estimates) for name, split in raw.items()}
+        kwargs = args.model_kwargs()
+        derived = {
+            "estimates": uses_estimates(kwargs),
+            "architecture": uses_architecture(kwargs),
+        }
+        data = {name: stats.normalize_split(split, **derived) for name, split in raw.items()}
         log(f"data: {root} ({', '.join(f'{len(data[s])} {s}' for s in splits)} kernels)")
         return Loaded(
             *(data[s] for s in splits),
