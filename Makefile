@@ -8,7 +8,7 @@ DEMO_DATA := data/tile_xla_toy
 DEMO_LAYOUT_DATA := data/layout_toy
 DEMO_LAYOUT_CSV := $(DEMO_OUT)/layout/layout_xla_default_predictions.csv
 
-.PHONY: install install-dask demo test test-fast check-model mutation lint bench clean
+.PHONY: install install-dask install-kaggle demo test test-fast check-model mutation lint bench clean
 
 install: $(VENV)/.installed
 
@@ -27,11 +27,18 @@ $(VENV)/.installed-dask: $(VENV)/.installed requirements-dask.txt constraints.tx
 	$(PY) -m pip install --disable-pip-version-check --progress-bar on -r requirements-dask.txt -c constraints.txt
 	touch $@
 
+# Optional: the Kaggle command line tool, to download and submit (docs/submission.md), pinned.
+install-kaggle: $(VENV)/.installed-kaggle
+
+$(VENV)/.installed-kaggle: $(VENV)/.installed requirements-kaggle.txt constraints.txt
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -r requirements-kaggle.txt -c constraints.txt
+	touch $@
+
 # Toy training, then predictions, on the bundled toy data: tile:xla and one layout
 # collection (layout:xla:default); then one submission of both (the other three
 # layout collections get dummy rankings).
 demo: install
-	$(PY) tiles_train.py --model=MLP --toy_data=True --epochs=20 --early_stop=10 \
+	$(PY) tiles_train.py --model=MLP --max_files=100 --epochs=20 --early_stop=10 \
 		--data_root=$(DEMO_DATA) --out_dir=$(DEMO_OUT) --cache_dir=$(DEMO_OUT)/cache
 	$(PY) tiles_gen_predictions_csv.py --dir "$$(ls -td $(DEMO_OUT)/model_* | head -1)" \
 		--data_root=$(DEMO_DATA) --output=$(DEMO_OUT)/predictions_output_model.csv
@@ -60,8 +67,8 @@ MODEL ?= MLP
 KWARGS ?= {}
 CHECK_OUT := out/check-model
 check-model: install
-	$(PY) tiles_train.py --model=$(MODEL) --model_kwargs_json='$(KWARGS)' --toy_data=True \
-		--epochs=1 --data_root=$(DEMO_DATA) --out_dir=$(CHECK_OUT) --cache_dir=$(CHECK_OUT)/cache
+	$(PY) tiles_train.py --model=$(MODEL) --model_kwargs_json='$(KWARGS)' --bundled_toy=True \
+		--epochs=1 --out_dir=$(CHECK_OUT) --cache_dir=$(CHECK_OUT)/cache
 	$(PY) tiles_gen_predictions_csv.py --dir "$$(ls -td $(CHECK_OUT)/model_* | head -1)" \
 		--output=$(CHECK_OUT)/predictions_output_model.csv
 

@@ -30,9 +30,7 @@ import argparse
 import sys
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-if str(_HERE) not in sys.path:
-    sys.path.insert(0, str(_HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines.core import submission
 from baselines.core.cli import entry_parser
@@ -72,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
         "each layout row's configuration count (default: <data_root>/../../layout)",
     )
     parser.add_argument(
+        "--collections",
+        default=None,
+        help="only these collections' rows, comma-separated, e.g. tile:xla,layout:xla:default "
+        "(default: every collection of the sample); a partial file Kaggle does not accept",
+    )
+    parser.add_argument(
         "--allow_missing",
         action="store_true",
         help="build a partial file: a CSV missing some test files of its collection is "
@@ -88,30 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
-
-
 def sample_search_dirs(data_root: Path) -> list[Path]:
     """`data_root`, its parents up to `SAMPLE_SEARCH_DEPTH` levels (never the filesystem
     root), then the current directory, without repeats."""
     parents = [p for p in list(data_root.parents)[:SAMPLE_SEARCH_DEPTH] if p != Path(p.anchor)]
-    result: list[Path] = []
-    for d in (data_root, *parents, Path.cwd()):
-        if d not in result:
-            result.append(d)
-    return result
+    return list(dict.fromkeys((data_root, *parents, Path.cwd())))
 
 
 def resolve_sample(
     args: argparse.Namespace, data_root: Path, layout_root: Path, log
 ) -> tuple[list[tuple[str, str]], str, Path | None]:
-    """The sample rows, where they came from (for the summary) and the sample file.
-
-    In order: `--sample`; a sample_submission.csv beside the data; the bundled toy
-    set's test folder when `--data_root` is at its default and missing; with
-    `--allow_missing`, the test folders. Otherwise the error names every option.
-    """
+    """The sample rows, where they came from and the sample file: `--sample`, else one beside the
+    data, the toy set's test folder, or the test folders (`--allow_missing`)."""
     if args.sample is not None:
         sample = Path(args.sample).expanduser()
         if not sample.exists():
@@ -134,11 +126,10 @@ def resolve_sample(
         rows = submission.sample_ids_from_test_dirs(toy_test)
         return rows, f"the bundled toy set's test files ({toy_test}; not a Kaggle submission)", None
     tile_test = data_root / "test"
-    if args.allow_missing and tile_test.is_dir():
+    if args.allow_missing and (tile_test.is_dir() or layout_root.is_dir()):
         rows = submission.sample_ids_from_test_dirs(tile_test, layout_root)
-        source = f"the test files in {tile_test}"
-        if layout_root.is_dir():
-            source += f" and {layout_root}"
+        found = [str(d) for d in (tile_test, layout_root) if d.is_dir()]
+        source = f"the test files in {' and '.join(found)}"
         return rows, source, None
     if not data_root.exists():
         raise PipelineError(
@@ -180,7 +171,7 @@ def input_csvs(text: str) -> list[Path]:
 
 
 def main() -> int:
-    args = parse_args()
+    args = build_parser().parse_args()
     inputs = input_csvs(args.inputcsv)
     output = Path(args.output).expanduser()
     data_root = Path(args.data_root).expanduser().absolute()
@@ -202,6 +193,16 @@ def main() -> int:
         print(line, flush=True)
 
     sample_rows, sample_source, sample_path = resolve_sample(args, data_root, layout_root, log)
+    if args.collections is not None:
+        wanted = {name.strip() for name in args.collections.split(",")}
+        unknown = sorted(wanted - set(submission.COLLECTIONS))
+        if unknown:
+            raise PipelineError(
+                f"--collections: unknown {', '.join(unknown)}; "
+                f"use some of {','.join(submission.COLLECTIONS)}"
+            )
+        sample_rows = [r for r in sample_rows if submission.collection_of(r[0]) in wanted]
+        sample_source += f" ({', '.join(sorted(wanted))} only)"
     named = [(f"--inputcsv {p}", p) for p in inputs] + [("the sample submission", sample_path)]
     for name, source in named:
         if source is not None and output.exists() and output.resolve() == source.resolve():

@@ -26,11 +26,8 @@ KAGGLE_COMPETITION = "predict-ai-model-runtime"
 
 
 def sample_submission_command(dest: str) -> str:
-    """The Kaggle CLI line that fetches sample_submission.csv (the submission's row list).
-
-    It needs the `kaggle` CLI, an API token and the competition's rules accepted,
-    so it is printed as a comment: piping the output into bash never fails on it.
-    """
+    """The Kaggle CLI line that fetches sample_submission.csv (printed as a comment: it needs the
+    `kaggle` CLI and an API token)."""
     where = dest if dest.startswith("~/") and " " not in dest else shlex.quote(dest)
     return (
         f"kaggle competitions download -c {KAGGLE_COMPETITION} -f sample_submission.csv -p {where}"

@@ -2,7 +2,7 @@
 """Builds the whole five-collection Kaggle submission in one command, as one Beam pipeline.
 
     python kaggle_submission.py --data_root ~/data/tpugraphs --out out/kaggle
-    python kaggle_submission.py --toy_data=True --seeds=2 --epochs=2 --out out/kaggle_toy
+    python kaggle_submission.py --bundled_toy=True --seeds=2 --epochs=2 --out out/kaggle_toy
     python kaggle_submission.py --collections=tile:xla,layout:xla:default --seeds=1
 
 Trains each collection's candidate recipes (baseline and recommended by default)
@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines.core.cli import entry_parser, parse_bool
+from baselines.core.cli import add_bool_flag, entry_parser
 from baselines.core.errors import run_cli
 from baselines.jobs.submission_job import COLLECTIONS, plan_job, write_report
 
@@ -60,14 +60,12 @@ def build_parser():
             help=f"{kind} recipes to train and choose among on validation: flagfile names "
             f"in {folder} or paths, comma-separated (recommended is kept unless beaten)",
         )
-    parser.add_argument(
-        "--toy_data",
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help="the bundled toy sets instead of --data_root (every collection)",
+    add_bool_flag(
+        parser,
+        "--bundled_toy",
+        "the bundled toy sets in data/ instead of --data_root (every collection)",
     )
+    add_bool_flag(parser, "--toy_data", "old spelling of --bundled_toy")
     parser.add_argument(
         "--epochs", type=int, default=None, help="every training's --epochs (default: the recipe's)"
     )
@@ -79,12 +77,25 @@ def build_parser():
     return parser
 
 
+TOY_DATA_NOTE = "--toy_data=True: the bundled toy sets instead of --data_root (--bundled_toy=True)"
+
+
+def parse_command(argv=None, log=lambda _: None):
+    """(the job's flags, Beam's); `--toy_data` (old spelling) is `--bundled_toy`, said to `log`."""
+    args, beam_args = build_parser().parse_known_args(argv)
+    if args.toy_data:
+        log(TOY_DATA_NOTE)
+        args.bundled_toy = True
+    del args.toy_data
+    return args, beam_args
+
+
 def main() -> int:
     for name in ("apache_beam", None):  # Beam's start-up warnings; steps print their own lines
         logging.getLogger(name).setLevel(logging.ERROR)
-    args, beam_args = build_parser().parse_known_args()
+    args, beam_args = parse_command(log=lambda line: print(line, flush=True))
     job = plan_job(
-        args.data_root, args.out, args.collections, args.seeds, args.toy_data, args.epochs,
+        args.data_root, args.out, args.collections, args.seeds, args.bundled_toy, args.epochs,
         args.sample, {"tile": args.tile_candidates, "layout": args.layout_candidates},
     )  # fmt: skip
     names = ", ".join(c.name for c in job.collections)

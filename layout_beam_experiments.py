@@ -17,7 +17,7 @@ collection. Exit status 1 if a run failed.
 
 from __future__ import annotations
 
-import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -27,24 +27,11 @@ from baselines.core.errors import run_cli
 from baselines.jobs import beam
 from baselines.jobs.layout_spec import ANY_LAYOUT
 
-
-def build_parser() -> argparse.ArgumentParser:
-    """layout_train.py's flags (one per LayoutTrainArgs field; given ones override), the sweep's."""
-    return beam.build_parser(ANY_LAYOUT, __doc__)
-
-
-def plan(argv: list[str]) -> beam.Plan:
-    """Parses and checks the command line (no Beam, no TensorFlow yet).
-
-    plan(["--sweep=seeds", "--num_seeds=3", "--epochs=1"]).runs   # three LayoutTrainArgs
-    """
-    return beam.plan(ANY_LAYOUT, argv, __doc__)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Runs the sweep on Beam and prints its summary; 1 if a run failed."""
-    return beam.main(ANY_LAYOUT, sys.argv[1:] if argv is None else argv, __doc__)
-
+# layout_train.py's flags and the sweep's (`build_parser()`), the command line checked without
+# Beam or TensorFlow (`plan(argv).runs`: the LayoutTrainArgs), the sweep run on Beam (`main()`).
+build_parser = functools.partial(beam.build_parser, ANY_LAYOUT, __doc__)
+plan = functools.partial(beam.plan, ANY_LAYOUT, __doc__)
+main = functools.partial(beam.main, ANY_LAYOUT, __doc__)
 
 if __name__ == "__main__":
     run_cli(main)

@@ -25,20 +25,19 @@ prepare_tensorflow_import()
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
-from baselines.core.rank_run import Request, add_groups_flag, evaluate_run
+from baselines.core.rank_run import Request, add_groups_flag, add_run_flags, evaluate_run
 from baselines.layout.cache import CACHE_DIR_HELP
 from baselines.layout.task import LayoutRanking
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = entry_parser(__doc__)
-    parser.add_argument(
+    add_run_flags(
+        parser,
         "--dirs",
-        required=True,
-        help="layout model folders (<out_dir>/model_<hash>), comma-separated, one collection",
-    )
-    parser.add_argument(
-        "--data_root", default=None, help="layout data root (default: the first run's)"
+        "layout model folders (<out_dir>/model_<hash>), comma-separated, one collection",
+        "layout data root (default: the first run's)",
+        max_files=True,
     )
     parser.add_argument(
         "--split", default="valid", choices=("valid", "train"), help="labelled split to evaluate"

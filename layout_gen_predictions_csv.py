@@ -25,21 +25,18 @@ prepare_tensorflow_import()
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
-from baselines.core.rank_run import Request, rank_run
+from baselines.core.rank_run import Request, add_run_flags, rank_run
 from baselines.layout.cache import CACHE_DIR_HELP
 from baselines.layout.task import LayoutRanking
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = entry_parser(__doc__)
-    parser.add_argument(
+    add_run_flags(
+        parser,
         "--dir",
-        required=True,
-        help="<out_dir>/model_<hash> from layout_train.py, or several separated by commas "
-        "(an ensemble)",
-    )
-    parser.add_argument(
-        "--data_root", default=None, help="layout data root (default: the first run's)"
+        "<out_dir>/model_<hash> from layout_train.py, or several separated by commas (an ensemble)",
+        "layout data root (default: the first run's)",
     )
     parser.add_argument(
         "--split",

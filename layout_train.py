@@ -7,8 +7,10 @@
 Reads `<data_root>/<source>/<search>/{train,valid}` (duplicates dropped, at most
 `--max_configs` per graph, pruned to `--prune_hops` hops around the configurable
 nodes; cached in `--cache_dir` when given) and writes `model_<hash>/`,
-`run_<hash>.jsonz` and `tb_<hash>/` (TensorBoard) into `--out_dir`. While
-training, `backup_<hash>/` holds the last finished epoch: the same command
+`run_<hash>.jsonz` and `tb_<hash>/` (TensorBoard) into `--out_dir`, then, as
+upstream's script, every test graph's configurations ranked by the saved model
+into `--results_csv` (default `<out_dir>/results_<ms>_<source>_<search>.csv`).
+While training, `backup_<hash>/` holds the last finished epoch: the same command
 started again after a crash resumes there. The default data root is the bundled
 synthetic TOY set.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -26,51 +29,39 @@ from baselines.core.startup import prepare_tensorflow_import
 
 prepare_tensorflow_import()
 
-from baselines.core.cli import add_field_flags, entry_parser
-from baselines.core.distribution import add_strategy_flag, check_strategy_environment
+from baselines.core.cli import parse_training_command, training_parser
+from baselines.core.distribution import check_strategy_environment, make_strategy
 from baselines.core.errors import run_cli
-from baselines.core.flagfile import expand_flagfiles
 from baselines.layout.layout_args import LayoutTrainArgs, check_run
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One flag per LayoutTrainArgs field, with the field's default, and --strategy."""
-    parser = entry_parser(
-        __doc__,
-        epilog="--flagfile=FILE reads one --flag=value per line (absl's convention); "
-        "flags after it override it.",
-    )
-    add_field_flags(parser, LayoutTrainArgs, default=lambda field: field.default)
-    # Not a LayoutTrainArgs field: the same recipe on 1 or N devices is the same run (hash).
-    add_strategy_flag(parser)
-    return parser
+    return training_parser(__doc__, LayoutTrainArgs)
 
 
-def parse_command(argv: list[str] | None = None) -> tuple[LayoutTrainArgs, str]:
-    """Flags (with `--flagfile=FILE` expanded in place; later flags win): args, strategy."""
-    argv = sys.argv[1:] if argv is None else argv
-    argv = expand_flagfiles(argv, LayoutTrainArgs.flag_names() | {"strategy"})
-    flags = vars(build_parser().parse_args(argv))
-    strategy = flags.pop("strategy")
-    return LayoutTrainArgs(**flags), strategy
+def parse_command(
+    argv: list[str] | None = None, log: Callable[[str], None] = lambda _: None
+) -> tuple[LayoutTrainArgs, str]:
+    """The args and --strategy (`--flagfile=FILE` expanded; an old spelling said to `log`)."""
+    return parse_training_command(build_parser(), LayoutTrainArgs, argv, log)
 
 
 def parse_args(argv: list[str] | None = None) -> LayoutTrainArgs:
-    """The LayoutTrainArgs of a command line (see `parse_command`)."""
     return parse_command(argv)[0]
 
 
 def main() -> int:
-    args, strategy_name = parse_command()
     log = lambda line: print(line, flush=True)  # noqa: E731
+    args, strategy_name = parse_command(log=log)
     # Flags, the data root and the output folder first: importing TensorFlow takes seconds.
     check_run(args)
     check_strategy_environment(strategy_name, os.environ.get("TF_CONFIG"))
-    from baselines.core.distribution import make_strategy
-    from baselines.layout.task import train
+    from baselines.layout.task import rank_test_split, train
 
     strategy = make_strategy(strategy_name)  # before any other TensorFlow op
-    train(args, strategy=strategy, progress=sys.stderr.isatty(), log=log)
+    record = train(args, strategy=strategy, progress=sys.stderr.isatty(), log=log)
+    if record.get("chief", True):  # the chief saved the run: it ranks the test split
+        rank_test_split(args, record, log)
     return 0
 
 

@@ -23,21 +23,19 @@ prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
-from baselines.core.rank_run import Request, add_groups_flag, evaluate_run
+from baselines.core.rank_run import Request, add_groups_flag, add_run_flags, evaluate_run
 from baselines.tiles.task import TileRanking
 from baselines.tiles.tile_args import DEFAULT_DATA_ROOT
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = entry_parser(__doc__)
-    parser.add_argument(
-        "--dirs", required=True, help="model folders (<out_dir>/model_<hash>), comma-separated"
-    )
-    parser.add_argument(
-        "--data_root",
-        default=None,
-        help="folder holding the split (default: the first run's data root, then "
-        f"{DEFAULT_DATA_ROOT})",
+    add_run_flags(
+        parser,
+        "--dirs",
+        "model folders (<out_dir>/model_<hash>), comma-separated",
+        f"folder holding the split (default: the first run's data root, then {DEFAULT_DATA_ROOT})",
+        max_files=True,
     )
     parser.add_argument("--cache_dir", default=None, help="optional cache of the loaded split")
     parser.add_argument(

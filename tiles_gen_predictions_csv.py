@@ -24,23 +24,19 @@ prepare_tensorflow_import(tile_thread_pools())
 
 from baselines.core.cli import entry_parser
 from baselines.core.errors import run_cli
-from baselines.core.rank_run import Request, rank_run
+from baselines.core.rank_run import Request, add_run_flags, rank_run
 from baselines.tiles.task import TileRanking
 from baselines.tiles.tile_args import DEFAULT_DATA_ROOT
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = entry_parser(__doc__)
-    parser.add_argument(
+    add_run_flags(
+        parser,
         "--dir",
-        required=True,
-        help="<out_dir>/model_<hash> from tiles_train.py, or several separated by commas: "
+        "<out_dir>/model_<hash> from tiles_train.py, or several separated by commas: "
         "an ensemble (mean of per-kernel standardized scores)",
-    )
-    parser.add_argument(
-        "--data_root",
-        default=None,
-        help="folder holding the split (default: the first run's data root, then "
+        "folder holding the split (default: the first run's data root, then "
         f"{DEFAULT_DATA_ROOT}, then the bundled toy set)",
     )
     parser.add_argument(

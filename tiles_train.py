@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Trains a tile cost model on TpuGraphs tile:xla and saves it with its run file.
 
-    python tiles_train.py --model=EarlyJoinSAGE --toy_data=True
+    python tiles_train.py --model=EarlyJoinSAGE --max_files=100
     python tiles_train.py --flagfile=configs/recommended.flags --epochs=5
 
 Writes `model_<hash>/`, `run_<hash>.jsonz`, `tb_<hash>/` (TensorBoard) and, with
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -23,49 +24,35 @@ from baselines.core.startup import prepare_tensorflow_import, tile_thread_pools
 
 prepare_tensorflow_import(tile_thread_pools())
 
-from baselines.core.cli import add_field_flags, entry_parser, field_help
+from baselines.core.cli import parse_training_command, training_parser
 from baselines.core.data_roots import training_root
-from baselines.core.distribution import add_strategy_flag, check_strategy_environment
+from baselines.core.distribution import check_strategy_environment, make_strategy
 from baselines.core.errors import run_cli
-from baselines.core.flagfile import expand_flagfiles
 from baselines.tiles.tile_args import TILE_PLACE, TrainArgs
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """One flag per TrainArgs field, with the field's default."""
-    parser = entry_parser(
-        __doc__,
-        epilog="--flagfile=FILE reads one --flag=value per line (absl's convention); "
-        "flags after it override it.",
-    )
-    add_field_flags(parser, TrainArgs, default=lambda field: field.default, help=field_help)
-    # Not a TrainArgs field: the same recipe on 1 or N devices is the same run (hash).
-    add_strategy_flag(parser)
-    return parser
+    return training_parser(__doc__, TrainArgs)
 
 
-def parse_command(argv: list[str] | None = None) -> tuple[TrainArgs, str]:
-    """Flags (with `--flagfile=FILE` expanded in place; later flags win): TrainArgs, strategy."""
-    argv = sys.argv[1:] if argv is None else argv
-    argv = expand_flagfiles(argv, TrainArgs.flag_names() | {"strategy"})
-    flags = vars(build_parser().parse_args(argv))
-    strategy = flags.pop("strategy")
-    return TrainArgs(**flags), strategy
+def parse_command(
+    argv: list[str] | None = None, log: Callable[[str], None] = lambda _: None
+) -> tuple[TrainArgs, str]:
+    """TrainArgs and --strategy (`--flagfile=FILE` expanded; an old spelling said to `log`)."""
+    return parse_training_command(build_parser(), TrainArgs, argv, log)
 
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
-    """The TrainArgs of a command line (see `parse_command`)."""
     return parse_command(argv)[0]
 
 
 def main() -> int:
-    args, strategy_name = parse_command()
+    args, strategy_name = parse_command(log=lambda line: print(line, flush=True))
     # Flags first: importing TensorFlow takes seconds.
     args.check_flags()
     # A mistyped --data_root too (the toy-set banner is printed by train()).
     training_root(TILE_PLACE, args.data_root, log=lambda _: None)
     check_strategy_environment(strategy_name, os.environ.get("TF_CONFIG"))
-    from baselines.core.distribution import make_strategy
     from baselines.tiles.task import train  # validates args before loading data
 
     strategy = make_strategy(strategy_name)  # before any other TensorFlow op

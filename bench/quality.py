@@ -28,6 +28,9 @@ seeds' ensemble, is scored through the prediction path.
 - `--protocol test`: the test split of the named recipes, each scored once and
   logged (`<out>/test_log.jsonl`).
 
+`--epochs N` sets every recipe's epochs: a check of the machinery in a minute
+(`--size tiny`), whose figures are no verdict.
+
 Writes `<out>/quality.{json,md}` (validation), `<out>/lowo.{json,md}` or
 `<out>/test.{json,md}`, and figures. Trained runs stay in
 `<out>/runs/<size>_<world>/<recipe>-<digest>/s<seed>` and are reused while the
@@ -80,15 +83,16 @@ def recipe_path(name: str) -> Path:
     return path
 
 
-def recipe_digest(recipe: Path) -> str:
+def recipe_digest(recipe: Path, overrides: list[str] | None = None) -> str:
     """Hash of the training flags a recipe resolves to: a changed recipe never reuses old runs.
 
     Of the resolved flags, not of the file's lines, so how a recipe file is
-    written (flat, or including another) does not change its digest.
+    written (flat, or including another) does not change its digest; `overrides`
+    (`--epochs=N`) are flags given after the recipe's.
     """
     import tiles_train
 
-    args = tiles_train.parse_args([f"--flagfile={recipe}"])
+    args = tiles_train.parse_args([f"--flagfile={recipe}", *(overrides or [])])
     return hashlib.sha256(json.dumps(args.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
 
 
@@ -122,11 +126,14 @@ def generate(out: Path, size: str, world: str, seed: int) -> tuple[Path, Path]:
     return root, holdout / "test"
 
 
-def train_run(recipe: Path, data_root: Path, out_dir: Path, seed: int) -> dict:
+def train_run(
+    recipe: Path, data_root: Path, out_dir: Path, seed: int, overrides: list[str] | None = None
+) -> dict:
     """Trains one seed of a recipe (reused when its run file exists); returns the record."""
     runs = sorted(out_dir.glob("run_*.jsonz"))
     if not runs:
         cmd = [sys.executable, str(ROOT / "tiles_train.py"), f"--flagfile={recipe}"]
+        cmd += overrides or []
         cmd += [f"--seed={seed}", f"--data_root={data_root}", f"--out_dir={out_dir}"]
         cmd += [f"--cache_dir={data_root.parent / 'cache' / data_root.name}"]
         started = time.perf_counter()
@@ -173,6 +180,8 @@ class Benchmark:
             )
         self.recipes = {name: recipe_path(name) for name in _names(args.recipes, "--recipes")}
         self.baseline = args.baseline
+        # Flags set in every run after its recipe's: --epochs for quick checks.
+        self.overrides = [] if args.epochs is None else [f"--epochs={args.epochs}"]
         self.roots: dict[str, tuple[Path, Path]] = {}
 
     def root(self, world: str) -> tuple[Path, Path]:
@@ -182,11 +191,11 @@ class Benchmark:
 
     def records(self, world: str, name: str) -> list[dict]:
         recipe = self.recipes[name]
-        folder = f"{name.replace('/', '_')}-{recipe_digest(recipe)}"
+        folder = f"{name.replace('/', '_')}-{recipe_digest(recipe, self.overrides)}"
         records = []
         for seed in range(self.seeds):
             run_dir = self.out / "runs" / f"{self.size}_{world}" / folder / f"s{seed}"
-            records.append(train_run(recipe, self.root(world)[0], run_dir, seed))
+            records.append(train_run(recipe, self.root(world)[0], run_dir, seed, self.overrides))
         return records
 
     def validation(self) -> dict[str, dict[str, dict]]:
@@ -221,11 +230,16 @@ class Benchmark:
                 summary = selection.summarize_runs(rows, [r["wall_s"] for r in records])
                 test.setdefault(world, {})[name] = summary
                 entry = {"time": time.time(), "world": world, "recipe": name, "size": self.size}
-                entry["digest"] = recipe_digest(self.recipes[name])
+                entry["digest"] = recipe_digest(self.recipes[name], self.overrides)
                 entry["top5_err"] = summary["top5_err"]
                 with open(self.out / "test_log.jsonl", "a") as log:
                     log.write(json.dumps(entry) + "\n")
         return test
+
+
+def epochs_note(bench: Benchmark) -> str:
+    """How the recipes' own epochs were overridden, for the reports' first lines."""
+    return "".join(f", every recipe's {flag[2:]} (a quick check)" for flag in bench.overrides)
 
 
 def summary_markdown(bench: Benchmark, per_world: dict, split: str) -> str:
@@ -233,7 +247,8 @@ def summary_markdown(bench: Benchmark, per_world: dict, split: str) -> str:
     what = "Validation only (test never read)" if split == "val" else "Test, scored once"
     intro = (
         f"{what}. Size {bench.size} ({SIZES[bench.size]}), {bench.seeds} seeds, data seed "
-        f"{bench.data_seed}; {split} programs never seen in training. Mean ± std over seeds; "
+        f"{bench.data_seed}{epochs_note(bench)}; {split} programs never seen in training. "
+        "Mean ± std over seeds; "
         "`ens` = the seeds' ensemble; worst = the program with the highest mean top-5 error."
     )
     header = [
@@ -256,7 +271,8 @@ def lowo_markdown(bench: Benchmark, rows: list[dict], overall: str, valid: dict)
     intro = (
         f"Leave one world out: each world's recipe chosen on the other worlds' validation "
         f"(candidates: {', '.join(bench.recipes)}), then its test split scored once beside "
-        f"the baseline's ({bench.baseline}). Size {bench.size}, {bench.seeds} seeds; test "
+        f"the baseline's ({bench.baseline}). Size {bench.size}, {bench.seeds} seeds"
+        f"{epochs_note(bench)}; test "
         "programs never seen in training."
     )
     header = [
@@ -333,6 +349,12 @@ def build_parser():
         help="sets, trained runs (reused while a recipe is unchanged), tables and figures",
     )
     parser.add_argument("--data_seed", type=int, default=1, help="seed of the generated sets")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="override every recipe's epochs (quick checks, not verdicts; default: the recipe's)",
+    )
     return parser
 
 
@@ -340,6 +362,8 @@ def main() -> int:
     args = build_parser().parse_args()
     if args.seeds < 1:
         raise PipelineError(f"--seeds: must be at least 1, got {args.seeds}")
+    if args.epochs is not None and args.epochs < 1:
+        raise PipelineError(f"--epochs: must be at least 1, got {args.epochs}")
     bench = Benchmark(args)
     if args.protocol == "lowo" and len(bench.worlds) < 2:
         raise PipelineError("--protocol lowo: leaving one world out needs two worlds or more")
@@ -349,7 +373,8 @@ def main() -> int:
 
     if args.protocol == "test":
         test = bench.test([(w, r) for w in bench.worlds for r in bench.recipes])
-        result = {"size": bench.size, "seeds": bench.seeds, "test": test}
+        result = {"size": bench.size, "seeds": bench.seeds, "overrides": bench.overrides}
+        result["test"] = test
         atomic_write_text(bench.out / "test.json", json.dumps(result, indent=1) + "\n")
         text = summary_markdown(bench, test, "test")
         atomic_write_text(bench.out / "test.md", text)
@@ -364,6 +389,7 @@ def main() -> int:
         "seeds": bench.seeds,
         "worlds": bench.worlds,
         "recipes": {k: str(v) for k, v in bench.recipes.items()},
+        "overrides": bench.overrides,
         "valid": valid,
     }
     atomic_write_text(bench.out / "quality.json", json.dumps(result, indent=1) + "\n")

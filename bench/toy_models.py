@@ -46,7 +46,7 @@ def main() -> int:
             model=name,
             epochs=flags.epochs,
             early_stop=flags.early_stop,
-            toy_data=True,
+            max_files=100,  # upstream's --toy_data=True
             data_root=str(BUNDLED_TOY_ROOT),
             out_dir=str(out / "runs"),
             cache_dir=str(out / "cache"),

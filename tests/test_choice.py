@@ -56,7 +56,7 @@ def test_a_higher_mean_within_the_noise_keeps_the_default_and_says_so():
     }
     choice = choose(per_item)
     assert choice.chosen == "recommended"
-    assert "cannot separate" in choice.reason
+    assert "cannot separate baseline from it" in choice.reason
     (baseline,) = [c for c in choice.comparisons if c.option == "baseline"]
     assert baseline.diff == pytest.approx(0.025, abs=1e-12)
     assert baseline.mean > 0.5  # its mean is higher, and still not chosen
@@ -84,3 +84,8 @@ def test_items_without_a_figure_are_left_out_of_the_pairs():
 def test_options_are_the_candidates_then_their_blend():
     assert option_names(["baseline", "recommended"]) == ["baseline", "recommended", BLEND]
     assert option_names(["recommended"]) == ["recommended"]
+
+
+def test_one_candidate_is_kept_and_named_the_only_option():
+    choice = choose({"recommended": figures([0.5, 0.6])})
+    assert choice.chosen == "recommended" and choice.reason == "recommended is the only option"

@@ -69,12 +69,12 @@ def test_bundled_toy_set_loads(toy_root):
     assert splits["train"].num_configs.min() == 1  # a one-config kernel is kept
 
 
-def test_toy_data_keeps_first_100_files(tmp_path):
+def test_max_files_keeps_the_first_files(tmp_path):
     root = tmp_path / "r"
     (root / "train").mkdir(parents=True)
     for i in range(103):
         np.savez(root / "train" / f"k{i:03d}.npz", **kernel_arrays(n=2, c=1, seed=i))
-    s = data.load_splits(root, ("train",), toy_data=True, progress=False)["train"]
+    s = data.load_splits(root, ("train",), max_files=100, progress=False)["train"]
     assert len(s) == 100 and s.tile_ids[-1] == "k099"
     assert len(data.load_splits(root, ("train",), progress=False)["train"]) == 103
 

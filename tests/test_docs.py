@@ -32,8 +32,10 @@ from baselines.core.cli import EntryParser
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 MARKER = re.compile(r"<!-- docs-test: (run|parse|run by (tests/\w+\.py)) -->")
-# Commands of other tools a parse block may hold (a download, a Kaggle CLI, a shell).
+# Commands of other tools a parse block may hold (a download, a Kaggle CLI, a shell, a Dask
+# worker).
 EXTERNAL = {"kaggle", "tensorboard", "bash", "pip", "conda", "git", "cd", "curl", "tar", "cp"}
+EXTERNAL |= {"mkdir", "chmod", "dask"}
 CI_COMMAND = "make test"
 
 

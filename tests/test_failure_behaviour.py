@@ -9,6 +9,7 @@ import errno
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import tensorflow as tf
 from conftest import write_random_root
 
 from baselines.core import io_utils
+from baselines.core.args_record import TOY_MAX_FILES
 from baselines.core.errors import PipelineError
 from baselines.core.run_files import model_fingerprint
 from baselines.core.saved_model import save_run
@@ -56,7 +58,7 @@ def train(args: TrainArgs, lines: list[str] | None = None) -> dict:
 
 
 def _largest_train_kernel(root: Path) -> int:
-    files = sorted((root / "train").glob("*.npz"))[: data.TOY_MAX_FILES]
+    files = sorted((root / "train").glob("*.npz"))[:TOY_MAX_FILES]
     return max(np.load(f)["config_feat"].shape[0] for f in files)
 
 
@@ -130,6 +132,39 @@ def test_runs_on_changed_data_never_share_a_model_or_tensorboard_folder(tmp_path
     third = train(args)
     assert third["run_hash"] == second["run_hash"]
     assert len(list(out.glob("model_*"))) == 2
+
+
+def test_layout_runs_on_changed_data_get_their_own_name_too(tmp_path):
+    """The same rule for a layout collection: a layout run of the same flags on other data
+    (one train graph fewer) is named with its data identity; the same data keeps the name."""
+    from baselines.layout import task as layout_task
+    from baselines.layout.layout_args import BUNDLED_TOY_ROOT as LAYOUT_TOY
+    from baselines.layout.layout_args import LayoutTrainArgs
+
+    root = tmp_path / "layout"
+    shutil.copytree(LAYOUT_TOY / "xla" / "default", root / "xla" / "default")
+    out = tmp_path / "out"
+    args = LayoutTrainArgs(
+        search="default",
+        data_root=str(root),
+        out_dir=str(out),
+        epochs=1,
+        configs=4,
+        batch=2,
+        results_csv="None",
+        final_validation=False,
+        model_kwargs_json='{"hidden_dim": 8}',
+    )
+    first = layout_task.train(args, log=lambda _: None)
+    assert first["run_hash"] == args.run_hash() and first["data"]["identity"]
+    assert layout_task.train(args, log=lambda _: None)["run_hash"] == first["run_hash"]
+    sorted((root / "xla" / "default" / "train").glob("*.npz"))[0].unlink()
+    lines: list[str] = []
+    second = layout_task.train(args, log=lines.append)
+    assert second["run_hash"] != first["run_hash"]
+    assert any("named with its data identity" in x for x in lines)
+    assert second["data"]["fingerprints"]["valid"] == first["data"]["fingerprints"]["valid"]
+    assert second["data"]["fingerprints"]["train"] != first["data"]["fingerprints"]["train"]
 
 
 # --- model + run file: one unit -------------------------------------------------------

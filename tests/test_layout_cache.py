@@ -416,7 +416,8 @@ def test_training_and_ranking_with_a_cache_match_without(tmp_path):
     assert cached.returncode == 0, cached.stderr
     model_a, model_b = _saved(plain.stdout, "saved model: "), _saved(cached.stdout, "saved model: ")
     assert model_a.name == model_b.name  # same run hash
-    assert sorted(p.name.split("-")[1] for p in cache.iterdir()) == ["train", "valid"]
+    # Training read train and valid, then ranked test (the results CSV), through the cache.
+    assert sorted(p.name.split("-")[1] for p in cache.iterdir()) == ["test", "train", "valid"]
     run_a = _read_run(_saved(plain.stdout, "saved run file: "))
     run_b = _read_run(_saved(cached.stdout, "saved run file: "))
     assert run_a["val"] == run_b["val"] and run_a["train_curve"] == run_b["train_curve"]

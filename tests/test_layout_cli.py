@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +131,94 @@ def test_each_row_lists_the_config_its_graph_scored_fastest_first(trained, tmp_p
         assert ordered[0] < ordered[-1]  # the model tells configurations apart
 
 
+def newest_per_collection(folder: Path) -> dict[str, Path]:
+    """Upstream's combine rule, written again here: per (source, search), the
+    `results_<ms>_<source>_<search>.csv` of `folder` with the largest `<ms>` stamp."""
+    pattern = re.compile(r"results_(\d+)_(xla|nlp)_(default|random)\.csv")
+    newest: dict[str, tuple[int, Path]] = {}
+    for path in folder.iterdir():
+        match = pattern.fullmatch(path.name)
+        if match:
+            key, stamp = f"{match[2]}:{match[3]}", int(match[1])
+            if key not in newest or stamp > newest[key][0]:
+                newest[key] = (stamp, path)
+    return {key: path for key, (_, path) in newest.items()}
+
+
+def read_rows(path: Path) -> list[list[str]]:
+    with open(path, newline="") as f:
+        return list(csv.reader(f))
+
+
+def test_training_ranks_the_test_split_where_upstreams_combine_finds_it(trained, tmp_path):
+    """As upstream's layout_train.py: after training, every configuration of every test file
+    ranked into <out_dir>/results_<ms>_<source>_<search>.csv (ID,TopConfigs), which the
+    combine rule (newest file per collection) joins with the tile CSV."""
+    from baselines.layout.task import rank_test_split
+
+    out, done = trained
+    (written,) = out.glob("results_*_xla_default.csv")
+    stamp = int(written.name.split("_")[1])
+    assert abs(stamp / 1000 - written.stat().st_mtime) < 3600  # a millisecond timestamp
+    assert f"wrote {written}: " in done.stdout
+    rows = read_rows(written)
+    assert rows[0] == ["ID", "TopConfigs"]
+    test_files = sorted((TOY / "xla" / "default" / "test").glob("*.npz"))
+    assert [r[0] for r in rows[1:]] == [f"layout:xla:default:{p.stem}" for p in test_files]
+    for (_, ranking), path in zip(rows[1:], test_files):
+        configs = np.load(path)["config_runtime"].shape[0]
+        assert sorted(int(i) for i in ranking.split(";")) == list(range(configs)), path.name
+
+    # The combine step: an older file of the same collection and the tile results beside.
+    layout_out, tile_out = tmp_path / "tpugraphs_layout", tmp_path / "tpugraphs_tiles"
+    layout_out.mkdir(), tile_out.mkdir()
+    (layout_out / written.name).write_bytes(written.read_bytes())
+    stale = layout_out / f"results_{stamp - 1}_xla_default.csv"
+    stale.write_text("ID,TopConfigs\nlayout:xla:default:stale,0\n")
+    tile_ids = sorted(p.stem for p in (REPO / "data" / "tile_xla_toy" / "test").glob("*.npz"))
+    (tile_out / f"results_{stamp}.csv").write_text(
+        "ID,TopConfigs\n" + "".join(f"tile:xla:{t},0;1;2;3;4\n" for t in tile_ids)
+    )
+    chosen = newest_per_collection(layout_out)
+    assert chosen == {"xla:default": layout_out / written.name}
+    (tile_csv,) = tile_out.glob("results_*.csv")
+    joined = [row for path in (tile_csv, *chosen.values()) for row in read_rows(path)[1:]]
+    ids = [row_id for row_id, _ in joined]
+    assert len(ids) == len(set(ids)) == len(tile_ids) + len(test_files)
+    assert joined[len(tile_ids) :] == rows[1:]
+
+    # --results_csv names the file; the same ranking (the same saved model); None: no ranking.
+    model_dir, run_path = saved_paths(done.stdout)
+    record = {"data_root": str(TOY), "run_hash": model_dir.name.removeprefix("model_")}
+    args = LayoutTrainArgs(search="default", out_dir=str(out), results_csv=str(tmp_path / "a.csv"))
+    assert rank_test_split(args, record, log=lambda _: None) == tmp_path / "a.csv"
+    assert read_rows(tmp_path / "a.csv") == rows
+    none = dataclasses.replace(args, results_csv="None")
+    assert rank_test_split(none, record, log=lambda _: None) is None
+    assert sorted(out.glob("results_*.csv")) == [written]
+
+
+def test_validate_batches_caps_the_validation_batches_as_upstreams_flag():
+    """Upstream's default, 10; <= 0: all; only the per-epoch validation is capped. Runs saved
+    before the flag keep their hashes (the real validation splits, 7 and 20 graphs, fit in
+    10 batches of 2 or more graphs); --results_csv is not hashed."""
+    from baselines.layout.task import LayoutTask, load_train_graphs, prepared
+
+    base = LayoutTrainArgs()
+    assert (base.validate_batches, base.results_csv) == (10, "")
+    assert base.out_dir == "~/out/tpugraphs_layout"  # upstream's
+    assert LayoutTrainArgs(results_csv="/x.csv").run_hash() == base.run_hash()
+    assert LayoutTrainArgs(validate_batches=3).run_hash() != base.run_hash()
+    args = LayoutTrainArgs(search="default", batch=1, prune_hops=1)
+    loaded = prepared(*load_train_graphs(args, TOY / "xla" / "default", log=lambda _: None))
+    assert len(loaded.valid) == 3
+    for cap, steps in ((2, 2), (1, 1), (10, 3), (0, 3), (-1, 3)):
+        capped = dataclasses.replace(args, validate_batches=cap)
+        train, valid = LayoutTask().batches(capped, loaded, 4, 1)
+        assert valid.steps == steps and len(list(valid.batches(0))) == steps, cap
+        assert train.steps == len(loaded.train)
+
+
 def test_rebuilt_model_scores_like_the_trained_one(trained):
     """Per-graph validation tau of the rebuilt model equals the one the run measured."""
     _, done = trained
@@ -248,6 +337,8 @@ def test_misuse_is_refused_in_one_line(trained):
     assert "did you mean ResModel" in line and "LayoutSAGE" in line
     line = one_line_error(run("layout_train.py", "--epoch=3"))
     assert "did you mean --epochs" in line
+    line = one_line_error(run("layout_train.py", f"--results_csv={layout_model}"))
+    assert line == f"error: --results_csv: {layout_model} is a directory; give a file name"
     line = one_line_error(run("layout_gen_predictions_csv.py", f"--dir={TILE_MODEL}"))
     assert "is a tile model; use tiles_gen_predictions_csv.py" in line
     line = one_line_error(run("tiles_gen_predictions_csv.py", f"--dir={layout_model}"))

@@ -534,7 +534,8 @@ def test_graph_scorer_sizes_chunks_to_the_graph_within_the_slot_budget(
     monkeypatch.setattr(GraphScorer, "_call", spy)
     tf.keras.utils.set_random_seed(5)
     model = cls(8, hidden_dim=8).create_variables()
-    scores = GraphScorer(model, slot_budget=budget).score(graph)
+    # Every node per call: the reach path's chunks (ResModel) are tests/test_layout_reach.py's.
+    scores = GraphScorer(model, slot_budget=budget, reach=False).score(graph)
     assert scores.shape == (WIDE_CONFIGS,) and np.all(np.isfinite(scores))
     held = "node_sizes" if cls is ResModel else "cfg_sizes"
     configs = [b["config_codes"].shape[1] for b in assembled]
@@ -611,7 +612,7 @@ def test_graph_part_is_computed_once_per_graph_and_chunks_score_as_one_forward(
     bound = 2e-5 * float(np.max(np.abs(reference)))
     assert np.ptp(reference) > 50 * bound
 
-    scorer = GraphScorer(model, slot_budget=budget)
+    scorer = GraphScorer(model, slot_budget=budget, reach=False)  # the reach path: no graph part
     graph_parts, scored = [], []
     real_part, real_call = scorer._graph_part, GraphScorer._call
     scorer._graph_part = lambda tensors: graph_parts.append(1) or real_part(tensors)

@@ -29,6 +29,8 @@ def test_baseline_recipe_is_upstreams_defaults_on_whole_graphs():
         model="ResModel", epochs=50, early_stop=25, configs=16, batch=8, lr=1e-3,
         clip_norm=1e-2, keep_nodes=5000, losses="ListMLELoss:1", max_configs=None,
     )  # fmt: skip
+    # Passes of one graph: the same update as the batch of 8 (tests/test_gradient_passes.py).
+    assert args.micro_batch == 1
     for key, value in upstream.items():
         assert getattr(args, key) == value, key
     assert args.prune_hops is None and args.drop_duplicates is False

@@ -44,7 +44,8 @@ def test_seeds_of_the_baseline_recipe_with_overrides(tmp_path):
     # configs/layout/baseline.flags written out: upstream's defaults, whole graphs, duplicates.
     recipe = dict(model="ResModel", early_stop=25, configs=16, batch=8, lr=1e-3, clip_norm=1e-2)
     recipe |= dict(keep_nodes=5000, losses="ListMLELoss:1", prune_hops=None)
-    recipe |= dict(drop_duplicates=False, epochs=2, source="nlp", out_dir=str(tmp_path))
+    recipe |= dict(drop_duplicates=False, micro_batch=1)
+    recipe |= dict(epochs=2, source="nlp", out_dir=str(tmp_path))
     assert todo.runs == [LayoutTrainArgs(**recipe, seed=s) for s in range(3)]
     assert todo.out_dir == tmp_path and todo.repeats == 0 and todo.beam_args == []
 

@@ -15,7 +15,7 @@ from baselines.layout.layout_args import LayoutTrainArgs
 from baselines.layout.metrics import kendall_tau
 from baselines.layout.run_data import read_layout_run, restore_layout_model
 from baselines.layout.scoring import evaluate_graphs
-from baselines.layout.task import LayoutTask
+from baselines.layout.task import LayoutTask, train
 
 TOY = Path(__file__).resolve().parents[1] / "data" / "layout_toy" / "xla" / "default"
 # The recipe the toy checks use: upstream's configs 16 and batch 8 graphs would be
@@ -112,3 +112,24 @@ def test_epochs_are_timed_and_the_final_validation_can_be_left_out(toy, tmp_path
         assert len(timings[part]) == 3 and min(timings[part]) > 0, (part, timings)
     epochs_s = sum(map(sum, (timings[p] for p in ("epoch_train_s", "epoch_val_s"))))
     assert epochs_s <= timings["train_s"]
+
+
+def test_final_validation_false_leaves_it_out_under_the_same_run_hash(tmp_path):
+    """layout_train.py --final_validation=False (what the job passes): no "val" in the record,
+    and the run keeps the hash it has with the final validation."""
+    flags = dict(
+        RECIPE,
+        data_root=str(TOY.parents[1]),
+        source="xla",
+        search="default",
+        epochs=1,
+        configs=8,
+        batch=2,
+        results_csv="None",
+        out_dir=str(tmp_path),
+        max_files=3,
+    )
+    args = LayoutTrainArgs(final_validation=False, **flags)
+    record = train(args, log=lambda _: None)
+    assert "val" not in record and "val_eval_s" not in record["timings"]
+    assert record["run_hash"] == LayoutTrainArgs(**flags).run_hash()

@@ -250,7 +250,7 @@ def test_feature_stats_travel_with_the_model(trained):
     train = data.load_split(BUNDLED_TOY_ROOT / "train", progress=False)
     refit = FeatureStats.fit_split(train)
     np.testing.assert_allclose(stats.node_mean, refit.node_mean, rtol=1e-6)
-    assert record["args"]["toy_data"] is True
+    assert record["args"]["max_files"] == 100  # --toy_data=True, recorded in the new spelling
 
 
 @pytest.mark.slow

@@ -114,9 +114,7 @@ def run_layout_script(monkeypatch, tmp_path, graphs, members, *flags) -> dict[st
         for i in range(len(members))
     ]
     monkeypatch.setattr(run_data, "read_layout_models", lambda text, flag: models)
-    monkeypatch.setattr(
-        scoring, "score_runs", lambda models, folder, log=None, cache_dir=None: (graphs, members)
-    )
+    monkeypatch.setattr(scoring, "score_runs", lambda *args, **kwargs: (graphs, members))
     output = tmp_path / "rows.csv"
     dirs = ",".join(str(d) for d, _ in models)
     argv = ["layout_gen_predictions_csv.py", f"--dir={dirs}", f"--data_root={tmp_path}"]

@@ -37,7 +37,7 @@ def test_flagfile_lines_expand_in_place_and_later_flags_win(tmp_path):
         "--lr=0.1",
     ]
     args = tiles_train.parse_args(argv)
-    assert (args.model, args.epochs, args.lr, args.toy_data) == ("MLP", 7, 0.1, True)
+    assert (args.model, args.epochs, args.lr, args.max_files) == ("MLP", 7, 0.1, 100)
     # A flag before the flagfile is overridden by it; after it, it overrides.
     assert tiles_train.parse_args(["--flagfile", str(recipe), "--epochs=3"]).epochs == 3
 

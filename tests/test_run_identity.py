@@ -71,10 +71,12 @@ def test_the_same_flags_keep_their_name():
 
 
 def test_a_flag_added_later_is_hashed_only_when_set():
-    """Runs saved before --average_from keep their names: unset, it is not hashed."""
+    """Runs saved before --average_from keep their names: unset, it is not hashed (and
+    --max_files unset is hashed as the flag it replaced, --toy_data=False)."""
     args = TrainArgs(model="MLP", seed=1)
     fields = args.to_dict()
-    del fields["average_from"]
+    del fields["average_from"], fields["max_files"]
+    fields["toy_data"] = False
     before = hashlib.md5(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     assert args.run_hash() == before
     assert TrainArgs(model="MLP", seed=1, average_from="4").average_from == 4

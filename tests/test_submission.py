@@ -6,9 +6,11 @@ import csv
 import os
 import pathlib
 import random
+import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -637,3 +639,35 @@ def test_every_hint_of_a_refusal_works_when_followed(small_case, tmp_path: pathl
     assert [r[0] for r in read_csv(work / "with_sample.csv")[1:]] == [
         r[0] for r in read_csv(kept)[1:]
     ]
+
+
+def test_a_layout_only_set_gives_layout_ids_only(tmp_path: pathlib.Path):
+    """No tile test folder but a layout root: the layout IDs alone; neither folder: refused."""
+    data_root = make_data_tree(tmp_path)
+    layout = data_root.parents[1] / "layout"
+    rows = submission.sample_ids_from_test_dirs(tmp_path / "no_tile", layout)
+    stems = sorted(p.stem for p in layout.glob("*/*/test/*.npz"))
+    assert sorted(row_id.rsplit(":", 1)[1] for row_id, _ in rows) == stems
+    assert all(row_id.startswith("layout:") for row_id, _ in rows)
+    with pytest.raises(PipelineError, match="not found"):
+        submission.sample_ids_from_test_dirs(tmp_path / "no_tile", tmp_path / "no_layout")
+
+
+def test_collections_restricts_the_join_to_the_named_collections(tmp_path: pathlib.Path):
+    """A layout-only set without tile data, one collection ranked: with --collections that
+    collection's rows alone, no dummy row; an unknown name is refused in one line."""
+    data_root = make_data_tree(tmp_path)
+    layout = data_root.parents[1] / "layout"
+    shutil.rmtree(data_root)
+    ranked = tmp_path / "xla_default.csv"
+    np.savez(layout / "xla" / "default" / "test" / "x1.npz", config_runtime=np.ones(3))
+    ranked.write_text("ID,TopConfigs\nlayout:xla:default:x1,2;0;1\n")
+    out = tmp_path / "out.csv"
+    common = [f"--inputcsv={ranked}", f"--data_root={data_root}", f"--layout_root={layout}"]
+    common += ["--allow_missing", "--no_dummy_rows", f"--output={out}"]
+    proc = run_script(tmp_path, *common, "--collections=layout:xla:default")
+    assert proc.returncode == 0, proc.stderr
+    assert read_csv(out) == [["ID", "TopConfigs"], ["layout:xla:default:x1", "2;0;1"]]
+    out.unlink()
+    assert_refused(run_script(tmp_path, *common), out, "no input provides")
+    assert_refused(run_script(tmp_path, *common, "--collections=layout:xla"), out, "unknown")

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from baselines.core.errors import PipelineError
+from baselines.core.run_json import read_gzip_json
 from baselines.jobs import submission_job as job_lib
-from baselines.jobs.submission_pipeline import local_workers, training_lanes
+from baselines.jobs.submission_pipeline import local_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,27 +73,6 @@ def test_local_workers_are_bounded_by_cores_memory_and_trainings():
     assert local_workers(15, cores=8, mem_gb=4.0) == 1
 
 
-def test_trainings_are_dealt_into_lanes_longest_first():
-    one = {"tile": "recommended", "layout": "recommended"}
-    job = job_lib.plan_job("", "out", toy=True, seeds=1, candidates=one)
-    names = [c.name for c, _, _ in job.runs()]
-    assert names == list(job_lib.COLLECTIONS)
-    # Weights 5 (tile), 1, 1 (xla), 3, 3 (nlp), dealt longest first into the lighter lane:
-    # tile -> 0 (5 | 0), nlp:default -> 1 (5 | 3), nlp:random -> 1 (5 | 6),
-    # xla:default -> 0 (6 | 6), xla:random -> 0 on the tie (7 | 6).
-    assert training_lanes(job.runs(), 2) == [0, 0, 0, 1, 1]
-    assert training_lanes(job.runs(), 1) == [0] * 5
-    assert sorted(training_lanes(job.runs(), 5)) == [0, 1, 2, 3, 4]
-    # Three seeds: tile 15, nlp 18, xla 6 over 2 lanes -> 20 and 19, never one lane's 39.
-    runs = job_lib.plan_job("", "out", toy=True, seeds=3, candidates=one).runs()
-    lanes = training_lanes(runs, 2)
-    weight = {"tile:xla": 5, "layout:xla:default": 1, "layout:xla:random": 1}
-    loads = [0, 0]
-    for (c, _, _), lane in zip(runs, lanes):
-        loads[lane] += weight.get(c.name, 3)
-    assert sorted(loads) == [19, 20]
-
-
 def test_a_step_record_holds_only_for_its_inputs_and_existing_outputs(tmp_path):
     output = tmp_path / "out.csv"
     output.write_text("x")
@@ -113,6 +93,11 @@ def test_a_failed_child_is_one_line_with_its_last_output_and_log(tmp_path):
     )
     cost = job_lib.run_child(["-c", "x = bytearray(200 * 2**20)"], tmp_path / "ok.log")
     assert cost["peak_rss_mb"] >= 200 and cost["wall_s"] > 0
+    # A child that sleeps 1 s uses its wall but no CPU; one that spins 1 s uses both.
+    idle = job_lib.run_child(["-c", "import time; time.sleep(1)"], tmp_path / "idle.log")
+    busy = ["-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 1: pass"]
+    spun = job_lib.run_child(busy, tmp_path / "busy.log")
+    assert idle["wall_s"] >= 1 and idle["cpu_s"] < 0.9 < 1 <= spun["cpu_s"]
 
 
 # ---------------------------------------------------------------------------
@@ -204,6 +189,9 @@ def test_the_toy_job_end_to_end_then_rerun_then_resumed(tmp_path):
     # The tile training ranks the test split at its end, so tile:xla's three splits are cached.
     cached = sorted(p.name.split("-")[0] for p in (out / "cache" / "tile").iterdir())
     assert cached == ["test", "train", "valid"]
+    # The ranking step scores every validation configuration, so no layout training does too.
+    layout_runs = sorted(out.glob("layout_*/run_*.jsonz"))
+    assert len(layout_runs) == 4 * 2 and all("val" not in read_gzip_json(p) for p in layout_runs)
 
     before = _files(out)
     stdout, seconds = _job(out)
@@ -437,7 +425,7 @@ def test_each_report_row_shows_its_own_steps_time_and_memory(stub_job):
     rows = {}
     for line in table.splitlines():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 4 and cells[1].isdigit():
+        if len(cells) == 5 and cells[1].isdigit():
             rows[cells[0]] = (int(cells[1]), int(cells[2]))
     expected = {
         step: (round(cost["wall_s"]), round(cost["peak_rss_mb"]))
@@ -592,3 +580,111 @@ def test_the_toy_job_runs_on_a_local_dask_cluster_of_two_workers(tmp_path, monke
         ranking = [int(i) for i in rows[f"tile:xla:{path.stem}"].split(";")]
         assert len(ranking) == len(set(ranking)) == min(5, configs)
         assert all(0 <= i < configs for i in ranking)
+
+
+# ---------------------------------------------------------------------------
+# The board: a collection ranked as soon as its own trainings end, and freed cores.
+
+
+def test_a_training_starting_after_a_lane_ended_gets_its_cores(tmp_path):
+    from baselines.jobs.board import Board
+
+    board = Board(tmp_path, "run1", lanes=3, cores=6)
+    assert board.threads() == 2  # 6 cores over 3 working lanes
+    board.lane_ended(0)
+    assert board.threads() == 3
+    board.lane_ended(2)
+    assert board.threads() == 6
+    assert Board(tmp_path, "run1", lanes=3, cores=None).threads() is None  # the runner's call
+
+
+def test_a_ranking_is_claimed_once_per_run(tmp_path):
+    from baselines.jobs.board import Board
+
+    first, second = Board(tmp_path, "run1", 2, 2), Board(tmp_path, "run1", 2, 2)
+    assert first.claim("tile_xla") and not second.claim("tile_xla")
+    assert second.claim("layout_xla_default")
+    assert Board(tmp_path, "run2", 2, 2).claim("tile_xla")  # a later run claims afresh
+
+
+def test_trainings_are_taken_longest_first():
+    """Weights 5 (tile), 3 (nlp), 1 (xla): the job's order is tile, xla, xla, nlp, nlp; the
+    lanes take tile's, then nlp's, then xla's, each collection's seeds in order."""
+    from baselines.jobs.submission_pipeline import training_order
+
+    one = {"tile": "recommended", "layout": "recommended"}
+    job = job_lib.plan_job("", "out", toy=True, seeds=2, candidates=one)
+    assert [c.name for c, _, _ in job.runs()][::2] == list(job_lib.COLLECTIONS)
+    order = [(name, seed) for _, _, name, _, seed in training_order(job)]
+    names = ["tile:xla", "layout:nlp:default", "layout:nlp:random"]
+    names += ["layout:xla:default", "layout:xla:random"]
+    assert order == [(n, s) for n in names for s in (0, 1)]
+
+
+def test_a_lane_that_is_free_takes_the_next_training_no_lane_has_taken(stub_job, monkeypatch):
+    """Two lanes walk the same list (tile's 2 seeds, then layout's 2): while lane 0 is held
+    in its first training, lane 1 takes all three others and ranks layout; lane 0 then
+    ranks tile. Each training runs once. (Trainings dealt to lanes in advance would leave
+    lane 1 waiting with a fixed share, and lane 0 would never be released.)"""
+    import threading
+
+    from baselines.jobs.board import Board
+    from baselines.jobs.submission_pipeline import run_lane, training_order
+
+    job, stub = stub_job
+    held, lanes_of = threading.Event(), {}
+    record = stub.__call__
+
+    def child(cmd, log_path, threads=None):
+        name = threading.current_thread().name
+        if "_train.py" in cmd[0]:
+            lanes_of.setdefault(name, []).append(log_path.parents[2].name + log_path.parent.name)
+            if name == "lane0":
+                assert held.wait(60), "lane 1 did not take the other trainings"
+        return record(cmd, log_path, threads)
+
+    monkeypatch.setattr(job_lib, "run_child", child)
+    keyed = training_order(job)
+    ranked: dict[str, list[str]] = {}
+
+    def lane(number: int, board: Board) -> None:
+        rankings = run_lane(job, board, number, keyed, lambda _: None)
+        ranked[f"lane{number}"] = [r["collection"] for r in rankings]
+
+    first = threading.Thread(target=lane, args=(0, Board(job.out, "run", 2, 2)), name="lane0")
+    first.start()
+    while not lanes_of.get("lane0"):
+        time.sleep(0.01)
+    second = threading.Thread(target=lane, args=(1, Board(job.out, "run", 2, 2)), name="lane1")
+    second.start()
+    second.join(60)
+    held.set()
+    first.join(60)
+    assert lanes_of == {
+        "lane0": ["tile_xlaseed_0"],
+        "lane1": ["tile_xlaseed_1", "layout_xla_defaultseed_0", "layout_xla_defaultseed_1"],
+    }
+    assert ranked == {"lane0": ["tile:xla"], "lane1": ["layout:xla:default"]}
+
+
+def test_a_collection_is_ranked_as_soon_as_its_own_trainings_end(stub_job):
+    """One lane, two collections: tile:xla's evaluation and ranking come before
+    layout:xla:default's first training, not after every training (a barrier)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from baselines.jobs.beam import make_pipeline
+    from baselines.jobs.board import Board
+    from baselines.jobs.submission_pipeline import build_pipeline
+
+    job, stub = stub_job
+    options = PipelineOptions(["--direct_running_mode=in_memory", "--direct_num_workers=1"])
+    pipeline = make_pipeline(options, "DirectRunner")
+    build_pipeline(pipeline, job, Board(job.out, "run", 1, 2), lanes=1)
+    pipeline.run().wait_until_finish()
+    tile = [f"train tile:xla recommended seed {s}" for s in (0, 1)]
+    layout = [f"train layout:xla:default recommended seed {s}" for s in (0, 1)]
+    assert stub.calls == [
+        *tile, "evaluate tile:xla (valid)", "rank tile:xla (test)",
+        *layout, "evaluate layout:xla:default (valid)", "rank layout:xla:default (test)",
+        "join",
+    ]  # fmt: skip

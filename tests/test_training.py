@@ -52,9 +52,9 @@ def test_every_spec_flag_exists_with_its_default():
         assert defaults[flag] == value, flag
     assert {"results_csv", "run_id", "seed"} <= set(defaults)
     parsed = tiles_train.parse_args(["--model=MLP", "--toy_data=True", "--configs", "4"])
-    assert parsed.model == "MLP" and parsed.toy_data is True and parsed.configs == 4
-    assert tiles_train.parse_args(["--toy_data"]).toy_data is True
-    assert tiles_train.parse_args(["--toy_data=false"]).toy_data is False
+    assert parsed.model == "MLP" and parsed.max_files == 100 and parsed.configs == 4
+    assert tiles_train.parse_args(["--toy_data"]).max_files == 100
+    assert tiles_train.parse_args(["--toy_data=false"]).max_files is None
 
 
 def test_run_hash_is_deterministic_and_covers_every_arg():

@@ -4,39 +4,49 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
 from typing import Any, ClassVar
 
+from baselines.core.data_roots import DataPlace
 from baselines.core.errors import PipelineError
+from baselines.core.loss_spec import parse_losses
 
-# --toy_data (upstream's tile flag, taken by both collections' training scripts):
-# the first this many files of each split, in file-name order.
+# Upstream's --toy_data=True: the first this many files of each split, in file-name order.
 TOY_MAX_FILES = 100
+TOY_DATA_NOTE = (
+    f"--toy_data=True: the first {TOY_MAX_FILES} files of each split (--max_files="
+    f"{TOY_MAX_FILES}); the bundled toy set stands in only where the default --data_root holds "
+    "nothing (--bundled_toy=True asks for it)"
+)
 
 
 class ArgsRecord:
-    """Flag names, dict round trip, unknown-key tolerance and the run hash of a frozen
-    args dataclass."""
+    """Flag names, dict round trip and the run hash of a frozen args dataclass."""
 
     # Fields left out of the run hash (they say where things go, not what is trained).
     NOT_HASHED: ClassVar[frozenset[str]] = frozenset()
-    # Fields a collection gained after its runs were saved: hashed only when they differ
-    # from their default, so that a run without them keeps the name it had before.
+    # Fields hashed only when they differ from their default (added after runs were saved).
     ADDED_LATER: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def hash_view(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Field values under the names runs have always hashed them by (a subclass maps a
+        renamed flag back to the one it replaced)."""
+        return dict(values)
 
     def run_hash(self) -> str:
         """md5 of the sorted JSON of the hashed fields: the `<hash>` of the run's files."""
-        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        defaults = self.hash_view({f.name: f.default for f in dataclasses.fields(self)})
         hashed = {
             k: v
-            for k, v in self.to_dict().items()
-            if k not in self.NOT_HASHED and not (k in self.ADDED_LATER and v == defaults[k])
+            for k, v in self.hash_view(self.to_dict()).items()
+            if k not in self.NOT_HASHED and not (k in self.ADDED_LATER and v == defaults.get(k))
         }
         return hashlib.md5(json.dumps(hashed, sort_keys=True).encode()).hexdigest()
 
     def parse_optional_ints(self, *names: str) -> None:
-        """Sets each named field from its flag text: None ("" or "none") or an integer;
-        anything else is refused in one line naming the flag."""
+        """Sets each named field from its flag text: None ("" or "none") or an integer."""
         for name in names:
             value = getattr(self, name)
             if not isinstance(value, str):
@@ -50,9 +60,16 @@ class ArgsRecord:
             object.__setattr__(self, name, parsed)
 
     @classmethod
+    def flag_fields(cls) -> list[dataclasses.Field]:
+        """One command-line flag per field, named like it, then the init-only fields
+        (`dataclasses.InitVar`): flags that set other fields and are never stored."""
+        stored = [f.name for f in dataclasses.fields(cls)]
+        init_only = [n for n in inspect.signature(cls).parameters if n not in stored]
+        return [*dataclasses.fields(cls), *(cls.__dataclass_fields__[n] for n in init_only)]
+
+    @classmethod
     def flag_names(cls) -> frozenset[str]:
-        """One command-line flag per field, named like it."""
-        return frozenset(f.name for f in dataclasses.fields(cls))
+        return frozenset(f.name for f in cls.flag_fields())
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -83,15 +100,23 @@ def flag(default: Any, help: str) -> Any:
     return dataclasses.field(default=default, metadata={"help": help})
 
 
+def old_spelling_notes(flags: dict[str, Any]) -> list[str]:
+    """One line per old spelling among a script's parsed `flags`: what it does in the new ones."""
+    return [TOY_DATA_NOTE] if flags.get("toy_data") else []
+
+
+def flag_type(field: dataclasses.Field) -> str:
+    """A flag field's type as written, e.g. "int | None" (an init-only field's inner type)."""
+    return str(field.type).removeprefix("dataclasses.InitVar[").removesuffix("]")
+
+
 OPTIMIZERS = ("adam", "adamw")
 LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainingArgs(ArgsRecord):
-    """The flags every collection's training takes, with one meaning: the optimizer, its
-    schedule, how often validation runs and the weight average. A collection's args
-    subclass this and add (or give other defaults to) the rest."""
+    """The flags every collection's training takes (optimizer, schedule, validation, averaging)."""
 
     lr: float = flag(1e-3, "learning rate (peak rate with --lr_schedule=cosine)")
     optimizer: str = flag("adam", "adam or adamw (decoupled weight decay)")
@@ -113,6 +138,48 @@ class TrainingArgs(ArgsRecord):
         "end on the mean of the weights after this epoch (counted from 1) and every later "
         "one, instead of the best epoch's (None = the best epoch's)",
     )
+
+    # Init-only (`dataclasses.InitVar`): each sets stored fields, so that a run is recorded
+    # and hashed the same however it was asked for. On a record they read False.
+    toy_data: dataclasses.InitVar[bool] = flag(
+        False, f"old spelling of --max_files={TOY_MAX_FILES} (upstream's tile flag)"
+    )
+    bundled_toy: dataclasses.InitVar[bool] = flag(
+        False, "the bundled synthetic toy set in data/ instead of --data_root"
+    )
+
+    def __post_init__(self, toy_data: bool, bundled_toy: bool) -> None:
+        """`--max_files` as an integer; `--toy_data` and `--bundled_toy` applied, or refused
+        in one line when another flag says otherwise."""
+        self.parse_optional_ints("max_files")
+        if toy_data:
+            if self.max_files not in (None, TOY_MAX_FILES):
+                raise PipelineError(
+                    f"--toy_data=True means --max_files={TOY_MAX_FILES}, not "
+                    f"--max_files={self.max_files}; give one of the two"
+                )
+            object.__setattr__(self, "max_files", TOY_MAX_FILES)
+        if bundled_toy:
+            place: DataPlace = self.PLACE  # the collection's (a subclass sets it)
+            if self.data_root == place.default:
+                object.__setattr__(self, "data_root", place.toy_text)
+            elif not place.is_toy(place.expand(self.data_root)):
+                raise PipelineError(
+                    f"--bundled_toy=True reads {place.toy}, not --data_root={self.data_root}; "
+                    "give one of the two"
+                )
+
+    @classmethod
+    def hash_view(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """`max_files` hashed as the flag it replaced, upstream's `toy_data` (None as False,
+        100 as True), so that runs saved before keep their names; any other count is hashed
+        as itself beside it."""
+        view = dict(values)
+        max_files = view.pop("max_files")
+        view["toy_data"] = max_files == TOY_MAX_FILES
+        if max_files not in (None, TOY_MAX_FILES):
+            view["max_files"] = max_files
+        return view
 
     def validation_epochs(self, epochs: int | None = None) -> list[int]:
         """1-based epochs after which validation runs: every `eval_every`-th and the last."""
@@ -138,10 +205,7 @@ class TrainingArgs(ArgsRecord):
 
 
 def check_training_flags(args: Any) -> None:
-    """The checks every collection's training flags share, one line per problem; `configs`
-    must be at least 2 (one per graph has no pair to order: constant loss, OPA 0)."""
-    from baselines.core.loss_spec import parse_losses
-
+    """The checks every collection's training flags share, one line per problem."""
     parse_losses(args.losses)
     args.model_kwargs()
     for name in ("epochs", "early_stop", "batch"):
@@ -152,19 +216,19 @@ def check_training_flags(args: Any) -> None:
             f"--configs: {args.configs} gives no ranking signal (configurations are ranked "
             "against each other within a graph); use at least 2"
         )
+    if args.max_files is not None and args.max_files < 1:
+        raise PipelineError(
+            f"--max_files: must be at least 1 (or None = every file), got {args.max_files}"
+        )
     if not args.lr > 0 or not args.clip_norm > 0:
         raise PipelineError(
             f"--lr and --clip_norm must be positive, got {args.lr} and {args.clip_norm}"
         )
-    check_average_from(args.average_from, args.epochs)
+    if args.average_from is not None and not 1 <= args.average_from <= args.epochs:
+        raise PipelineError(
+            f"--average_from: must be an epoch from 1 to --epochs ({args.epochs}), "
+            f"got {args.average_from}"
+        )
     problem = args.optimizer_and_schedule_problem()
     if problem:
         raise PipelineError(problem)
-
-
-def check_average_from(average_from: int | None, epochs: int) -> None:
-    """`--average_from` is unset or an epoch from 1 to `--epochs`; else one line."""
-    if average_from is not None and not 1 <= average_from <= epochs:
-        raise PipelineError(
-            f"--average_from: must be an epoch from 1 to --epochs ({epochs}), got {average_from}"
-        )

@@ -1,5 +1,4 @@
-"""Content-keyed, verified cache folders of .npy arrays (and `meta.json`: each array's shape,
-dtype and BLAKE2b), published atomically and memory-mapped: the tile and layout caches."""
+"""Verified, content-keyed cache folders of memory-mapped .npy arrays (tile and layout caches)."""
 
 from __future__ import annotations
 
@@ -21,15 +20,12 @@ import numpy as np
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_write_text, publish_once, temp_prefix
 
-# Says every array matched its checksum, keyed by each file's inode, size, mtime and
-# ctime (any write changes the ctime, which no call sets back): a warm load skips hashing.
+# Says every array matched its checksum, keyed by each file's inode, size, mtime and ctime.
 VERIFIED_STAMP = "verified.json"
-# Files younger than this are verified but not stamped: with coarse timestamps a
-# later write in the same tick could keep the stamped ctime.
+# Files younger than this are verified but not stamped (coarse timestamps).
 STAMP_SETTLE_S = 2.0
 
-# An npz's last bytes hold the zip directory (every member's CRC-32): hashing them
-# catches a changed array of unchanged size and mtime without reading every byte.
+# An npz's last bytes hold the zip directory (every member's CRC-32), hashed into the key.
 FINGERPRINT_TAIL_BYTES = 4096
 
 # Bytes reserved for a chunked array's .npy header (written last), 64-byte aligned.
@@ -39,21 +35,16 @@ _CHUNKED_HEADER_BYTES = 128
 DIGEST_BLOCK_BYTES = 1 << 24
 
 
-def _file_tail(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - FINGERPRINT_TAIL_BYTES))
-        return f.read()
-
-
 def files_fingerprint(files: Sequence[Path], salt: str) -> str:
-    """24 hex digits hashing every file's path, size, mtime and zip directory (any change, a new
-    key) and `salt` (the cache format, so a new format never reuses a folder)."""
+    """24 hex digits hashing every file's path, size, mtime and zip directory, and `salt`."""
     h = hashlib.sha256(salt.encode())
     for f in files:
         st = f.stat()
         h.update(f"{f.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-        h.update(hashlib.sha256(_file_tail(f)).digest())
+        with open(f, "rb") as stream:
+            stream.seek(0, os.SEEK_END)
+            stream.seek(max(0, stream.tell() - FINGERPRINT_TAIL_BYTES))
+            h.update(hashlib.sha256(stream.read()).digest())
     return h.hexdigest()[:24]
 
 
@@ -68,8 +59,7 @@ def _mapping_under(array: np.ndarray) -> mmap.mmap | None:
 
 
 def release_mapped_pages(view: np.ndarray) -> None:
-    """Drops this process's resident pages under `view`, a C-contiguous slice of a memory map
-    (a read map keeps them in the RSS; they stay in the page cache). Other arrays: no-op."""
+    """Drops this process's resident pages under `view`, a C-contiguous slice of a memory map."""
     mapping = _mapping_under(view)
     if mapping is None or view.nbytes == 0 or not view.flags.c_contiguous:
         return
@@ -85,8 +75,7 @@ def release_mapped_pages(view: np.ndarray) -> None:
 
 
 def array_digest(array: np.ndarray) -> str:
-    """BLAKE2b of an array's bytes in C order, 32 hex digits; a memory map is hashed
-    `DIGEST_BLOCK_BYTES` at a time, each block's pages released after it."""
+    """BLAKE2b of an array's bytes in C order, 32 hex digits; a memory map block by block."""
     if _mapping_under(array) is None or not array.flags.c_contiguous:
         return hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).hexdigest()
     flat = array.reshape(-1)  # a view: still over the memory map
@@ -111,25 +100,20 @@ def discard_directory(path: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _array_record(value: np.ndarray, digest: str) -> dict[str, Any]:
-    return {"shape": list(value.shape), "dtype": value.dtype.str, "blake2b": digest}
+def _array_record(shape: tuple[int, ...], dtype: np.dtype, digest: str) -> dict[str, Any]:
+    return {"shape": list(shape), "dtype": dtype.str, "blake2b": digest}
 
 
 def save_array_folder(
-    path: Path,
-    arrays: Mapping[str, np.ndarray],
-    *,
-    name: str,
-    version: int,
+    path: Path, arrays: Mapping[str, np.ndarray], *, name: str, version: int
 ) -> None:
-    """Writes arrays as .npy files and meta.json, atomically (first writer wins); a damaged
-    folder at `path` is the caller's to discard first (`discard_directory`)."""
+    """Writes arrays as .npy files and meta.json, atomically (first writer wins)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     records = {}
     with publish_once(path) as tmp:
         for field, value in arrays.items():
             np.save(tmp / f"{field}.npy", value, allow_pickle=False)
-            records[field] = _array_record(value, array_digest(value))
+            records[field] = _array_record(value.shape, value.dtype, array_digest(value))
         meta = {"name": name, "format": version, "arrays": records}
         (tmp / "meta.json").write_text(json.dumps(meta))
 
@@ -159,8 +143,7 @@ class _ChunkedArray:
 
 
 class ArrayFolderWriter:
-    """Appends chunks of rows to the arrays of a folder being written (`write_array_folder`),
-    each declared with its row shape and dtype (None: the first chunk's); memory is one chunk."""
+    """Appends chunks of rows to the arrays of a folder being written (`write_array_folder`)."""
 
     def __init__(
         self, folder: Path, layout: Mapping[str, tuple[tuple[int, ...], str | None]]
@@ -203,11 +186,7 @@ class ArrayFolderWriter:
             target.file.seek(0)
             target.file.write(_npy_header(shape, dtype))
             target.file.close()
-            records[field] = {
-                "shape": list(shape),
-                "dtype": dtype.str,
-                "blake2b": target.hasher.hexdigest(),
-            }
+            records[field] = _array_record(shape, dtype, target.hasher.hexdigest())
         meta = {"name": name, "format": version, "arrays": records}
         (self.folder / "meta.json").write_text(json.dumps(meta))
 
@@ -218,14 +197,9 @@ class ArrayFolderWriter:
 
 @contextlib.contextmanager
 def write_array_folder(
-    path: Path,
-    layout: Mapping[str, tuple[tuple[int, ...], str | None]],
-    *,
-    name: str,
-    version: int,
+    path: Path, layout: Mapping[str, tuple[tuple[int, ...], str | None]], *, name: str, version: int
 ) -> Iterator[ArrayFolderWriter]:
-    """A writer of a cache folder in chunks (`layout`: each array's row shape and dtype),
-    published when the block ends, first writer winning; nothing is left if it raises."""
+    """A writer of a cache folder in chunks (`layout`: row shapes, dtypes), published at the end."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with publish_once(path) as tmp:
         writer = ArrayFolderWriter(tmp, layout)
@@ -264,7 +238,6 @@ def _write_stamp(path: Path, fields: Sequence[str]) -> None:
 
 
 def _meta_problem(arrays: dict[str, np.ndarray], meta: dict, fields: Sequence[str]) -> str | None:
-    """Which array's shape or dtype differs from what meta.json records, or None."""
     for field in fields:
         recorded = meta["arrays"].get(field)
         value = arrays[field]
@@ -294,10 +267,7 @@ def check_array_folder(
     structure_problem: Callable[[dict[str, np.ndarray]], str | None] | None = None,
     verify: bool = True,
 ) -> tuple[CachedArrays | None, str | None]:
-    """A cache folder's arrays and None, or None and what is wrong (None, None: absent); never
-    raises on damage. Checks meta.json, each header against its file size and meta.json,
-    `structure_problem(arrays)`, and with `verify` the checksums, unless a `VERIFIED_STAMP`
-    shows no file changed since (a verification stamps files `STAMP_SETTLE_S` old)."""
+    """A cache folder's arrays and None, or None and what is wrong (None, None: absent)."""
     if not path.exists():
         return None, None
     try:

@@ -9,8 +9,7 @@ import tqdm
 
 
 class StepProgress(tf.keras.callbacks.Callback):
-    """A tqdm bar of training steps per epoch, with the epoch's loss and OPA at its end; it
-    advances by the steps run (with several steps per call Keras reports only the last)."""
+    """A tqdm bar of training steps per epoch, with the epoch's loss and OPA at its end."""
 
     def __init__(self, desc: str):
         super().__init__()
@@ -19,7 +18,6 @@ class StepProgress(tf.keras.callbacks.Callback):
         self._done = 0
 
     def on_epoch_begin(self, epoch: int, logs=None) -> None:
-
         self._close()
         total = self.params.get("steps") if self.params else None
         self._bar = tqdm.tqdm(total=total, desc=f"{self.desc} epoch {epoch + 1}", unit="step")
@@ -46,9 +44,7 @@ class StepProgress(tf.keras.callbacks.Callback):
 
 
 class EpochTimer(tf.keras.callbacks.Callback):
-    """Wall seconds of each epoch's training steps (the first with tracing), validation (0.0
-    without) and the callbacks after: `callbacks_s[i]` runs from epoch i's end to the next
-    start (listed first, it counts the other callbacks' end-of-epoch work)."""
+    """Wall seconds per epoch of training steps, validation (0.0 without) and callbacks after."""
 
     def __init__(self):
         super().__init__()
@@ -95,8 +91,7 @@ class EpochTimer(tf.keras.callbacks.Callback):
 
 
 class LearningRateLogger(tf.keras.callbacks.Callback):
-    """Adds the learning rate to the epoch's logs (`learning_rate`); Keras' TensorBoard
-    callback, listed after it, otherwise logs it only for a schedule."""
+    """Adds the learning rate to the epoch's logs (`learning_rate`), for TensorBoard."""
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
         if logs is None:

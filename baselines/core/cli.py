@@ -1,15 +1,18 @@
-"""Argument parsers of the entry scripts: no flag abbreviations (as absl), defaults in --help,
-one-line errors. TensorFlow-free."""
+"""Argument parsers of the entry scripts: no abbreviations, defaults in --help, one-line errors."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import difflib
+import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from baselines.core.args_record import flag_type, old_spelling_notes
+from baselines.core.distribution import add_strategy_flag
 from baselines.core.errors import PipelineError
+from baselines.core.flagfile import expand_flagfiles
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -68,6 +71,11 @@ def parse_bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def add_bool_flag(parser: argparse.ArgumentParser, name: str, help: str) -> None:
+    """A boolean flag, default false: `--flag`, `--flag=true` or `--flag=false`."""
+    parser.add_argument(name, type=parse_bool, nargs="?", const=True, default=False, help=help)
+
+
 def field_help(field: dataclasses.Field) -> str:
     return field.metadata.get("help", "")
 
@@ -79,11 +87,41 @@ def add_field_flags(
     default: Callable[[dataclasses.Field], Any],
     help: Callable[[dataclasses.Field], str] = field_help,
 ) -> None:
-    """One `--<field>` flag per field of dataclass `record`, typed like the field;
-    a bool takes `--flag`, `--flag=true` or `--flag=false`."""
-    for field in dataclasses.fields(record):
-        kind = {"bool": parse_bool, "int": int, "float": float}.get(str(field.type), str)
+    """One `--<field>` flag per field of dataclass `record` (an `ArgsRecord`'s init-only ones
+    too), typed like the field."""
+    fields = record.flag_fields() if hasattr(record, "flag_fields") else dataclasses.fields(record)
+    for field in fields:
+        kind = {"bool": parse_bool, "int": int, "float": float}.get(flag_type(field), str)
         extra = {"nargs": "?", "const": True} if kind is parse_bool else {}
         parser.add_argument(
             f"--{field.name}", type=kind, default=default(field), help=help(field), **extra
         )
+
+
+def training_parser(doc: str | None, record: type) -> EntryParser:
+    """A training script's parser: one flag per field of `record` (an `ArgsRecord`), and
+    `--strategy` (not a field: the same recipe on 1 or N devices is the same run)."""
+    parser = entry_parser(
+        doc,
+        epilog="--flagfile=FILE reads one --flag=value per line (absl's convention); "
+        "flags after it override it.",
+    )
+    add_field_flags(parser, record, default=lambda field: field.default)
+    add_strategy_flag(parser)
+    return parser
+
+
+def parse_training_command(
+    parser: argparse.ArgumentParser,
+    record: type,
+    argv: list[str] | None,
+    log: Callable[[str], None],
+) -> tuple[Any, str]:
+    """(`record` of a training script's flags, its `--strategy`), `--flagfile=FILE` expanded
+    in place (later flags win); what an old spelling does is said through `log`."""
+    argv = sys.argv[1:] if argv is None else argv
+    flags = vars(parser.parse_args(expand_flagfiles(argv, record.flag_names() | {"strategy"})))
+    strategy = flags.pop("strategy")
+    for note in old_spelling_notes(flags):
+        log(note)
+    return record(**flags), strategy

@@ -1,9 +1,4 @@
-"""The conductor: one training run of any collection, from its flags to its saved files.
-
-A collection's `Task` reads, batches, builds and evaluates; `train_run` does what
-every run does alike: checks the flags before any data is read, names the run,
-fits it (`core.runner.fit_run`) and saves it with its record.
-"""
+"""The conductor: one training run of any collection (`train_run`), from flags to saved files."""
 
 from __future__ import annotations
 
@@ -61,12 +56,7 @@ def _claimed_identities(out_dir: Path, run_hash: str) -> list[str | None]:
 
 
 def choose_run_hash(args: Any, out_dir: Path, loaded: Loaded) -> tuple[str, str]:
-    """The hash that names this run's files, and why when it is not `args.run_hash()`.
-
-    When the files under the args' hash hold another or unknown data set's run, or
-    the toy set stands in for a missing root, the data identity joins the hash, so
-    runs on different data never share files; on the same data a rerun resumes.
-    """
+    """The hash that names this run's files, and why when it is not `args.run_hash()`."""
     base = args.run_hash()
     if loaded.identity is None:
         return base, ""
@@ -77,7 +67,7 @@ def choose_run_hash(args: Any, out_dir: Path, loaded: Loaded) -> tuple[str, str]
         if all(claim == loaded.identity for claim in claims):
             return base, ""
         reason = f"{out_dir} already holds run {base} of other or unknown data"
-    keyed = {**args.to_dict(), "data_identity": loaded.identity}
+    keyed = {**args.hash_view(args.to_dict()), "data_identity": loaded.identity}
     return hashlib.md5(json.dumps(keyed, sort_keys=True).encode()).hexdigest(), reason
 
 
@@ -126,12 +116,10 @@ def fit_model(
     progress: str | None = None,
     log: Callable[[str], None] = print,
 ) -> Fitted:
-    """Fits `model` (default: the task builds it) on `loaded`, with the task's batches and
-    callbacks and the run's plan and files. Its variables are made under the
-    strategy's scope after the seeds are set: pass an unbuilt model."""
+    """Fits `model` (unbuilt; default: the task builds it) on `loaded` with the task's batches."""
     configs = capped_configs(args.configs, task.most_configs(loaded), task.unit, log)
     train_batches, val_batches = task.batches(args, loaded, configs, strategy.num_replicas_in_sync)
-    steps = train_batches.steps
+    steps = train_batches.updates  # the optimizer's steps per epoch
     epochs, validation_freq = task.schedule(args, steps, log)
     loss_fn = metrics.make_loss_fn(metrics.parse_losses(args.losses))
 
@@ -139,7 +127,13 @@ def fit_model(
         built = model if model is not None else task.build_model(args, configs)
         if model is not None and not model.built:
             model.create_variables()
-        trainer = RankingTrainer(built, loss_fn, configs, to_graph=task.to_model_inputs)
+        trainer = RankingTrainer(
+            built,
+            loss_fn,
+            configs,
+            to_graph=task.to_model_inputs,
+            accumulate=train_batches.micro > 0,
+        )
         compile_trainer(trainer, task.optimizer(args, epochs, steps))
         return trainer
 
@@ -167,12 +161,7 @@ def train_run(
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Trains, evaluates and saves one run of `task`; returns its run record.
-
-    Writes `model_<hash>/`, `run_<hash>.jsonz` and `tb_<hash>/` into `args.out_dir`;
-    a killed run resumes from `backup_<hash>/` with the same arguments. Under
-    multi-worker training only the chief evaluates and writes (`"chief": False`).
-    """
+    """Trains, evaluates and saves one run of `task` into `args.out_dir`; returns its record."""
     task.check(args, log)
     strategy = strategy or tf.distribute.get_strategy()
     set_determinism(args.seed)

@@ -1,10 +1,11 @@
-"""tf.distribute for training: which strategy `--strategy` names, and who writes. TensorFlow
-is imported inside the functions, so flags are checked before it loads."""
+"""tf.distribute for training: which strategy `--strategy` names, and who writes."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 from typing import Any
 
 from baselines.core.errors import PipelineError
@@ -33,10 +34,7 @@ def check_strategy_environment(name: str, tf_config: str | None) -> None:
 
 
 def make_strategy(name: str) -> Any:
-    """The tf.distribute strategy `--strategy` names, before TensorFlow makes any other op; a
-    CPU-only mirrored strategy gets one logical device per available core (`split_cpu`)."""
-    import os
-
+    """The tf.distribute strategy `--strategy` names (CPU-only mirrored: a device per core)."""
     import tensorflow as tf
 
     if name == "default":
@@ -53,19 +51,16 @@ def make_strategy(name: str) -> Any:
 
 
 def split_cpu(count: int) -> None:
-    """Splits the physical CPU into `count` logical devices (a CPU-only MirroredStrategy
-    would have one replica), unless split already or the devices are initialized."""
+    """Splits the physical CPU into `count` logical devices, unless split or initialized already."""
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     if count < 2 or tf.config.get_logical_device_configuration(cpu):
         return
-    try:
+    with contextlib.suppress(RuntimeError):  # devices already initialized: keep them
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
         )
-    except RuntimeError:  # devices already initialized: keep them
-        pass
 
 
 def check_tf_config(text: str | None) -> None:

@@ -1,5 +1,4 @@
-"""One error type for every bad input (which file or flag, what is wrong, what to do), and
-the CLI wrapper that shows it as one line."""
+"""One error type for every bad input, and the CLI wrapper that shows it as one line."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ class PipelineError(Exception):
 
 
 def run_cli(main: Callable[[], int | None], fast_exit: bool = False) -> NoReturn:
-    """Runs `main`, mapping `PipelineError` to one stderr line and exit code 2; `fast_exit`
-    ends a successful run with `os._exit` after flushing (TensorFlow's teardown takes a second)."""
+    """Runs `main`, a `PipelineError` as one stderr line, exit code 2 (`fast_exit`: `os._exit`)."""
     try:
         code = main()
     except PipelineError as e:

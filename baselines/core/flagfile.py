@@ -1,6 +1,5 @@
 """Flagfiles, absl's convention: one `--flag=value` per line, `#` and `//` comments, and
-`--flagfile=OTHER` (relative to the including file) includes another. Expanded in place
-on a command line, so the last occurrence of a flag wins."""
+`--flagfile=OTHER` (relative to the including file); expanded in place, the last flag wins."""
 
 from __future__ import annotations
 

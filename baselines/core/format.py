@@ -3,3 +3,11 @@
 
 NODE_FEAT_DIM = 140
 OPCODE_VOCAB_SIZE = 256
+
+
+class NodeRows:
+    """Mixin of a graph whose `node_feat` holds one row per node."""
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.node_feat.shape[0])

@@ -1,5 +1,4 @@
-"""Adam and AdamW whose per-variable work is a few fused ops instead of dozens: on CPU a step
-is bound by per-op cost (docs/performance.md)."""
+"""Adam and AdamW whose per-variable work is a few fused ops instead of dozens (faster on CPU)."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ def _fusable(gradient) -> bool:
 
 
 class _FusedUpdate:
-    """Mixin over a Keras Adam(W): the same formulas, the per-step scalars computed once,
-    the per-variable norms clipped together, weight decay one `ResourceApplyGradientDescent`
-    and the update one `ResourceApplyAdam` per variable:
+    """Mixin over a Keras Adam(W): the same formulas, per-step scalars computed once, norms
+    clipped together, weight decay and update one fused op per variable:
 
         g <- g * clipnorm / max(||g||, clipnorm)            (per variable)
         w <- w - lr * weight_decay * w                      (AdamW, before the update)
@@ -25,9 +23,7 @@ class _FusedUpdate:
         v <- v + (g^2 - v) (1 - beta_2)
         w <- w - alpha m / (sqrt(v) + epsilon),  alpha = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)
 
-    with float32 rounding in another order, 1 - beta in float32 (Keras: double;
-    tests/test_fused_adam.py bounds the difference). Sparse gradients, AMSGrad and
-    non-float32 variables keep Keras' path; the state is Keras', so checkpoints move.
+    in float32; sparse gradients, AMSGrad and non-float32 variables keep Keras' path.
     """
 
     def _clip_gradients(self, grads):

@@ -1,6 +1,5 @@
 """Atomic file output: a result file is either complete or absent. Temporaries are named
-`<name>.tmp-<pid>-<host tag>-<random><suffix>` beside the destination, so that
-`remove_stale_temporaries` tells a killed writer's leftovers from live work."""
+`<name>.tmp-<pid>-<host tag>-<random><suffix>` beside the destination."""
 
 from __future__ import annotations
 
@@ -48,31 +47,23 @@ def temp_prefix(name: str) -> str:
 
 
 _TEMP_NAME = re.compile(r"\.tmp-(\d+)-([0-9a-f]{8})-")
-_ENOSPC_LIKE = {
-    errno.ENOSPC: "disk full",
-    errno.EDQUOT: "disk quota exceeded",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
-    errno.EROFS: "read-only filesystem",
+# errno of the disk refusing a write: (what it is, how an error without errno says it).
+_WRITE_FAILURES = {
+    errno.ENOSPC: ("disk full", "no space left"),
+    errno.EDQUOT: ("disk quota exceeded", "quota exceeded"),
+    errno.EACCES: ("permission denied", "permission denied"),
+    errno.EPERM: ("permission denied", "permission denied"),
+    errno.EROFS: ("read-only filesystem", "read-only file system"),
 }
 
 
 def write_failure_kind(error: BaseException) -> str | None:
-    """`disk full`, `permission denied`, ... when `error` is the disk refusing a write, else
-    None; TensorFlow's own error types are read by their message."""
-    kind = _ENOSPC_LIKE.get(getattr(error, "errno", None) or -1)
-    if kind is not None:
-        return kind
+    """`disk full`, `permission denied`, ... if `error` is the disk refusing a write, else None."""
+    code = getattr(error, "errno", None) or -1
+    if code in _WRITE_FAILURES:
+        return _WRITE_FAILURES[code][0]
     text = str(error).lower()
-    for needle, name in (
-        ("no space left", "disk full"),
-        ("quota exceeded", "disk quota exceeded"),
-        ("permission denied", "permission denied"),
-        ("read-only file system", "read-only filesystem"),
-    ):
-        if needle in text:
-            return name
-    return None
+    return next((kind for kind, needle in _WRITE_FAILURES.values() if needle in text), None)
 
 
 def describe_write_error(error: BaseException) -> str:
@@ -94,9 +85,7 @@ def _process_alive(pid: int) -> bool:
 
 
 def remove_stale_temporaries(
-    folder: Path | str,
-    log: Callable[[str], None] = print,
-    max_age_s: float | None = 24 * 3600,
+    folder: Path | str, log: Callable[[str], None] = print, max_age_s: float | None = 24 * 3600
 ) -> list[str]:
     """Removes `*.tmp-*` leftovers of writers that are gone (this host's: their process ended;
     another's: older than `max_age_s`, None never); returns their names. A model folder a
@@ -151,9 +140,8 @@ def _fsync_file(path: Path) -> None:
     except OSError:
         return
     try:
-        os.fsync(fd)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -169,8 +157,7 @@ def _raise_as_write_failure(error: BaseException, dest: Path) -> None:
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str], suffix: str | None = None) -> Iterator[Path]:
     """Yields a temporary path (an empty file; `suffix` defaults to the destination's) beside
-    `path`, renamed onto it on success; if the block raises, it is deleted and `path` kept.
-    PipelineError when the folder is missing or unwritable, or the rename fails."""
+    `path`, renamed onto it on success, deleted if the block raises; PipelineError if unwritable."""
     dest = Path(path)
     parent = dest.parent
     if not parent.is_dir():
@@ -216,12 +203,8 @@ def read_user_text(path: Path, flag: str, what: str = "") -> str:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> None:
-    with atomic_output(path) as tmp:
-        try:
-            with open(tmp, "w", encoding=encoding, newline="") as f:
-                f.write(text)
-        except OSError as e:
-            raise PipelineError(f"cannot write {path}: {describe_write_error(e)}") from e
+    with atomic_output(path) as tmp, open(tmp, "w", encoding=encoding, newline="") as f:
+        f.write(text)
 
 
 def _default_dir_mode() -> int:
@@ -241,8 +224,6 @@ def _make_temp_dir(dest: Path) -> Path:
 
 
 _DEST_TAKEN = (errno.ENOTEMPTY, errno.EEXIST)
-
-
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
@@ -261,9 +242,7 @@ _NO_EXCHANGE = (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP)
 
 
 def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
-    """Renames folder `tmp` onto `dest`, replacing an existing `dest` atomically; without an
-    atomic exchange the old folder is moved aside and put back if the rename fails (after a
-    kill, by `remove_stale_temporaries`). A rename that loses a race retries: the last wins."""
+    """Renames folder `tmp` onto `dest`, replacing it (exchanged, or moved aside and back)."""
     for _ in range(attempts):
         try:
             os.rename(tmp, dest)  # atomic; fails if another non-empty `dest` exists
@@ -306,7 +285,7 @@ def _swap_in(tmp: Path, dest: Path, attempts: int = 20) -> None:
 
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yields an empty temporary folder beside `path`; swaps it onto `path` on success. A crash
+    """Yields an empty temporary folder beside `path`, swapped onto `path` on success. A crash
     leaves the old folder or nothing; of concurrent writers the last one's stays."""
     dest = Path(path)
     tmp = _make_temp_dir(dest)
@@ -342,8 +321,7 @@ PROBE_ATTEMPTS = 5
 
 
 def check_writable_dir(path: Path, flag: str) -> None:
-    """Proves a file can be written in `path` (a real attempt: `os.access` says yes to
-    root on read-only mounts); folders made for the probe are removed again."""
+    """Proves a file can be written in `path` by writing one; folders made for it are removed."""
     created = path
     while not created.parent.exists():
         created = created.parent
@@ -369,8 +347,7 @@ def check_writable_dir(path: Path, flag: str) -> None:
 
 
 def check_output_file(path: Path, flag: str) -> Path:
-    """Refuses, before any work, an output file that could not be written; returns it. Its
-    folder need not exist yet (`ensure_parent` creates it when the result is ready)."""
+    """Refuses, before any work, an output file that could not be written; returns it."""
     path = Path(path).expanduser()
     if path.is_dir():
         raise PipelineError(f"{flag}: {path} is a directory; give a file name")
@@ -386,11 +363,14 @@ def ensure_parent(path: Path) -> Path:
     return path
 
 
-def list_npz_files(folder: Path, max_files: int | None, *, missing: str, empty: str) -> list[Path]:
-    """Sorted `*.npz` files of a folder (the first `max_files`); `missing`/`empty`: the refusals."""
+def list_npz_files(
+    folder: Path | str, max_files: int | None, *, missing: str, empty: str
+) -> list[Path]:
+    """Sorted `*.npz` files of a folder (the first `max_files`), else `<folder>: missing/empty`."""
+    folder = Path(folder).expanduser()
     if not folder.is_dir():
-        raise PipelineError(missing)
+        raise PipelineError(f"{folder}: {missing}")
     files = sorted(folder.glob("*.npz"))
     if not files:
-        raise PipelineError(empty)
+        raise PipelineError(f"{folder}: {empty}")
     return files[:max_files] if max_files else files

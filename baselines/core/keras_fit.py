@@ -18,10 +18,14 @@ def sample_config_slots(rng: np.random.Generator, num_available: int, k: int) ->
     return np.concatenate([np.arange(num_available), np.full(k - num_available, -1)])
 
 
+def vector_specs(dtype: tf.DType, *names: str) -> dict[str, tf.TensorSpec]:
+    """A batch signature's [None] vectors of `dtype` (per item, node or slot), by name."""
+    return {name: tf.TensorSpec([None], dtype) for name in names}
+
+
 @dataclasses.dataclass(frozen=True)
 class BatchSource:
-    """Items to rank configurations of: each item's configuration count, and how a batch
-    is assembled (item ids, each item's slots, -1 = padding) into a dict matching `signature`."""
+    """Items to rank: their configuration counts and how a batch of `signature` is assembled."""
 
     num_configs: np.ndarray
     assemble: Callable[[Sequence[int], Sequence[np.ndarray], int], dict]
@@ -47,10 +51,19 @@ class PooledOPA(tf.keras.metrics.Metric):
         return self.correct / tf.maximum(self.pairs, 1.0)
 
 
+# A batch's fields when a training step is split into passes (`EpochBatches(micro=...)`): the
+# pass's share of the step's lists, and whether it is the step's last pass.
+PASS_SIGNATURE = {
+    "pass_weight": tf.TensorSpec([], tf.float32),
+    "step_end": tf.TensorSpec([], tf.bool),
+}
+
+
 class RankingTrainer(tf.keras.Model):
-    """Trains `tile_model` (any cost model) under a ranking loss of its [graphs, configs] scores;
-    `to_graph` makes what `forward` reads. A replica's loss is divided by the replica count
-    (Keras sums the replicas' gradients)."""
+    """Trains `tile_model` (any cost model) under a ranking loss; `to_graph` makes its inputs.
+    `accumulate`: each batch is one pass of a step (`PASS_SIGNATURE`); the passes' gradients,
+    weighted by their share, are summed and applied once at the step's end: the update of the
+    whole step for a loss that is a mean over lists, with one pass's activations in memory."""
 
     def __init__(
         self,
@@ -58,12 +71,21 @@ class RankingTrainer(tf.keras.Model):
         loss_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
         num_configs: int,
         to_graph: Callable[[dict], object],
+        accumulate: bool = False,
     ):
         super().__init__()
         self.to_graph = to_graph
         self.tile_model = tile_model
         self.loss_fn = loss_fn
         self.num_configs = num_configs
+        self.gradient_sums = (
+            [
+                tf.Variable(tf.zeros_like(v), trainable=False, name="gradient_sum")
+                for v in tile_model.trainable_variables
+            ]
+            if accumulate
+            else None
+        )
         self.loss_tracker = tf.keras.metrics.Mean(name="loss")
         self.opa = PooledOPA()
         # Mean over kernels of the top-k error among each list's sampled configs.
@@ -79,7 +101,8 @@ class RankingTrainer(tf.keras.Model):
 
     def _update(self, batch, scores, loss) -> dict[str, tf.Tensor]:
         runtimes = tf.reshape(batch["config_runtimes"], [-1, self.num_configs])
-        self.loss_tracker.update_state(loss)
+        # A pass counts by its share, so an epoch's mean loss is the unsplit steps' mean.
+        self.loss_tracker.update_state(loss, sample_weight=batch.get("pass_weight"))
         self.opa.update_state(*metrics.pair_counts(runtimes, scores))
         for k, metric in zip(metrics.TOP_KS, self.top_k_errors):
             metric.update_state(metrics.batch_top_k_errors(runtimes, scores, k))
@@ -93,9 +116,32 @@ class RankingTrainer(tf.keras.Model):
             loss = self.loss_fn(runtimes, scores)
             replicas = tf.distribute.get_strategy().num_replicas_in_sync
             scaled = loss / tf.cast(replicas, loss.dtype)
+            if self.gradient_sums is not None:
+                scaled *= batch["pass_weight"]
         variables = self.tile_model.trainable_variables
-        self.optimizer.apply_gradients(zip(tape.gradient(scaled, variables), variables))
+        gradients = tape.gradient(scaled, variables)
+        if self.gradient_sums is None:
+            self.optimizer.apply_gradients(zip(gradients, variables))
+        else:
+            self._accumulate(gradients, batch)
         return self._update(batch, scores, loss)
+
+    def _accumulate(self, gradients: list, batch: dict[str, tf.Tensor]) -> None:
+        """Adds a pass's gradients to the sums; at the step's end applies and clears them."""
+        variables = self.tile_model.trainable_variables
+        for total, gradient in zip(self.gradient_sums, gradients):
+            if gradient is not None:
+                total.assign_add(tf.convert_to_tensor(gradient))
+
+        def apply() -> tf.Tensor:
+            sums = [tf.identity(total) for total in self.gradient_sums]
+            self.optimizer.apply_gradients(zip(sums, variables))
+            with tf.control_dependencies(sums):
+                for total in self.gradient_sums:
+                    total.assign(tf.zeros_like(total))
+            return tf.constant(True)
+
+        tf.cond(batch["step_end"], apply, lambda: tf.constant(False))
 
     def test_step(self, batch: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         self.traces["eval"] += 1
@@ -126,9 +172,7 @@ class RankingTrainer(tf.keras.Model):
         )
 
     def _step_loop(self, step: Callable, counter: tf.Variable) -> Callable:
-        """`steps_per_execution` steps in one compiled call, `step` traced once: outputs start as
-        the metrics' values (Keras' loop traces twice to learn their structure). One replica,
-        but in `strategy.run`: a one-device MirroredStrategy's variables update only there."""
+        """`steps_per_execution` steps in one compiled call (`strategy.run`), `step` traced once."""
         strategy = self.distribute_strategy
 
         def one_step(batch) -> dict[str, tf.Tensor]:
@@ -148,14 +192,12 @@ class RankingTrainer(tf.keras.Model):
         return tf.function(run, reduce_retracing=True)
 
 
-# Steps per call of Keras' compiled function: at one, `fit` spent as long
-# between steps as in a tile step; 32 still return to Python every few seconds.
+# Steps per call of Keras' compiled function (at one, `fit` spent as long between steps as in one).
 STEPS_PER_EXECUTION = 32
 
 
 def capped_configs(configs: int, most: int, unit: str, log: Callable[[str], None]) -> int:
-    """`--configs`, capped (said in a line) at the most configurations a train `unit` has: more
-    slots would only pad. The run's hash and record keep the flag as given."""
+    """`--configs`, capped (said in a line) at the most configurations a train `unit` has."""
     if configs <= most:
         return configs
     log(
@@ -166,8 +208,7 @@ def capped_configs(configs: int, most: int, unit: str, log: Callable[[str], None
 
 
 def compile_trainer(trainer: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer) -> None:
-    """`trainer.compile` with `STEPS_PER_EXECUTION` steps per call (one under several replicas:
-    TF 2.15's all-reduce of sparse gradients inside Keras' step loop fails)."""
+    """`trainer.compile` with `STEPS_PER_EXECUTION` steps per call (one under several replicas)."""
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
     steps = STEPS_PER_EXECUTION if replicas == 1 else 1
     trainer.compile(optimizer=optimizer, steps_per_execution=steps)
@@ -185,10 +226,16 @@ def replica_chunks(order: np.ndarray, batch: int, num_replicas: int) -> list[lis
     return steps
 
 
+def pass_chunks(positions: np.ndarray, micro: int) -> list[np.ndarray]:
+    """A step's positions as passes of at most `micro` items, in order."""
+    return [positions[i : i + micro] for i in range(0, len(positions), micro)]
+
+
 class EpochBatches:
-    """A `BatchSource`'s batches epoch after epoch, each epoch drawn from seed [seed, epoch], from
-    the epoch `first_epoch()` names at the first batch (after `BackupAndRestore`), so a resumed
-    run draws an uninterrupted run's batches. `fixed_epoch`: the same batches every epoch."""
+    """A `BatchSource`'s batches epoch after epoch from `first_epoch()`, epoch e drawn from seed
+    [seed, e] (a resumed run draws the same); `fixed_epoch`: the same batches every epoch.
+    `micro` > 0: each step comes as passes of at most `micro` items (`PASS_SIGNATURE` fields),
+    one Keras step each; `updates` counts the optimizer's steps, `steps` the batches."""
 
     def __init__(
         self,
@@ -202,14 +249,26 @@ class EpochBatches:
         max_steps: int = -1,
         num_replicas: int = 1,
         first_epoch: Callable[[], int] = lambda: 0,
+        micro: int = 0,
     ):
+        if micro and (num_replicas > 1 or fixed_epoch is not None or max_steps > 0):
+            raise ValueError("passes (micro) are for one replica's training batches only")
         self.split, self.batch, self.num_configs, self.seed = split, batch, num_configs, seed
         self.weights, self.fixed_epoch, self.num_replicas = weights, fixed_epoch, num_replicas
-        self.first_epoch = first_epoch
+        self.first_epoch, self.micro = first_epoch, micro
         self._fixed_batches: dict[tuple[int, int], list[dict]] = {}
-        self.steps = -(-len(split) // batch)
+        self.updates = -(-len(split) // batch)
         if max_steps > 0:
-            self.steps = min(self.steps, max_steps)
+            self.updates = min(self.updates, max_steps)
+        self.steps = self.updates
+        if micro:
+            whole, rest = divmod(len(split), batch)
+            self.steps = whole * -(-batch // micro) + -(-rest // micro)
+
+    @property
+    def signature(self) -> dict:
+        """A batch's fields: the source's, and the pass fields when steps are split."""
+        return {**self.split.signature, **(PASS_SIGNATURE if self.micro else {})}
 
     def plan(self, epoch: int) -> tuple[np.ndarray, list[np.ndarray], list[list[np.ndarray]]]:
         """The epoch's kernel order, config slots per position, and per-replica steps."""
@@ -243,8 +302,17 @@ class EpochBatches:
         local = self.num_replicas // num_pipelines
         for chunks in steps:
             for positions in chunks[pipeline * local : (pipeline + 1) * local]:
-                ids = order[positions].tolist()
-                yield self.split.assemble(ids, [slots[p] for p in positions], self.num_configs)
+                if not self.micro:
+                    ids = order[positions].tolist()
+                    yield self.split.assemble(ids, [slots[p] for p in positions], self.num_configs)
+                    continue
+                passes = pass_chunks(positions, self.micro)
+                for i, part in enumerate(passes):
+                    ids = order[part].tolist()
+                    batch = self.split.assemble(ids, [slots[p] for p in part], self.num_configs)
+                    batch["pass_weight"] = np.float32(len(part) / len(positions))
+                    batch["step_end"] = np.bool_(i == len(passes) - 1)
+                    yield batch
 
     def stream(self, pipeline: int = 0, num_pipelines: int = 1) -> Iterator[dict]:
         epoch = self.first_epoch()
@@ -256,14 +324,12 @@ class EpochBatches:
         """For `distribute_datasets_from_function`; assembles batches on a background thread."""
         pipeline = context.input_pipeline_id if context else 0
         num_pipelines = context.num_input_pipelines if context else 1
-        # No autotuning (nothing to tune): its thread sleeps up to a minute between
-        # rounds, and deleting the iterator waits for it (fit returned a minute late).
+        # No autotuning: deleting the iterator waits for its sleeping thread (up to a minute).
         options = tf.data.Options()
         options.autotune.enabled = False
         return (
             tf.data.Dataset.from_generator(
-                lambda: self.stream(pipeline, num_pipelines),
-                output_signature=self.split.signature,
+                lambda: self.stream(pipeline, num_pipelines), output_signature=self.signature
             )
             .prefetch(2)
             .with_options(options)

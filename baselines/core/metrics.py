@@ -29,8 +29,7 @@ def _masked_mse(runtimes: tf.Tensor, scores: tf.Tensor) -> tf.Tensor:
 
 
 def _ranking_loss(loss: tf.keras.losses.Loss) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
-    # Averaged here: Keras refuses its default reduction inside a tf.distribute replica
-    # (the trainer scales by the replica count itself).
+    # Averaged here: Keras refuses its default reduction inside a tf.distribute replica.
     return lambda runtimes, scores: tf.reduce_mean(loss(ranking_labels(runtimes), -scores))
 
 
@@ -44,16 +43,11 @@ def listmle_loss(
     temperature: float = LISTMLE_TEMPERATURE,
     position_weighted: bool = False,
 ) -> tf.Tensor:
-    """ListMLE: mean over lists of the Plackett-Luce NLL of the true order.
-
-    Per list, real configs sorted fastest first, z = -score / temperature:
-    sum_i logsumexp(z[i:]) - z[i]; padding (runtime < 0) takes no part. Not
-    TF-Ranking's ListMLELoss, whose float32 padding logits underflow to -inf
-    (then NaN weights) once a real logit exceeds them by ~87. Ties keep list order.
-
-    `position_weighted` (PListMLELoss, Lan et al. 2014): the term of true position
-    i (0 = fastest) is weighted 1 / log2(i + 2), rescaled so a list's n weights sum to n.
-    """
+    """ListMLE: mean over lists of the Plackett-Luce NLL of the true order. Per list, real configs
+    sorted fastest first (ties in list order), z = -score / temperature:
+    sum_i logsumexp(z[i:]) - z[i]; padding (runtime < 0) takes no part. `position_weighted`
+    (PListMLELoss, Lan et al. 2014): the term of true position i (0 = fastest) is weighted
+    1 / log2(i + 2), rescaled so a list's n weights sum to n."""
     valid = runtimes >= 0
     order = tf.argsort(
         tf.where(valid, runtimes, tf.fill(tf.shape(runtimes), runtimes.dtype.max)),
@@ -85,7 +79,7 @@ def _loss_factories() -> dict[str, Callable[[], Callable]]:
     import tensorflow_ranking as tfr
 
     return {
-        # Upstream's name; computed here (see listmle_loss), not by TF-Ranking.
+        # Upstream's name; not TF-Ranking's, whose float32 padding logits underflow (NaN).
         "ListMLELoss": lambda: listmle_loss,
         "PListMLELoss": lambda: lambda r, s: listmle_loss(r, s, position_weighted=True),
         "PairwiseHingeLoss": lambda: _ranking_loss(
@@ -115,10 +109,7 @@ def pair_counts(runtimes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, tf.T
     both = tf.logical_and(valid[:, :, None], valid[:, None, :])
     faster = tf.logical_and(runtimes[:, :, None] < runtimes[:, None, :], both)
     correct = tf.logical_and(faster, scores[:, :, None] < scores[:, None, :])
-    return (
-        tf.reduce_sum(tf.cast(correct, tf.float64)),
-        tf.reduce_sum(tf.cast(faster, tf.float64)),
-    )
+    return (tf.reduce_sum(tf.cast(correct, tf.float64)), tf.reduce_sum(tf.cast(faster, tf.float64)))
 
 
 def batch_top_k_errors(runtimes: tf.Tensor, scores: tf.Tensor, k: int) -> tf.Tensor:
@@ -163,8 +154,7 @@ def top_k_error(scores: np.ndarray, runtimes: np.ndarray, k: int) -> float:
     return float(picked / best - 1.0)
 
 
-# Above this many configs, kernel_opa counts pairs by merging: three [c, c]
-# boolean matrices are 11 GB at the real release's largest kernels (60k configs).
+# Above this many configs, kernel_opa counts pairs by merging ([c, c] matrices: 11 GB at 60k).
 PAIRWISE_OPA_MAX_CONFIGS = 2048
 
 

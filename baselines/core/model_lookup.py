@@ -1,5 +1,4 @@
-"""Finds a model by class name in a collection's models.py (any public subclass of its base
-defined there) and builds it from its kwargs; a misspelt name or kwarg is one line."""
+"""Finds a model by class name in a collection's models.py and builds it from its kwargs."""
 
 from __future__ import annotations
 
@@ -31,7 +30,6 @@ class Upstream:
 
 def check_int(name: str, value: Any, least: int) -> None:
     """ValueError unless `value` is an int (not a bool) of at least `least`."""
-    # bool is an int in Python; JSON true/false for a layer count is a mistake.
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
 
@@ -51,8 +49,7 @@ def reductions(reduction: Any) -> tuple[str, ...]:
 
 
 def check_unique_names(path: Path) -> None:
-    """PipelineError unless every top-level name of `path` is bound once (a copied
-    model not yet renamed would silently replace the first)."""
+    """PipelineError unless every top-level name of `path` is bound once."""
     try:
         tree = ast.parse(Path(path).read_text(), filename=str(path))
     except (OSError, UnicodeDecodeError) as e:

@@ -13,11 +13,9 @@ import numpy as np
 
 from baselines.core.errors import PipelineError
 
-# Deflate cannot shrink data more than about 1032:1, so a member that claims
-# to unpack to more is damaged (or a zip bomb); refused before decompressing.
+# Deflate cannot shrink data more than about 1032:1: a member claiming more is refused.
 MAX_DEFLATE_RATIO = 1032
-# numpy parses .npy headers with ast.literal_eval, and CPython 3.11's compile() is not
-# thread-safe (python/cpython#106905): threads take turns for the header only.
+# numpy's .npy header parsing is not thread-safe in CPython 3.11 (python/cpython#106905).
 _NPY_HEADER_LOCK = threading.Lock()
 
 # A member's reader: (stream at its data, shape, Fortran order, dtype) -> array.
@@ -52,19 +50,15 @@ def open_member(
     return stream, tuple(shape), bool(fortran), dtype
 
 
-def read_exact(stream: IO[bytes], nbytes: int) -> bytes:
-    data = stream.read(nbytes)
-    if len(data) != nbytes:
-        raise ValueError(f"member ends after {len(data)} of {nbytes} bytes")
-    return data
-
-
 def read_whole(
     stream: IO[bytes], shape: tuple[int, ...], fortran: bool, dtype: np.dtype
 ) -> np.ndarray:
     """The member's array (C order), read from `stream` at its data."""
     count = int(np.prod(shape, dtype=np.int64))
-    data = read_exact(stream, count * dtype.itemsize)
+    nbytes = count * dtype.itemsize
+    data = stream.read(nbytes)
+    if len(data) != nbytes:
+        raise ValueError(f"member ends after {len(data)} of {nbytes} bytes")
     array = np.frombuffer(data, dtype=dtype, count=count)
     return np.ascontiguousarray(array.reshape(shape, order="F" if fortran else "C"))
 
@@ -107,7 +101,6 @@ def read_npz(
             return arrays
     except PipelineError:
         raise
-    # zipfile, zlib and numpy's header parser raise many types on damaged bytes
-    # (BadZipFile, zlib.error, SyntaxError from the header, EOFError, ...).
+    # zipfile, zlib and numpy's header parser raise many types on damaged bytes.
     except Exception as e:
         raise unreadable(path, e, advice) from None

@@ -37,12 +37,7 @@ def make_optimizer(rate, clip_norm: float | None, weight_decay: float | None = N
 def effective_epochs(
     epochs: int, max_train_steps: int, steps_per_epoch: int, log: Callable[[str], None]
 ) -> int:
-    """`epochs`, or fewer where `max_train_steps` caps the run (said in a line).
-
-    A recipe's schedule is tuned as a number of optimizer steps; on a larger
-    train split the same epochs take proportionally more steps. The cap keeps
-    whole epochs: the smallest count that reaches `max_train_steps`.
-    """
+    """`epochs`, or the fewest whole epochs that reach `max_train_steps` (said in a line)."""
     if not max_train_steps:
         return epochs
     capped = -(-max_train_steps // steps_per_epoch)

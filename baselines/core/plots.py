@@ -1,5 +1,4 @@
-"""Figures of results for both collections, from plain data, each on its own Agg canvas
-(`new_figure`): pyplot is never imported and no global backend is set."""
+"""Figures of results for both collections, each on its own Agg canvas (no pyplot)."""
 
 from __future__ import annotations
 
@@ -141,8 +140,7 @@ ALL = "ALL"  # the program of error_table's rows over every kernel
 
 
 def per_program_errors(rows: Sequence[Mapping], ks: Sequence[int] = (1, 5, 10)) -> Figure:
-    """Top-k error of every model per program, a panel per k, a bar per model; `rows`:
-    `tiles.error_table.error_table`'s, "ALL" first."""
+    """Top-k error of every model per program (`error_table`'s rows), a panel per k."""
     if not rows:
         raise ValueError("no rows to plot")
     models = list(dict.fromkeys(str(r["model"]) for r in rows))
@@ -171,8 +169,7 @@ _TITLES = {"all": "all configurations", "subset": "fixed subsets"}
 
 
 def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
-    """Kendall's tau of every model per graph, a panel per configs block ("all", "subset"), a bar
-    per model; `rows`: `layout.metrics.evaluation_rows`'s, "ALL" (mean) first."""
+    """Kendall's tau of every model per graph (`evaluation_rows`), a panel per configs block."""
     shown = [r for r in rows if r["level"] in ("all", "graph")]
     if not shown:
         raise ValueError("no rows to plot")
@@ -183,13 +180,9 @@ def tau_per_graph(rows: Sequence[Mapping]) -> Figure:
     figure = new_figure(bars_width(len(names), len(models)), 0.6 + 2.2 * len(blocks))
     axes = figure.subplots(len(blocks), 1, sharex=True, squeeze=False)[:, 0]
     for ax, block in zip(axes, blocks):
+        missing = {"kendall_tau": float("nan")}
         series = {
-            m: [
-                float(by_key[block, m, n]["kendall_tau"])
-                if (block, m, n) in by_key
-                else float("nan")
-                for n in names
-            ]
+            m: [float(by_key.get((block, m, n), missing)["kendall_tau"]) for n in names]
             for m in models
         }
         grouped_bars(ax, names, series)

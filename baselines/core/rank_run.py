@@ -1,23 +1,23 @@
-"""Ranking and evaluating saved runs of any collection: one driver, handed the collection's hooks.
-
-`rank_run` writes the `ID,TopConfigs` rows of a split, `evaluate_run` a labelled
-split's tables and figures. Both read the run records first (without TensorFlow:
-a bad `--dir` list is refused before any data is read), score with each model,
-combine several into their ensemble (the mean of per-item z-scores) and refuse
-non-finite scores in one line; `RankingHooks` are the collection's part.
-"""
+"""Ranking (`rank_run`: `ID,TopConfigs` rows) and evaluating (`evaluate_run`) saved runs of any
+collection, handed the collection's `RankingHooks`; several models score as their ensemble."""
 
 from __future__ import annotations
 
 import abc
+import csv
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from baselines.core.args_record import parse_json_object
+from baselines.core.cli import add_bool_flag
 from baselines.core.data_roots import DataPlace, ranking_root
 from baselines.core.errors import PipelineError
+from baselines.core.io_utils import atomic_write_text, check_output_file, ensure_parent
+from baselines.core.ranking import ensemble_scores, ranking_cell
+from baselines.core.submission import HEADER, write_csv_atomic
 
 Log = Callable[[str], None]
 BLEND = "blend"  # the ensemble of every model of a grouped evaluation
@@ -29,7 +29,8 @@ class Request:
     """A rank or evaluate command's flags: `dirs` comma-separated model folders (`flag`
     names them), `top` configurations per row (None: all), `options` the collection's
     own flags, `groups` named groups of the folders (e.g. a recipe's seeds), each
-    evaluated as its own ensemble beside the blend of all (`<output>_items.csv`)."""
+    evaluated as its own ensemble beside the blend of all (`<output>_items.csv`);
+    `bundled_toy` reads the toy set, `max_files` the first files of the split only."""
 
     dirs: str
     split: str
@@ -40,10 +41,21 @@ class Request:
     flag: str = "--dir"
     options: Any = None
     groups: dict[str, list[str]] | None = None
+    bundled_toy: bool = False
+    max_files: int | None = None
 
     @classmethod
     def of(cls, args: Any, flag: str) -> Request:
         """The request of a script's parsed flags; `flag` ("--dir" or "--dirs") lists the models."""
+        bundled_toy = getattr(args, "bundled_toy", False)
+        max_files = getattr(args, "max_files", None)
+        if bundled_toy and args.data_root is not None:
+            raise PipelineError(
+                f"--bundled_toy=True reads the bundled toy set, not --data_root={args.data_root}; "
+                "give one of the two"
+            )
+        if max_files is not None and max_files < 1:
+            raise PipelineError(f"--max_files: must be at least 1, got {max_files}")
         return cls(
             dirs=getattr(args, flag[2:]),
             split=args.split,
@@ -54,6 +66,8 @@ class Request:
             flag=flag,
             options=args,
             groups=parse_groups(getattr(args, "groups_json", None)),
+            bundled_toy=bundled_toy,
+            max_files=max_files,
         )
 
 
@@ -130,7 +144,9 @@ def _read(hooks: RankingHooks, request: Request, log: Log) -> tuple[Models, Path
     models = hooks.read_runs(request.dirs, request.flag)
     first = models[0][1]
     run_root = first.get("data_root") or first.get("args", {}).get("data_root")
-    root, origin, banner = ranking_root(hooks.place, request.data_root, run_root)
+    root, origin, banner = ranking_root(
+        hooks.place, request.data_root, run_root, bundled_toy=request.bundled_toy
+    )
     if banner:
         log(banner)
     folder = hooks.folder(root, first, request.split)
@@ -139,16 +155,8 @@ def _read(hooks: RankingHooks, request: Request, log: Log) -> tuple[Models, Path
     return models, folder, banner
 
 
-def _ensemble(members: Sequence[list]) -> list:
-    from baselines.core.ranking import ensemble_scores
-
-    return ensemble_scores(members)
-
-
 def rank_run(hooks: RankingHooks, request: Request, log: Log = print) -> list[tuple[str, str]]:
     """Ranks every item of `request.split` and writes `ID,TopConfigs`; returns the rows."""
-    from baselines.core.io_utils import check_output_file, ensure_parent
-
     if request.top is not None and request.top < 1:
         raise PipelineError(f"--top: must be at least 1, got {request.top}")
     # A bad --output is refused now, not after the ranking; its folder is made when writing.
@@ -158,11 +166,9 @@ def rank_run(hooks: RankingHooks, request: Request, log: Log = print) -> list[tu
         output = check_output_file(hooks.default_output(models), "--output")
     hooks.prepare(request, output, log)
     scored = hooks.score(models, folder, request, log)
-    scores = _ensemble(scored.members)
+    scores = ensemble_scores(scored.members)
 
     from baselines.core.metrics import require_finite_scores
-    from baselines.core.ranking import ranking_cell
-    from baselines.core.submission import HEADER, write_csv_atomic
 
     require_finite_scores(scored.ids, scores, f"{hooks.unit}s")
     first = models[0][1]
@@ -185,10 +191,7 @@ def rank_run(hooks: RankingHooks, request: Request, log: Log = print) -> list[tu
 
 
 def evaluate_run(hooks: RankingHooks, request: Request, log: Log = print) -> Evaluation:
-    """Scores a labelled split with each model and their ensemble; writes `<output>.md`, the
-    collection's other tables and its figures (`<output>_*.png`)."""
-    from baselines.core.io_utils import atomic_write_text, check_output_file, ensure_parent
-
+    """Scores a labelled split with each model and their ensemble; writes tables and figures."""
     output = check_output_file(Path(request.output), "--output")
     hooks.prepare(request, output, log)
     models, folder, banner = _read(hooks, request, log)
@@ -196,7 +199,7 @@ def evaluate_run(hooks: RankingHooks, request: Request, log: Log = print) -> Eva
     scored = hooks.score(models, folder, request, log)
     scores = {f"{r['model']} {d.name}": m for (d, r), m in zip(models, scored.members)}
     if len(models) > 1:
-        scores["ensemble"] = _ensemble(scored.members)
+        scores["ensemble"] = ensemble_scores(scored.members)
 
     from baselines.core import plots
     from baselines.core.metrics import require_finite_scores
@@ -235,8 +238,8 @@ def group_items(
         missing = [d for d in dirs if str(Path(d).expanduser()) not in by_dir]
         if missing or not dirs:
             raise PipelineError(f"groups: {name} names {missing or 'no'} model of {request.flag}")
-        labels[name] = _ensemble([by_dir[str(Path(d).expanduser())] for d in dirs])
-    labels[BLEND] = scores.get("ensemble") or _ensemble(scored.members)  # one model: itself
+        labels[name] = ensemble_scores([by_dir[str(Path(d).expanduser())] for d in dirs])
+    labels[BLEND] = scores.get("ensemble") or ensemble_scores(scored.members)  # one model: itself
     return {
         label: dict(zip(scored.ids, hooks.item_figures(scored, member)))
         for label, member in labels.items()
@@ -253,13 +256,32 @@ def items_csv(items: dict[str, dict[str, float]]) -> str:
 
 def read_items_csv(path: Path) -> dict[str, dict[str, float]]:
     """`items_csv`'s table back: {label: {item: figure}}."""
-    import csv
-
     items: dict[str, dict[str, float]] = {}
     with open(path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             items.setdefault(row["label"], {})[row["item"]] = float(row["figure"])
     return items
+
+
+def add_run_flags(
+    parser, flag: str, dirs_help: str, root_help: str, *, max_files: bool = False
+) -> None:
+    """A rank or evaluate script's model folders (`flag`: "--dir" or "--dirs"), `--data_root`,
+    `--bundled_toy` and, when it takes it, `--max_files`."""
+    parser.add_argument(flag, required=True, help=dirs_help)
+    parser.add_argument("--data_root", default=None, help=root_help)
+    add_bool_flag(
+        parser,
+        "--bundled_toy",
+        "the bundled synthetic toy set in data/ instead of --data_root or the run's",
+    )
+    if max_files:
+        parser.add_argument(
+            "--max_files",
+            type=int,
+            default=None,
+            help="only the first N files of the split, in file-name order (default: all)",
+        )
 
 
 def add_groups_flag(parser) -> None:
@@ -276,16 +298,13 @@ def parse_groups(text: str | None) -> dict[str, list[str]] | None:
     """`--groups_json`'s {name: [model folder, ...]}; anything else is one line."""
     if text is None:
         return None
-    from baselines.core.args_record import parse_json_object
-
     groups = parse_json_object("groups_json", text, '{"baseline": ["out/model_a"]}')
     if not all(isinstance(v, list) and all(isinstance(d, str) for d in v) for v in groups.values()):
         raise PipelineError(f"--groups_json: each group must be a list of model folders: {text!r}")
     return groups
 
 
-def timed(score: Callable[[], list]) -> tuple[list, float]:
-    """(what `score()` returns, its seconds)."""
+def timed(score: Callable[[], Any]) -> tuple[Any, float]:
     started = time.perf_counter()
     result = score()
     return result, time.perf_counter() - started

@@ -1,5 +1,4 @@
-"""What a ranking means (configuration indices by ascending score, ties in file order) and
-how an ensemble combines scores. numpy only."""
+"""What a ranking means (indices by ascending score, ties in file order); ensembles. numpy only."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ def standardized(scores: np.ndarray) -> np.ndarray:
 
 
 def ensemble_scores(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
-    """Per kernel or graph, the mean of every member's standardized scores (`members[m][i]`:
-    model m's scores of item i), so scales do not matter; one member is returned as it is."""
+    """Per item, the mean of every member's standardized scores (`members[m][i]`); one: as is."""
     if not members:
         raise PipelineError("an ensemble needs at least one model; give at least one model folder")
     if len(members) == 1:

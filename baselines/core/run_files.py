@@ -1,5 +1,4 @@
-"""Where a saved run's record is: `model_<hash>/run.jsonz` (its copy), else `run_<hash>.jsonz`
-beside the folder (older models); lists of model folders. No TensorFlow, no numpy."""
+"""Where a saved run's record is, and lists of model folders. No TensorFlow, no numpy."""
 
 from __future__ import annotations
 
@@ -75,7 +74,6 @@ def check_fingerprint(record: dict, model_dir: Path, run_path: Path) -> None:
         )
 
 
-# Who writes and who ranks with each collection's runs.
 TRAIN_SCRIPTS = {"tile": "tiles_train.py", "layout": "layout_train.py"}
 PREDICT_SCRIPTS = {
     "tile": "tiles_gen_predictions_csv.py",
@@ -84,8 +82,7 @@ PREDICT_SCRIPTS = {
 
 
 def read_record(path: Path, collection: str, required: Sequence[str]) -> dict[str, Any]:
-    """The run record at `path`, refused if another collection's or lacking a `required`
-    field. Tile records from before the `collection` field have none."""
+    """The run record at `path`, refused if another collection's or lacking a `required` field."""
     script = TRAIN_SCRIPTS[collection]
     if not path.is_file():
         raise PipelineError(f"{path}: run file not found; it is written by {script}")

@@ -12,8 +12,7 @@ from baselines.core.io_utils import describe_write_error
 
 
 def write_gzip_json(path: Path, record: dict[str, Any], dest: Path) -> None:
-    """Writes `record` to `path` (a temporary) with sorted keys and gzip mtime 0, numpy
-    scalars as floats; a failed write is one line naming `dest`."""
+    """Writes `record` to `path` (a temporary) as deterministic gzip'd JSON; errors name `dest`."""
     try:
         with gzip.GzipFile(path, "wb", mtime=0) as f:
             f.write(json.dumps(record, sort_keys=True, default=float).encode())

@@ -1,9 +1,5 @@
-"""Fits a ranking trainer a collection hands over, the same way for every collection.
-
-`fit_run` owns what every run does alike (determinism, tf.distribute, resumable
-early stopping on validation OPA, TensorBoard, timings, the progress bar and the
-closing log lines); the collection builds the trainer, batches and callbacks.
-"""
+"""Fits a ranking trainer a collection hands over (`fit_run`), the same way for every collection:
+tf.distribute, resumable early stopping on validation OPA, TensorBoard, timings, log lines."""
 
 from __future__ import annotations
 
@@ -34,15 +30,10 @@ def set_determinism(seed: int) -> None:
 
 
 class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
-    """Keras' early stopping on val OPA that ends on the best epoch's weights.
-
-    Keras 2 restores the best weights only when it stops early; here a run that
-    uses all its epochs ends on them too. The state is written to `state_dir`
-    after every epoch, before `BackupAndRestore` backs up the model, so a resumed
-    run ends exactly as an uninterrupted one; only the chief writes. With
-    `average_from` (an epoch from 1) the run ends instead on the mean weights of
-    every epoch from that one on (or on the best, if it stops before).
-    """
+    """Keras' early stopping on val OPA that ends on the best epoch's weights, stopped or not; its
+    state goes to `state_dir` after every epoch (chief only), so a resumed run ends as an
+    uninterrupted one. `average_from` (an epoch from 1): ends instead on the mean weights of
+    every epoch from that one on (or on the best, if it stops before)."""
 
     def __init__(
         self,
@@ -80,8 +71,7 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
             self._first_epoch = epoch
             if epoch > 0:
                 self._load(epoch - 1)
-                # Killed after deciding to stop but before `fit` ended: Keras runs
-                # one more step before it looks; nothing of it is recorded.
+                # Killed after deciding to stop: Keras runs one more step, not recorded.
                 self._already_stopped = self.stopped_epoch > 0
                 self.model.stop_training = self._already_stopped
 
@@ -96,8 +86,7 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
             value = logs.get(name)
             self.curve[key].append(None if value is None else float(value))
         if validated:
-            # Keras counts `wait` in calls; patience here counts epochs, also
-            # when validation runs only every few epochs.
+            # Keras counts `wait` in calls; patience here counts epochs.
             self.wait += epoch - self.last_validated - 1
             self.last_validated = epoch
             super().on_epoch_end(epoch, logs)
@@ -147,8 +136,7 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
             arrays = {f"arr_{i}": w for i, w in enumerate(weights)}
             arrays.update({f"mean_{i}": w for i, w in enumerate(self._mean_weights or [])})
             np.savez(tmp, meta=np.array(json.dumps(meta)), **arrays)
-        # The previous epoch's state stays: a kill between this write and the
-        # model backup resumes at this epoch again and needs it.
+        # The previous epoch's state stays: a kill before the model backup resumes from it.
         old = self._path(epoch - 2)
         if old.exists():
             old.unlink()
@@ -170,7 +158,6 @@ class ResumableEarlyStopping(tf.keras.callbacks.EarlyStopping):
         self.stopped_epoch, self.last_validated = meta["stopped_epoch"], meta["last_validated"]
         self.curve = meta["curve"]
         self.best_weights = weights or None
-        # States written before weight averaging existed hold no mean.
         self.averaged_epochs = meta.get("averaged_epochs", 0)
         self._mean_weights = means or None
 
@@ -191,8 +178,7 @@ class FitPlan:
 
 @dataclasses.dataclass(frozen=True)
 class FitCallbacks:
-    """`first` add to an epoch's logs (the keys `extra_curve` names) before early stopping
-    and TensorBoard read them; `last` come after."""
+    """`first` add to an epoch's logs (keys `extra_curve`) before early stopping; `last` after."""
 
     first: Sequence[tf.keras.callbacks.Callback] = ()
     extra_curve: Sequence[str] = ()
@@ -201,9 +187,8 @@ class FitCallbacks:
 
 @dataclasses.dataclass(frozen=True)
 class RunFiles:
-    """Where a fit writes (None: not at all): `backup_dir` the per-epoch backup (Keras'
-    in `keras/`, and the early-stopping state), resumed from if it exists; `tb_dir`
-    TensorBoard's logs, with `hparams`' session (the chief only)."""
+    """Where a fit writes (None: not at all): `backup_dir` the per-epoch backup, resumed from if
+    it exists; `tb_dir` TensorBoard's logs, with `hparams`' session (the chief only)."""
 
     backup_dir: Path | None = None
     tb_dir: Path | None = None
@@ -243,20 +228,16 @@ def fit_run(
     progress: str | None = None,
     log: Callable[[str], None] = print,
 ) -> FitResult:
-    """Builds the trainer under `strategy`, fits it and says how the run ended.
-
-    The optimizer's slots are made before the first step (made inside it, they would
-    trace the step twice). Callbacks in order: the epoch timer, `callbacks.first`,
-    early stopping (its state reaches the disk before the backup), the learning
-    rate, TensorBoard, the backup, HParams, `callbacks.last`, the progress bar.
-    """
+    """Builds the trainer under `strategy` (optimizer slots before the first step, else it traces
+    twice), fits it and says how the run ended. Callbacks in order: the epoch timer,
+    `callbacks.first`, early stopping, the learning rate, TensorBoard, the backup, HParams,
+    `callbacks.last`, the progress bar."""
     with strategy.scope():
         trainer = build_trainer()
         trainer.optimizer.build(trainer.trainable_variables)
-    # Read when the first batch is drawn, after BackupAndRestore restored the
-    # optimizer: a resumed run continues at its epoch.
-    steps = train_batches.steps
-    train_batches.first_epoch = lambda: int(trainer.optimizer.iterations.numpy()) // steps
+    # Read at the first batch, after BackupAndRestore: a resumed run continues at its epoch.
+    updates = train_batches.updates  # the optimizer counts updates, not passes
+    train_batches.first_epoch = lambda: int(trainer.optimizer.iterations.numpy()) // updates
     chief = distribution.is_chief(strategy)
     timer = EpochTimer()
     with tempfile.TemporaryDirectory() as scratch:

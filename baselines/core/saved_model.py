@@ -1,5 +1,4 @@
-"""Saving a model as a Keras SavedModel (with a copy of its run record, which holds the
-model's fingerprint) and copying saved weights into a rebuilt one."""
+"""Saving a model as a Keras SavedModel with its run record, and copying saved weights in."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ from baselines.core.run_json import write_gzip_json
 
 
 def _save_keras(model: tf.keras.Model, folder: Path, dest: Path) -> None:
-    """`model.save` into `folder`, without traces (seconds a run, never executed); a
-    refused write is one line naming `dest`. Loading needs models.py imported."""
+    """`model.save` into `folder`, without traces; a refused write is one line naming `dest`."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -38,8 +36,7 @@ def save_model(model: tf.keras.Model, model_dir: Path) -> None:
 def save_run(
     model: tf.keras.Model, record: dict[str, Any], model_dir: Path, run_path: Path
 ) -> None:
-    """Saves a run's model and run file as one unit (temporaries first: any error leaves the
-    previous pair); the record gains `model_fingerprint`."""
+    """Saves a run's model and run file as one unit; the record gains `model_fingerprint`."""
     with atomic_output(run_path) as run_tmp:
         with atomic_directory(model_dir) as tmp:
             _save_keras(model, tmp, model_dir)
@@ -125,8 +122,7 @@ def variable_difference(
 
 
 def copy_saved_variables(model_dir: Path, model: tf.keras.Model) -> None:
-    """Copies a saved Keras model's variables into `model`, matched by path and shape
-    (as Keras restores them); the first disagreement is named in one line."""
+    """Copies a saved Keras model's variables into `model`, matched by path and shape."""
     saved = saved_variable_shapes(model_dir)
     difference = variable_difference(saved, variable_paths(model), type(model).__name__)
     if difference:

@@ -19,8 +19,7 @@ def available_cores() -> int:
 
 def tile_thread_pools(cores: int | None = None) -> dict[str, str]:
     """TensorFlow's thread-pool variables for tile work on `cores` cores: on 2 or fewer, one
-    thread per op and two ops at a time (a tile step is thousands of small ops); larger
-    machines keep TensorFlow's choice (not measured). Layout's epochs got slower with it."""
+    thread per op and two ops at a time (a tile step is thousands of small ops), else none."""
     if cores is None:
         cores = available_cores()
     if cores > 2:
@@ -29,8 +28,7 @@ def tile_thread_pools(cores: int | None = None) -> dict[str, str]:
 
 
 def prepare_tensorflow_import(thread_pools: Mapping[str, str] | None = None) -> None:
-    """Quiets TensorFlow's C++ log, sets unset `thread_pools` variables and drops setuptools'
-    distutils shim, which turns TF 2.15's `import distutils` into most of setuptools."""
+    """Quiets TensorFlow's C++ log, sets unset `thread_pools` variables, drops distutils' shim."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # CUDA-plugin noise on CPU machines
     for name, value in (thread_pools or {}).items():
         os.environ.setdefault(name, value)

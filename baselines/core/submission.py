@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from baselines.core.errors import PipelineError
-from baselines.core.io_utils import atomic_output, describe_write_error
+from baselines.core.io_utils import atomic_output
 
 HEADER: tuple[str, str] = ("ID", "TopConfigs")
 TILE_PREFIX = "tile:xla:"
@@ -28,11 +28,11 @@ COLLECTIONS: tuple[str, ...] = ("tile:xla",) + tuple(
 
 _INT_RE = re.compile(r"\d+")
 _NEG_RE = re.compile(r"-\d+")
-_SHOW = 5  # How many offending IDs an error message lists.
+SHOW = 5  # How many offending IDs or indices an error message lists.
 
 
-def _first(items: Sequence[str], n: int = _SHOW) -> str:
-    shown = ", ".join(items[:n])
+def listed(items: Sequence[object], n: int = SHOW) -> str:
+    shown = ", ".join(str(item) for item in items[:n])
     return shown + (", ..." if len(items) > n else "")
 
 
@@ -140,19 +140,19 @@ def _npz_stems(directory: Path) -> list[str]:
 
 
 def sample_ids_from_test_dirs(
-    tile_test_dir: str | os.PathLike[str],
-    layout_root: str | os.PathLike[str] | None = None,
+    tile_test_dir: str | os.PathLike[str], layout_root: str | os.PathLike[str] | None = None
 ) -> list[tuple[str, str]]:
     """The submission's ID list from downloaded test splits (no sample CSV): tile rows, then
     layout rows when `layout_root` exists, in the sample's order, all `FILL_RANKING`."""
     tile_dir = Path(tile_test_dir)
-    if not tile_dir.is_dir():
+    has_layout = layout_root is not None and Path(layout_root).is_dir()
+    if not tile_dir.is_dir() and not has_layout:
         raise PipelineError(f"tile test directory {tile_dir} not found")
-    tile_stems = _npz_stems(tile_dir)
-    if not tile_stems:
+    tile_stems = _npz_stems(tile_dir) if tile_dir.is_dir() else []  # a layout-only set: none
+    if tile_dir.is_dir() and not tile_stems:
         raise PipelineError(f"tile test directory {tile_dir} has no .npz files")
     rows = [(f"{TILE_PREFIX}{stem}", FILL_RANKING) for stem in tile_stems]
-    if layout_root is not None and Path(layout_root).is_dir():
+    if has_layout:
         root = Path(layout_root)
         for source in LAYOUT_SOURCES:
             for search in LAYOUT_SEARCHES:
@@ -187,8 +187,7 @@ def _collection_order(collections: Iterable[str]) -> list[str]:
 def merge_rankings(
     inputs: Sequence[tuple[str, Mapping[str, Sequence[int]]]],
 ) -> tuple[dict[str, list[int]], dict[str, str]]:
-    """({ID: ranking}, {ID: its input's label}) of (label, {ID: ranking}) inputs; an ID in two
-    inputs is refused (which to submit is not ours to guess)."""
+    """({ID: ranking}, {ID: its input's label}) of (label, {ID: ranking}); refuses an ID in two."""
     merged: dict[str, list[int]] = {}
     origin: dict[str, str] = {}
     for label, rankings in inputs:
@@ -196,7 +195,7 @@ def merge_rankings(
         if clash:
             other = origin[clash[0]]
             raise PipelineError(
-                f"{len(clash)} IDs of {label} are in {other} too (first: {_first(clash)}); "
+                f"{len(clash)} IDs of {label} are in {other} too (first: {listed(clash)}); "
                 "each ID may come from one input only: drop the rows from one of the files, "
                 "or list each file once in --inputcsv"
             )
@@ -224,7 +223,7 @@ def refuse_unknown_ids(
     elsewhere = f" (and {more} in other inputs)" if more else ""
     raise PipelineError(
         f"{len(bad)} of {len(of_label)} IDs in {label} are not IDs of {sample_label}"
-        f"{elsewhere} (first: {_first(bad)}); Kaggle cannot score them: were they "
+        f"{elsewhere} (first: {listed(bad)}); Kaggle cannot score them: were they "
         "predicted from another split or dataset?"
     )
 
@@ -321,7 +320,7 @@ def _gaps(refused, absent, ids_per_collection, missing, rankings, origin) -> lis
         else:
             given = sorted({(origin or {}).get(i, "") for i in ids if i in rankings} - {""})
             where = f" missing from {', '.join(given)}" if given else ""
-            gaps.append(f"{collection} {len(gone)} of {len(ids)}{where} (first: {_first(gone)})")
+            gaps.append(f"{collection} {len(gone)} of {len(ids)}{where} (first: {listed(gone)})")
     return gaps
 
 
@@ -343,11 +342,7 @@ def _refusal_hint(dummy_rows: bool, only_absent: bool) -> str:
 def write_csv_atomic(
     path: str | os.PathLike[str], header: Sequence[str], rows: Iterable[Sequence[str]]
 ) -> None:
-    with atomic_output(path) as tmp:
-        try:
-            with open(tmp, "w", newline="", encoding="utf-8") as f:
-                writer = csv.writer(f, lineterminator="\n")
-                writer.writerow(header)
-                writer.writerows(rows)
-        except OSError as e:
-            raise PipelineError(f"cannot write {path}: {describe_write_error(e)}") from e
+    with atomic_output(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)

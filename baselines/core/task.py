@@ -1,7 +1,5 @@
 """What a collection hands the conductor (`core/conductor.py`): a task, and the data it read.
-
-No TensorFlow at import: entry scripts import a task module before TensorFlow.
-"""
+No TensorFlow at import: entry scripts import a task module before TensorFlow."""
 
 from __future__ import annotations
 
@@ -18,9 +16,8 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class Loaded:
-    """A run's data as its task read it: `identity` names the data (None: the flags alone
-    name the run), `toy_fallback` the toy set stood in for a missing root, `notice` is
-    said again when the run ends (the toy-data banner)."""
+    """A run's data as its task read it: `identity` names the data (None: the flags name the
+    run), `toy_fallback`: the toy set stood in, `notice`: said again when the run ends."""
 
     train: Any
     valid: Any
@@ -71,22 +68,19 @@ class Task(abc.ABC):
     def evaluate(
         self, args: Any, model: tf.keras.Model, loaded: Loaded, record: dict, progress: bool, log
     ) -> tuple[dict[str, Any], Any]:
-        """(the record's evaluation fields, with a `timings` dict; what `finish` needs);
-        `record` is the run's record so far (curve, best epoch, timings)."""
+        """(the record's evaluation fields, with a `timings` dict; what `finish` needs)."""
 
     def schedule(
         self, args: Any, steps_per_epoch: int, log: Callable[[str], None]
     ) -> tuple[int, int | list[int]]:
-        """(epochs to train, Keras `validation_freq`): `--epochs` as `--max_train_steps`
-        caps them, validation every `--eval_every` epochs and after the last."""
+        """(epochs to train, Keras `validation_freq`) by `--max_train_steps`, `--eval_every`."""
         from baselines.core.optimizers import effective_epochs
 
         epochs = effective_epochs(args.epochs, args.max_train_steps, steps_per_epoch, log)
         return epochs, args.validation_epochs(epochs)
 
     def optimizer(self, args: Any, epochs: int, steps_per_epoch: int):
-        """Adam or AdamW (`--optimizer`), at a constant rate or along `--lr_schedule`,
-        clipped to `--clip_norm`."""
+        """Adam or AdamW (`--optimizer`) along `--lr_schedule`, clipped to `--clip_norm`."""
         from baselines.core.optimizers import learning_rate, make_optimizer
 
         rate = learning_rate(args.lr, args.lr_schedule, epochs, steps_per_epoch, args.warmup_epochs)
@@ -100,7 +94,6 @@ class Task(abc.ABC):
         return [], ()
 
     def run_label(self, args: Any, run_hash: str) -> str:
-        """A readable run name: model and the hash's first 8 digits."""
         return f"{args.model}-{run_hash[:8]}"
 
     def finish(self, args: Any, record: dict, outputs: Any, loaded: Loaded, log) -> None:

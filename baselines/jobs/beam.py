@@ -13,11 +13,11 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from baselines.core.cli import HelpFormatter, add_field_flags, parse_bool
+from baselines.core.args_record import old_spelling_notes
+from baselines.core.cli import HelpFormatter, add_bool_flag, add_field_flags
 from baselines.core.errors import PipelineError
 from baselines.core.flagfile import expand_flagfiles
 from baselines.jobs.collections import ROOT, CollectionSpec
@@ -66,14 +66,7 @@ def build_parser(spec: CollectionSpec, doc: str) -> argparse.ArgumentParser:
         "other flags), or FILE.json (a list of flag dicts)",
     )
     parser.add_argument("--num_seeds", type=int, default=None, help="seeds 0..N-1 (--sweep=seeds)")
-    parser.add_argument(
-        "--debug",
-        type=parse_bool,
-        nargs="?",
-        const=True,
-        default=False,
-        help=f"train only the first {DEBUG_RUNS} runs",
-    )
+    add_bool_flag(parser, "--debug", f"train only the first {DEBUG_RUNS} runs")
     parser.add_argument(
         "--ensemble_top", type=int, default=3, help="runs in the summary's ensemble command"
     )
@@ -165,11 +158,6 @@ def make_pipeline(options, runner: str):
         raise PipelineError(f"--runner: {' '.join(str(e).split())}") from None
 
 
-def import_train_function(path: str) -> Callable[..., Mapping[str, Any]]:
-    module, name = path.split(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def sweep_pipeline(
     spec: CollectionSpec, pipeline, runs: list, out_dir: Path, ensemble_top: int, tf_threads: int
 ) -> None:
@@ -190,14 +178,13 @@ def sweep_pipeline(
             import tensorflow as tf
 
             if tf_threads > 0:
-                try:
+                with contextlib.suppress(RuntimeError):  # TensorFlow already running: keep it
                     tf.config.threading.set_intra_op_parallelism_threads(tf_threads)
                     tf.config.threading.set_inter_op_parallelism_threads(tf_threads)
-                except RuntimeError:  # TensorFlow already running in this process: keep it
-                    pass
 
         def process(self, element):
-            train = import_train_function(spec.train_function)
+            module, name = spec.train_function.split(":")
+            train = getattr(importlib.import_module(module), name)
             index, args = element
             log = lambda line: print(line, flush=True)  # noqa: E731
             yield run_one(spec, index, total, args, train, log)
@@ -228,10 +215,13 @@ class Plan:
     beam_args: list[str]
 
 
-def plan(spec: CollectionSpec, argv: list[str], doc: str) -> Plan:
-    """Parses and checks the command line (no Beam, no TensorFlow yet)."""
+def plan(spec: CollectionSpec, doc: str, argv: list[str], log: Callable = lambda _: None) -> Plan:
+    """Parses and checks the command line (no Beam, no TensorFlow yet); what an old spelling
+    (e.g. --toy_data) does in the new ones is said through `log`."""
     argv = expand_flagfiles(argv, spec.args_type.flag_names())
     flags, beam_args = build_parser(spec, doc).parse_known_args(argv)
+    for note in old_spelling_notes(vars(flags)):
+        log(note)
     if flags.ensemble_top < 1:
         raise PipelineError(f"--ensemble_top: must be at least 1, got {flags.ensemble_top}")
     if flags.tf_threads is not None and flags.tf_threads < 0:
@@ -244,11 +234,13 @@ def plan(spec: CollectionSpec, argv: list[str], doc: str) -> Plan:
     return Plan(sweep, runs, repeats, summary_dir(runs), flags, beam_args)
 
 
-def main(spec: CollectionSpec, argv: list[str], doc: str) -> int:
-    """Plans, runs the sweep on Beam, prints the summary; 1 if a run failed."""
+def main(spec: CollectionSpec, doc: str, argv: list[str] | None = None) -> int:
+    """Plans, runs the sweep on Beam, prints the summary; 1 if a run failed. `argv`: the command
+    line's (`doc`: the script's docstring)."""
+    argv = sys.argv[1:] if argv is None else argv
     for name in ("apache_beam", None):  # Beam's start-up warnings; runs print their own lines
         logging.getLogger(name).setLevel(logging.ERROR)
-    todo = plan(spec, argv, doc)
+    todo = plan(spec, doc, argv, log=lambda line: print(line, flush=True))
     runs, out_dir = todo.runs, todo.out_dir
     options, runner, parsed = beam_options(spec, todo.beam_args)
     local = runner in DIRECT_RUNNERS

@@ -86,14 +86,19 @@ def choose(per_item: Mapping[str, Mapping[str, float]], default: str = "recommen
         )
         return Choice(best.option, default, tuple(comparisons), reason)
     others = [c for c in comparisons if c.option != default]
-    if any(c.items >= 2 and math.isfinite(c.se) and c.diff < -Z * c.se for c in others) and all(
-        c.items >= 2 and math.isfinite(c.se) and abs(c.diff) > Z * c.se for c in others
-    ):
+    tied = [
+        c.option
+        for c in others
+        if not (c.items >= 2 and math.isfinite(c.se) and abs(c.diff) > Z * c.se)
+    ]
+    if not others:
+        reason = f"{default} is the only option"
+    elif not tied:
         reason = f"{default} beats every other option on validation beyond {Z:g} standard errors"
     else:
         reason = (
-            f"validation cannot separate the options from {default} "
-            f"(no difference beyond {Z:g} standard errors); {default} is kept"
+            f"no option beats {default} on validation beyond {Z:g} standard errors, and "
+            f"validation cannot separate {', '.join(tied)} from it; {default} is kept"
         )
     return Choice(default, default, tuple(comparisons), reason)
 

@@ -1,8 +1,5 @@
-"""One collection as the runners (sweeps, the submission job) see it: a `CollectionSpec`.
-
-Everything the runners do differently per collection is a field here, so they
-never ask which collection they run. No TensorFlow or Beam.
-"""
+"""One collection as the runners (sweeps, the submission job) see it: a `CollectionSpec`, every
+difference between collections a field. No TensorFlow or Beam."""
 
 from __future__ import annotations
 
@@ -19,14 +16,9 @@ Result = Mapping[str, Any]  # a sweep's result of one run (`sweeps.run_one`)
 @dataclasses.dataclass(frozen=True)
 class CollectionSpec:
     """How the project's scripts train, evaluate and rank one collection, and summarize it.
-
-    The job trains with `--flagfile=<recipe>`, `data_flags`, its own flags, `--seed`,
-    `collection_flags`, `--out_dir` and `--cache_dir`. Sweeps: `metric_cells(result)`
-    gives `metric_columns`' values, `summarize(record)` a run record's result fields
-    (with `best_epoch`, `epochs_run`), `sort_key` orders runs best first,
-    `done_line` logs one; `ensemble_key`, when given, keeps the ensemble to runs
-    whose key is the best run's.
-    """
+    Sweeps: `metric_cells(result)` gives `metric_columns`' values, `summarize(record)` a run
+    record's result fields (with `best_epoch`, `epochs_run`), `sort_key` orders runs best first,
+    `done_line` logs one; `ensemble_key` keeps the ensemble to runs with the best run's key."""
 
     name: str  # "tile:xla", "layout:nlp:default"; "layout": any layout collection (sweeps)
     kind: str  # "tile" or "layout": the run files' kind, the download group, the cache folder
@@ -44,7 +36,6 @@ class CollectionSpec:
     toy_flags: tuple[str, ...]  # the training's flags on the toy sets
     collection_flags: tuple[str, ...]  # the training's flags that pick the collection
     report_metrics: Mapping[str, str]  # evaluation.csv columns in the report: their headings
-    overall_row: Mapping[str, str]  # evaluation.csv's row over everything: column -> value
     figure: str  # the evaluation's figure in the report
     training_weight: float  # a training's cost at the real size, relative to layout:xla's
     # Sweeps.
@@ -74,10 +65,8 @@ class CollectionSpec:
         return self.toy_root if toy else data_root / self.release_root
 
     def folder(self, data_root: Path, toy: bool) -> Path:
-        """Its train/valid/test folders' parent."""
         root = self.root(data_root, toy)
         return root / self.data_subdir if self.data_subdir else root
 
     def data_flags(self, data_root: Path, toy: bool) -> tuple[str, ...]:
-        """The data flags every script of it gets."""
         return (f"--data_root={self.root(data_root, toy)}", *(self.toy_flags if toy else ()))

@@ -13,7 +13,6 @@ Beam; nothing here imports TensorFlow or Beam.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import hashlib
 import json
@@ -130,14 +129,8 @@ def parse_candidates(flag: str, text: str) -> tuple[str, ...]:
 
 def missing_recipes(job: Job) -> list[str]:
     """The candidates' flagfiles that do not exist."""
-    return sorted(
-        {
-            str(job.recipe(c, candidate))
-            for c in job.collections
-            for candidate in job.candidates[c.kind]
-            if not job.recipe(c, candidate).is_file()
-        }
-    )
+    recipes = {job.recipe(c, candidate) for c, candidate, _ in job.runs()}
+    return sorted(str(path) for path in recipes if not path.is_file())
 
 
 def missing_data(job: Job) -> dict[str, str]:
@@ -172,12 +165,16 @@ def plan_job(
     # or synthetic sets) --allow_missing takes the IDs from the test folders. The join's
     # --no_dummy_rows refuses any ID without a ranking either way. It takes the roots of
     # the chosen collections' kinds: a tile-only job on a tile-only root joins tile rows.
+    out_dir = Path(out).expanduser().absolute()
     roots = {c.join_flag: c.root(root, toy) for c in chosen}
+    # Without tile:xla, a --data_root that holds nothing, so no tile ID is expected.
+    roots.setdefault(TILE_XLA.join_flag, out_dir / "join" / "no_tile_collection")
     join = [f"{flag}={path}" for flag, path in roots.items()] + ["--allow_missing"]
+    if len(chosen) < len(SPECS):
+        join.append(f"--collections={','.join(c.name for c in chosen)}")
     if sample is not None:
         join.append(f"--sample={Path(sample).expanduser().absolute()}")
     train = (f"--epochs={epochs}",) if epochs is not None else ()
-    out_dir = Path(out).expanduser().absolute()
     given = {"tile": ",".join(DEFAULT_CANDIDATES), "layout": ",".join(DEFAULT_CANDIDATES)}
     given.update(candidates or {})
     parsed = {kind: parse_candidates(f"--{kind}_candidates", text) for kind, text in given.items()}
@@ -203,12 +200,11 @@ def plan_job(
     return job
 
 
-# ---------------------------------------------------------------------------
 # Child processes and step records.
 
 
 def run_child(cmd: Sequence[str], log_path: Path, threads: int | None = None) -> dict[str, float]:
-    """Runs a script, its output to `log_path`; its wall time and peak RSS. A failure is a
+    """Runs a script, its output to `log_path`; its wall and CPU time and peak RSS. A failure is a
     PipelineError with the child's last output line and the log's path."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if threads:
@@ -226,7 +222,12 @@ def run_child(cmd: Sequence[str], log_path: Path, threads: int | None = None) ->
         lines = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
         last = lines[-1].strip() if lines else f"exit status {proc.returncode}"
         raise PipelineError(f"{Path(cmd[0]).name} failed: {last} (log: {log_path})")
-    return {"wall_s": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+    cpu = usage.ru_utime + usage.ru_stime  # the step's own work, whatever else runs beside it
+    return {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+    }
 
 
 def read_done(folder: Path, inputs: dict[str, Any]) -> dict[str, Any] | None:
@@ -242,14 +243,14 @@ def read_done(folder: Path, inputs: dict[str, Any]) -> dict[str, Any] | None:
     return done
 
 
-def worker_name() -> str:
-    """The worker a step runs on: host and process id."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 def write_done(folder: Path, inputs: dict[str, Any], outputs: list[str], **facts: Any) -> dict:
     """A finished step's record, with the worker (host:pid) it ran on."""
-    done = {"inputs": inputs, "outputs": outputs, "worker": worker_name(), **facts}
+    done = {
+        "inputs": inputs,
+        "outputs": outputs,
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
+        **facts,
+    }
     atomic_write_text(folder / DONE, json.dumps(done, indent=1, sort_keys=True) + "\n")
     return done
 
@@ -267,7 +268,6 @@ def model_identity(model_dir: str) -> str:
     return f"{model_fingerprint(folder)}:{file_digest(run_file)}"
 
 
-# ---------------------------------------------------------------------------
 # The three steps.
 
 
@@ -292,6 +292,29 @@ def finished_run(c: CollectionSpec, out_dir: Path, run_hash: str) -> str | None:
     return str(model_dir)
 
 
+def train_inputs(job: Job, c: CollectionSpec, candidate: str, seed: int) -> tuple[Path, dict]:
+    """(step folder, inputs) of one (collection, candidate, seed) training."""
+    out_dir = job.out / c.slug
+    recipe = job.recipe(c, candidate)
+    flags = [f"--flagfile={recipe}", *job.data_flags(c), *job.train_flags, f"--seed={seed}"]
+    flags += [*c.collection_flags, f"--out_dir={out_dir}", job.cache_flag(c)]
+    step_dir = out_dir / candidate_name(candidate) / f"seed_{seed}"
+    return step_dir, {"script": c.train_script, "flags": flags}
+
+
+def trained_models(job: Job, c: CollectionSpec) -> dict[str, list[str]] | None:
+    """{candidate: model folders} once every training of a collection has its record for
+    this job's inputs; None while one is missing."""
+    trained: dict[str, list[str]] = {}
+    for candidate in job.candidates[c.kind]:
+        for seed in range(job.seeds):
+            done = read_done(*train_inputs(job, c, candidate, seed))
+            if done is None:
+                return None
+            trained.setdefault(candidate_name(candidate), []).append(done["model_dir"])
+    return trained
+
+
 def train_step(
     job: Job, c: CollectionSpec, candidate: str, seed: int, threads: int | None, log: Log
 ) -> dict:
@@ -299,11 +322,8 @@ def train_step(
     hash)."""
     out_dir = job.out / c.slug
     name = candidate_name(candidate)
-    step_dir = out_dir / name / f"seed_{seed}"
-    recipe = job.recipe(c, candidate)
-    flags = [f"--flagfile={recipe}", *job.data_flags(c), *job.train_flags, f"--seed={seed}"]
-    flags += [*c.collection_flags, f"--out_dir={out_dir}", job.cache_flag(c)]
-    inputs = {"script": c.train_script, "flags": flags}
+    step_dir, inputs = train_inputs(job, c, candidate, seed)
+    flags = inputs["flags"]
     label = f"train {c.name} {name} seed {seed}"
     done = read_done(step_dir, inputs)
     if done is not None:
@@ -314,8 +334,9 @@ def train_step(
         done = write_done(step_dir, inputs, [finished], model_dir=finished, wall_s=None)
         log(f"{label}: reused {finished}")
         return {**done, "collection": c.name, "candidate": name, "seed": seed, "reused": True}
-    log(f"{label}: started")
+    log(f"{label}: started" + (f" on {threads} TensorFlow threads" if threads else ""))
     cost = run_child([c.train_script, *flags], step_dir / "train.log", threads)
+    cost["threads"] = threads
     saved = re.findall(r"^saved model: (.+)$", (step_dir / "train.log").read_text(), re.M)
     if not saved:
         raise PipelineError(f"{label}: no saved model in {step_dir / 'train.log'}")
@@ -351,6 +372,7 @@ def rank_step(
         step_dir / "evaluate.log",
         threads,
     )
+    eval_cost["threads"] = threads
     choice = choose_option(trained, Path(f"{evaluation}_items.csv"))
     chosen = every if choice["chosen"] == BLEND else trained[choice["chosen"]]
     rank_cost = run_child(
@@ -358,6 +380,7 @@ def rank_step(
         step_dir / "predict.log",
         threads,
     )
+    rank_cost["threads"] = threads
     outputs = [str(csv_path), f"{evaluation}.csv", f"{evaluation}.md", f"{evaluation}_items.csv"]
     done = write_done(
         step_dir,
@@ -412,7 +435,6 @@ def join_step(job: Job, ranked: Sequence[dict], log: Log) -> dict:
     return {**done, "reused": False}
 
 
-# ---------------------------------------------------------------------------
 # The report.
 
 
@@ -421,13 +443,6 @@ def _read_json(path: Path) -> dict[str, Any]:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _overall_rows(csv_path: Path, c: CollectionSpec) -> list[dict[str, str]]:
-    """evaluation.csv's rows over every kernel or graph (every configuration, for layout)."""
-    with open(csv_path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    return [r for r in rows if all(r[k] == v for k, v in c.overall_row.items())]
 
 
 def _cell(value: float, signed: bool = False) -> str:
@@ -486,10 +501,14 @@ def cost_rows(job: Job) -> list[str]:
     def cell(cost: dict, worker: str | None = None) -> str:
         wall, rss = cost.get("wall_s"), cost.get("peak_rss_mb")
         if wall is None:
-            return f"trained before this job's record | | {worker or ''} |"
-        return f"{wall:.0f} | {rss:.0f} | {worker or cost.get('worker', '')} |"
+            return f"trained before this job's record | | | {worker or ''} |"
+        threads = cost.get("threads") or "-"
+        return f"{wall:.0f} | {rss:.0f} | {threads} | {worker or cost.get('worker', '')} |"
 
-    lines = ["| step | wall s | peak RSS MB | worker (host:pid) |", "|---|---|---|---|"]
+    lines = [
+        "| step | wall s | peak RSS MB | TensorFlow threads | worker (host:pid) |",
+        "|---|---|---|---|---|",
+    ]
     for c in job.collections:
         for candidate in job.candidates[c.kind]:
             name = candidate_name(candidate)

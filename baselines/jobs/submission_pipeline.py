@@ -1,45 +1,43 @@
 """The submission job (`jobs/submission_job.py`) as one Apache Beam pipeline, and its options.
 
-    Create (lane, (collection, seed)) -> GroupByKey(lane) -> train each
-        -> GroupByKey(collection) -> evaluate + rank -> ToList -> join
+    Create (lane, (collection, candidate, seed)) -> GroupByKey(lane)
+        -> train each, and rank a collection once its last training ends -> ToList -> join
 
 Beam's local runner hands each worker a fixed share of a stage's keys and runs
-it one element after another, so there the trainings are first dealt into one
-lane per worker, longest first (`training_lanes`); elsewhere every training is
-a lane of its own. The local workers are processes of this machine, as many as
-its cores and memory allow (`local_workers`); a portable runner (Flink, Spark,
-Dataflow) needs the repository, the data and `--out` on storage every worker
-sees. Beam is imported only inside these functions.
+it one element after another, so there each worker runs one lane, and every lane
+walks the same list of trainings, longest first, taking each one no other lane
+has taken (`run_lane`): a lane that finishes early takes the next training, so
+no static plan has to guess the trainings' times. Elsewhere every training is a
+lane of its own. The lanes meet on a board of files (`jobs/board.py`): a
+training is claimed there, a collection is ranked by the lane that ends its
+last training, and a training takes the cores of the lanes that have ended.
+The local workers are processes of this machine, as many as its cores and
+memory allow (`local_workers`); a portable runner (Flink, Spark, Dataflow) needs
+the repository, the data and `--out` on storage every worker sees. Beam is
+imported only inside these functions.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import shutil
+import uuid
+from collections.abc import Iterator, Sequence
 
 from baselines.core.errors import PipelineError
 from baselines.jobs.beam import DIRECT_RUNNERS, _beam_parse, make_pipeline
-from baselines.jobs.collections import CollectionSpec
-from baselines.jobs.submission_job import Job, join_step, rank_step, train_step
+from baselines.jobs.board import Board
+from baselines.jobs.submission_job import (
+    Job,
+    candidate_name,
+    join_step,
+    rank_step,
+    train_step,
+    trained_models,
+)
 
 TRAINING_BUDGET_GB = 8.0  # peak RSS one recommended training may reach at the real size
 DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
-
-
-def training_lanes(runs: Sequence[tuple[CollectionSpec, int]], lanes: int) -> list[int]:
-    """The lane of each run: longest first, each into the lane with the least work so far.
-
-    The collections' `training_weight`s 5, 3 and 1 are a recommended training's time on
-    2 cores: about 26 min on tile:xla, 15 on an nlp layout collection, 5 on an xla one.
-    """
-    load = [0.0] * lanes
-    lane_of = [0] * len(runs)
-    order = sorted(range(len(runs)), key=lambda i: -runs[i][0].training_weight)
-    for i in order:
-        lane = min(range(lanes), key=lambda k: (load[k], k))
-        lane_of[i] = lane
-        load[lane] += runs[i][0].training_weight
-    return lane_of
 
 
 def memory_gb() -> float:
@@ -119,56 +117,65 @@ def dask_options(beam_args: list[str]):
     return PipelineOptions(beam_args)
 
 
-def build_pipeline(pipeline, job: Job, threads: int | None, lanes: int | None = None) -> None:
-    """Adds the job's steps to a Beam pipeline; `lanes`: the local runner's workers (None:
-    every training is an element of its own, placed where the runner likes)."""
+def training_order(job: Job) -> list[tuple[float, int, str, str, int]]:
+    """Every training of the job as (-weight, index, collection, candidate, seed), longest
+    first: the short trainings left at the end start once other lanes have ended, and take
+    their cores."""
+    runs = enumerate(job.runs())
+    return sorted(
+        (-c.training_weight, i, c.name, candidate, seed) for i, (c, candidate, seed) in runs
+    )
+
+
+def run_lane(job: Job, board: Board, lane: int, trainings, log) -> Iterator[dict]:
+    """One lane: each of `trainings` (sort keys (-weight, index, collection, candidate,
+    seed)) that no other lane has claimed, in order, then the ranking of each collection
+    whose last training it ended; yields the rankings."""
+    by_name = {c.name: c for c in job.collections}
+    for _, _, name, candidate, seed in sorted(trainings):
+        c = by_name[name]
+        if not board.claim(f"train-{c.slug}-{candidate_name(candidate)}-{seed}"):
+            continue  # another lane took it
+        train_step(job, c, candidate, seed, board.threads(), log)
+        trained = trained_models(job, c)
+        # The lane that sees the collection's last training end ranks it, once.
+        if trained is not None and board.claim(c.slug):
+            yield rank_step(job, c, trained, board.threads(), log)
+    board.lane_ended(lane)
+
+
+def build_pipeline(pipeline, job: Job, board: Board, lanes: int | None = None) -> None:
+    """Adds the job's steps to a Beam pipeline; `lanes`: the local runner's workers, each a
+    lane over every training (None: every training is an element of its own, placed where
+    the runner likes)."""
     import apache_beam as beam
 
     by_name = {c.name: c for c in job.collections}
-    runs = job.runs()
-    lane_of = training_lanes(runs, lanes) if lanes else list(range(len(runs)))
-    keyed = [
-        (lane, (i, c.name, candidate, seed))
-        for i, (lane, (c, candidate, seed)) in enumerate(zip(lane_of, runs))
-    ]
+    keyed = training_order(job)
 
     def log(line: str) -> None:
         print(line, flush=True)
 
     def train(element):
-        _, trainings = element
-        for _, name, candidate, seed in sorted(trainings):  # in the job's order
-            yield name, train_step(job, by_name[name], candidate, seed, threads, log)
-
-    def rank(element):
-        name, trained = element
-        trained = sorted(trained, key=lambda t: (t["candidate"], t["seed"]))
-        by_candidate: dict[str, list[str]] = {}
-        for t in trained:
-            by_candidate.setdefault(t["candidate"], []).append(t["model_dir"])
-        ranked = rank_step(job, by_name[name], by_candidate, threads, log)
-        yield {**ranked, "seeds": trained}
+        lane, trainings = element
+        yield from run_lane(job, board, lane, trainings, log)
 
     def join(ranked):
+        missing = sorted(set(by_name) - {r["collection"] for r in ranked})
+        if missing:
+            raise PipelineError(f"no ranking of {', '.join(missing)}: rerun the job to resume")
         join_step(job, ranked, log)
 
     if lanes:
-        trained = (
-            pipeline
-            | "Runs" >> beam.Create(keyed)
-            | "Lanes" >> beam.GroupByKey()
-            | "Train" >> beam.FlatMap(train)
-        )
+        every = [(lane, run) for lane in range(lanes) for run in keyed]
+        lanes_of_runs = pipeline | "Runs" >> beam.Create(every) | "Lanes" >> beam.GroupByKey()
     else:  # no grouping: a group's elements would run in one place
-        trained = (
-            pipeline
-            | "Runs" >> beam.Create([(lane, [run]) for lane, run in keyed])
-            | "Train" >> beam.FlatMap(train)
+        lanes_of_runs = pipeline | "Runs" >> beam.Create(
+            [(i, [run]) for i, run in enumerate(keyed)]
         )
     _ = (
-        trained
-        | "BySeed" >> beam.GroupByKey()
-        | "Rank" >> beam.FlatMap(rank)
+        lanes_of_runs
+        | "TrainAndRank" >> beam.FlatMap(train)
         | "All" >> beam.combiners.ToList()
         | "Join" >> beam.Map(join)
     )
@@ -178,15 +185,18 @@ def run_pipeline(job: Job, beam_args: Sequence[str], log=print) -> str:
     """Runs the job on Beam (said first through `log`); the runner's description. A failed
     step ends the pipeline as one PipelineError; a rerun resumes it."""
     options, runner, workers, threads = pipeline_options(beam_args, len(job.runs()))
+    cores = (os.cpu_count() or 1) if workers else None  # None: threads left to TensorFlow
+    lanes = min(workers, len(job.runs())) if workers else len(job.runs())
+    board = Board(job.out, uuid.uuid4().hex, lanes, cores)
     where = runner
     if workers is not None:
         where += (
             f" ({workers} worker{'s' * (workers > 1)}, "
-            f"{threads} TensorFlow thread{'s' * (threads > 1)} per step)"
+            f"{threads} TensorFlow thread{'s' * (threads > 1)} per step, more once lanes end)"
         )
     log(f"running on {where}")
     pipeline = make_pipeline(options, runner)
-    build_pipeline(pipeline, job, threads, workers)
+    build_pipeline(pipeline, job, board, lanes if workers else None)
     try:
         pipeline.run().wait_until_finish()
     except Exception as e:  # a step's PipelineError arrives wrapped by the runner
@@ -194,4 +204,5 @@ def run_pipeline(job: Job, beam_args: Sequence[str], log=print) -> str:
         step = [line for line in lines if "PipelineError" in line]
         reason = (step or lines)[-1].split("PipelineError: ", 1)[-1].strip()
         raise PipelineError(f"the submission pipeline failed: {reason}") from None
+    shutil.rmtree(board.folder, ignore_errors=True)
     return where

@@ -1,5 +1,4 @@
-"""Sweeps of training runs for any collection (flag dicts on top of base flags, command-line
-flags winning: `expand_runs`) and their summary. No TensorFlow, no Beam."""
+"""Sweeps of training runs for any collection (`expand_runs`) and their summary. No TensorFlow."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from baselines.core.args_record import flag_type
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import atomic_write_text, read_user_text
 from baselines.core.tables import csv_table, markdown_table
@@ -41,14 +41,10 @@ def seeds_sweep(num_seeds: int) -> Sweep:
     return Sweep("seeds", {}, tuple({"seed": seed} for seed in range(num_seeds)))
 
 
-def _field_types(args_type: type) -> dict[str, str]:
-    return {f.name: str(f.type) for f in dataclasses.fields(args_type)}
-
-
 def check_flag_value(spec: CollectionSpec, name: str, value: Any, where: str) -> Any:
     """`value` for flag `name` if its JSON type fits the flag's type, else PipelineError
     (a dict for `model_kwargs_json`, as JSON text; null for an optional flag)."""
-    kind_of = _field_types(spec.args_type)[name]
+    kind_of = next(flag_type(f) for f in spec.args_type.flag_fields() if f.name == name)
     optional = kind_of.endswith(" | None")
     kind_of = kind_of.removesuffix(" | None")
     if name == "model_kwargs_json" and isinstance(value, dict):
@@ -121,8 +117,7 @@ def load_sweep(spec: CollectionSpec, name: str | None, num_seeds: int | None = N
 def expand_runs(
     spec: CollectionSpec, sweep: Sweep, overrides: Mapping[str, Any]
 ) -> tuple[list, int]:
-    """One args record per entry (base < entry < overrides), and how many repeats (the
-    same run hash, the same files) were dropped."""
+    """One args record per entry (base < entry < overrides), and how many repeats were dropped."""
     if sweep.name == "seeds" and "seed" in overrides:
         raise PipelineError("--seed: not with --sweep=seeds, which sets the seed of every run")
     runs: dict[str, Any] = {}
@@ -155,8 +150,7 @@ def run_one(
     train: Callable[..., Mapping[str, Any]],
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Trains one run with `train(args, progress=False, log=...)`: `status` "ok" with
-    `spec.summarize(record)` and the wall time, or "error" and why (the sweep goes on)."""
+    """Trains one run: `status` "ok" with `spec.summarize(record)` and the wall time, or "error"."""
     run_hash = args.run_hash()
     label = f"[run {index + 1}/{total} {run_hash[:8]}]"
     result: dict[str, Any] = {
@@ -205,8 +199,7 @@ def differing_flags(spec: CollectionSpec, results: Iterable[Result]) -> list[str
 
 
 def ensemble_dirs(spec: CollectionSpec, ranked: Sequence[Result], top: int) -> list[str]:
-    """The model folders of the best `top` trained runs (`ranked`: best first), only those
-    sharing the best run's `spec.ensemble_key` when it is set."""
+    """The model folders of the best `top` runs (`ranked`) sharing the best run's `ensemble_key`."""
     if spec.ensemble_key is not None and ranked:
         best = spec.ensemble_key(ranked[0])
         ranked = [r for r in ranked if spec.ensemble_key(r) == best]
@@ -222,7 +215,6 @@ def ensemble_command(spec: CollectionSpec, ranked: Sequence[Result], top: int) -
 
 
 def number(value: float, digits: int = 4) -> str:
-    """A summary cell: `digits` decimals, NaN as "nan"."""
     return "nan" if math.isnan(value) else f"{value:.{digits}f}"
 
 
@@ -249,10 +241,6 @@ def summary_rows(
             + ["", r["error"]]
         )
     return header, rows
-
-
-def summary_csv(spec: CollectionSpec, results: Iterable[Result]) -> str:
-    return csv_table(*summary_rows(spec, results))
 
 
 def _cell(text: str) -> str:
@@ -283,14 +271,7 @@ def summary_markdown(spec: CollectionSpec, results: Iterable[Result], ensemble_t
     command = ensemble_command(spec, ok, ensemble_top)
     if command:
         count = len(ensemble_dirs(spec, ok, ensemble_top))
-        lines += [
-            f"## Ensemble of the best {count}",
-            "",
-            "```bash",
-            command,
-            "```",
-            "",
-        ]
+        lines += [f"## Ensemble of the best {count}", "", "```bash", command, "```", ""]
     return "\n".join(lines)
 
 
@@ -301,12 +282,11 @@ def write_summary(
     out_dir = Path(out_dir).expanduser()
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out_dir / SUMMARY_CSV, out_dir / SUMMARY_MD
-    atomic_write_text(csv_path, summary_csv(spec, results))
+    atomic_write_text(csv_path, csv_table(*summary_rows(spec, results)))
     atomic_write_text(md_path, summary_markdown(spec, results, ensemble_top))
     return csv_path, md_path
 
 
 def count_failed(csv_path: Path) -> int:
-    """Rows of a written sweep_summary.csv whose status is not ok."""
     with open(csv_path, encoding="utf-8", newline="") as f:
         return sum(row["status"] != "ok" for row in csv.DictReader(f))

@@ -11,36 +11,28 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from baselines.core.format import NODE_FEAT_DIM
-from baselines.core.keras_fit import BatchSource
+from baselines.core.keras_fit import BatchSource, vector_specs
+from baselines.core.layers.graph_ops import edge_set
 from baselines.layout.codebook import Codebook
 from baselines.layout.data import MINOR_TO_MAJOR, SHAPE_DIMS, layout_minor_to_major
 from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
 
-# Padding slots' layout values, "the compiler's default" in every group: any
-# valid value would do, the slots are masked.
+# Padding slots' layout values ("the compiler's default"; the slots are masked).
 PAD_VALUE = -1
 
 BATCH_SIGNATURE = {
-    "node_sizes": tf.TensorSpec([None], tf.int32),
-    "edge_sizes": tf.TensorSpec([None], tf.int32),
-    "cfg_sizes": tf.TensorSpec([None], tf.int32),
-    "cfg_edge_sizes": tf.TensorSpec([None], tf.int32),
-    "node_opcode": tf.TensorSpec([None], tf.int32),
+    **vector_specs(tf.int32, "node_sizes", "edge_sizes", "cfg_sizes", "cfg_edge_sizes"),
+    **vector_specs(tf.int32, "node_opcode"),
     "node_feats": tf.TensorSpec([None, NODE_FEAT_DIM], tf.float32),
-    "edge_source": tf.TensorSpec([None], tf.int32),
-    "edge_target": tf.TensorSpec([None], tf.int32),
-    "cfg_node": tf.TensorSpec([None], tf.int32),
-    "cfg_source": tf.TensorSpec([None], tf.int32),
-    "cfg_target": tf.TensorSpec([None], tf.int32),
+    **vector_specs(tf.int32, "edge_source", "edge_target", "cfg_node", "cfg_source", "cfg_target"),
     "cfg_ref": tf.TensorSpec([None, NODE_CONFIG_FEAT_DIM], tf.int8),
     "cfg_dims": tf.TensorSpec([None, NODE_CONFIG_FEAT_DIM], tf.float32),
     "cfg_operand": tf.TensorSpec([None, 2], tf.int32),
     "config_rows": tf.TensorSpec([None, None, NODE_CONFIG_FEAT_DIM], tf.int8),
     "config_codes": tf.TensorSpec([None, None], tf.int32),
-    "config_runtimes": tf.TensorSpec([None], tf.float32),
-    "config_mask": tf.TensorSpec([None], tf.float32),
-    "config_index": tf.TensorSpec([None], tf.int32),
-    "graph_id": tf.TensorSpec([None], tf.string),
+    **vector_specs(tf.float32, "config_runtimes", "config_mask"),
+    **vector_specs(tf.int32, "config_index"),
+    **vector_specs(tf.string, "graph_id"),
 }
 
 
@@ -55,8 +47,7 @@ def normalize_node_feat(node_feat: np.ndarray) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PreparedGraph:
-    """A layout graph as batches take it (`prepare_graphs`); its configurations stay stored
-    (a cache's memory map) until a batch reads its rows."""
+    """A layout graph as batches take it (`prepare_graphs`); configurations read when batched."""
 
     graph_id: str
     node_feats: np.ndarray  # float32 [n, 140], normalized
@@ -74,10 +65,6 @@ class PreparedGraph:
     @property
     def num_configs(self) -> int:
         return int(self.runtimes.shape[0])
-
-    def config_block(self, slots: np.ndarray) -> np.ndarray:
-        """int8 [len(slots), nc, 18]: configurations `slots` (0..c-1), read now."""
-        return self.configs.values(slots)
 
 
 def operand_nodes(graph: LayoutGraph) -> np.ndarray:
@@ -100,8 +87,7 @@ def operand_nodes(graph: LayoutGraph) -> np.ndarray:
 
 
 def reference_layouts(graph: LayoutGraph, tensors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(cfg_ref int8 [nc, 18], cfg_dims float32 [nc, 18]) of a graph (`assemble_batch`);
-    `tensors`: its `operand_nodes` [nc, 3]."""
+    """(cfg_ref int8 [nc, 18], cfg_dims float32 [nc, 18]) of a graph and its `operand_nodes`."""
     m2m = layout_minor_to_major(graph.node_feat)  # [n, 6], -1 past the rank
     dims = np.log1p(np.maximum(graph.node_feat[:, SHAPE_DIMS], 0)).astype(np.float32)
     nc = graph.num_configurable
@@ -110,13 +96,6 @@ def reference_layouts(graph: LayoutGraph, tensors: np.ndarray) -> tuple[np.ndarr
     size = np.where(present[:, :, None], dims[np.maximum(tensors, 0)], 0)
     width = NODE_CONFIG_FEAT_DIM
     return ref.reshape(nc, width).astype(np.int8), size.reshape(nc, width).astype(np.float32)
-
-
-def configurable_operands(operands: np.ndarray, cfg_of_node: np.ndarray) -> np.ndarray:
-    """int32 [nc, 2] (`cfg_operand`): the configurable id of each configurable node's
-    operands 0 and 1, else -1; operands: `operand_nodes`, cfg_of_node [n] (-1: not configurable)."""
-    nodes = operands[:, 1:]
-    return np.where(nodes >= 0, cfg_of_node[np.maximum(nodes, 0)], -1).astype(np.int32)
 
 
 def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
@@ -130,6 +109,8 @@ def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
     cfg_ref, cfg_dims = reference_layouts(graph, operands)
     positive = raw[raw > 0]
     scale = float(positive.min()) if positive.size else 1.0
+    operand_ids = operands[:, 1:]  # nodes of operands 0 and 1, -1: none
+    cfg_operand = np.where(operand_ids >= 0, cfg_of_node[np.maximum(operand_ids, 0)], -1)
     return PreparedGraph(
         graph_id=graph.graph_id,
         node_feats=normalize_node_feat(graph.node_feat),
@@ -139,7 +120,7 @@ def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
         cfg_edges=cfg_edges,
         cfg_ref=cfg_ref,
         cfg_dims=cfg_dims,
-        cfg_operand=configurable_operands(operands, cfg_of_node),
+        cfg_operand=cfg_operand.astype(np.int32),
         configs=graph.configs,
         runtimes=(raw / scale).astype(np.float32),
         raw_runtimes=raw,
@@ -151,8 +132,7 @@ def prepare_graphs(graphs: Sequence[LayoutGraph]) -> list[PreparedGraph]:
 
 
 def config_fields(graph: PreparedGraph, slots: np.ndarray, num_configs: int) -> dict:
-    """The per-configuration batch fields of one graph's K slots (-1 = padding); a scorer
-    that keeps a graph's other fields replaces only these."""
+    """The per-configuration batch fields of one graph's K slots (-1 = padding)."""
     k = int(num_configs)
     slots = np.asarray(slots, dtype=np.int64)
     if slots.shape[0] > k:
@@ -214,23 +194,17 @@ def assemble_batch(
     - `edge_source`, `edge_target` [E]: edge_index rows [u, v], consumer u -> producer v;
     - `cfg_node` [NC]: the node id of every configurable node, graph by graph;
     - `cfg_source`, `cfg_target` [EC]: ids into the NC configurable nodes, same direction;
-    - `cfg_ref` [NC, 18] int8: the layouts of a configurable node's three groups when
-      nothing is configured: its own minor-to-major order (output), operand 0's
-      (input) and operand 1's (kernel), -1 past a rank or for a missing operand;
-      `cfg_dims` [NC, 18] float32: those tensors' shape dims, log1p (0 past the
-      rank). Operand i is the node's i-th edge row in file order (the synthetic
-      files' operand order; a guess for real files); `cfg_operand` [NC, 2] int32:
-      the configurable id of operands 0 and 1, else -1;
+    - `cfg_ref` [NC, 18] int8: the unconfigured layouts of a configurable node's own output,
+      operand 0 and operand 1 (its i-th edge row in file order), -1 past a rank or for a
+      missing operand; `cfg_dims` [NC, 18] float32: those tensors' dims, log1p (0 past the
+      rank); `cfg_operand` [NC, 2] int32: the configurable id of operands 0 and 1, else -1;
     - `config_rows` [NC, R, 18] int8: each configurable node's distinct rows among
       the slots, `PAD_VALUE` past its count; `config_codes` [NC, K] int32: slot k's
       row among its node's (a node's config-independent state is one [NC, d] row
       broadcast over K); `to_model_inputs` adds `config_values` [NC, K, 18];
-    - `config_runtimes` [G * K] float32: runtime / the graph's smallest, -1 for
-      padding; `config_mask` [G * K] 1/0; `config_index` [G * K]: the row in the
-      prepared graph, -1 for padding;
-    - `graph_id` [G] bytes;
-    - `node_segment` [N] bool, segment training only (`segment_source`): the
-      nodes the gradient flows through.
+    - `config_runtimes` [G * K] float32: runtime / the graph's smallest, -1 for padding;
+      `config_mask` [G * K] 1/0; `config_index` [G * K]: the graph's row, -1 for padding;
+    - `graph_id` [G] bytes; `node_segment` [N] bool (`segment_source` only).
     """
     k = int(num_configs)
     parts: dict[str, list] = {key: [] for key in BATCH_SIGNATURE}
@@ -305,16 +279,26 @@ def segment_mask(node_sizes: np.ndarray, keep_nodes: int, rng: np.random.Generat
     return np.concatenate(parts) if parts else np.zeros(0, bool)
 
 
-def segment_source(graphs: Sequence[PreparedGraph], keep_nodes: int, seed: int) -> BatchSource:
-    """`batch_source` whose batches also carry `node_segment` (`segment_mask`), seeded by
-    `seed` and the batch's graphs and slots, so a resumed epoch draws the same segments."""
+def segment_source(
+    graphs: Sequence[PreparedGraph], keep_nodes: int, seed: int, per_graph: bool = False
+) -> BatchSource:
+    """`batch_source` whose batches also carry `node_segment` (`segment_mask`), seeded per batch,
+    or per graph and its slots with `per_graph` (a step split into passes draws what the whole
+    step would)."""
     plain = batch_source(graphs)
 
     def assemble(ids: Sequence[int], slots: Sequence[np.ndarray], k: int) -> dict:
         batch = plain.assemble(ids, slots, k)
-        key = zlib.crc32(batch["config_index"].tobytes() + b"/".join(batch["graph_id"]))
-        rng = np.random.default_rng([seed, key])
-        batch[SEGMENT_KEY] = segment_mask(batch["node_sizes"], keep_nodes, rng)
+        if not per_graph:
+            key = zlib.crc32(batch["config_index"].tobytes() + b"/".join(batch["graph_id"]))
+            rng = np.random.default_rng([seed, key])
+            batch[SEGMENT_KEY] = segment_mask(batch["node_sizes"], keep_nodes, rng)
+            return batch
+        masks = []
+        for i, (size, graph_id) in enumerate(zip(batch["node_sizes"], batch["graph_id"])):
+            key = zlib.crc32(batch["config_index"][i * k : (i + 1) * k].tobytes() + graph_id)
+            masks.append(segment_mask([size], keep_nodes, np.random.default_rng([seed, key])))
+        batch[SEGMENT_KEY] = np.concatenate(masks) if masks else np.zeros(0, bool)
         return batch
 
     return BatchSource(plain.num_configs, assemble, SEGMENT_SIGNATURE)
@@ -325,9 +309,8 @@ def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
 
 
 def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
-    """What a layout model's `forward` reads: a GraphTensor (a component per graph, node sets
-    `op` and `cfg`, edge sets `feed`, consumer -> producer, and `cfg_feed`) and the batch
-    fields of the same names (`node_segment` None when absent)."""
+    """What a layout model's `forward` reads: a GraphTensor (a component per graph, node sets `op`,
+    `cfg`, edge sets `feed`, consumer -> producer, `cfg_feed`) and the batch's other fields."""
     node_sizes, cfg_sizes = batch["node_sizes"], batch["cfg_sizes"]
     graph = tfgnn.GraphTensor.from_pieces(
         node_sets={
@@ -338,24 +321,17 @@ def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
             "cfg": tfgnn.NodeSet.from_fields(sizes=cfg_sizes, features={}),
         },
         edge_sets={
-            "feed": tfgnn.EdgeSet.from_fields(
-                sizes=batch["edge_sizes"],
-                adjacency=tfgnn.Adjacency.from_indices(
-                    source=("op", batch["edge_source"]), target=("op", batch["edge_target"])
-                ),
+            "feed": edge_set(
+                batch["edge_sizes"], ("op", batch["edge_source"]), ("op", batch["edge_target"])
             ),
-            "cfg_feed": tfgnn.EdgeSet.from_fields(
-                sizes=batch["cfg_edge_sizes"],
-                adjacency=tfgnn.Adjacency.from_indices(
-                    source=("cfg", batch["cfg_source"]), target=("cfg", batch["cfg_target"])
-                ),
+            "cfg_feed": edge_set(
+                batch["cfg_edge_sizes"], ("cfg", batch["cfg_source"]), ("cfg", batch["cfg_target"])
             ),
         },
     )
     return {
         "graph": graph,
-        # Each node's distinct layout rows in the batch, and each slot's row among them:
-        # a model may compute per row and gather; `config_values` is the gathered rows.
+        # Each node's distinct rows and each slot's row among them; `config_values` gathered.
         "config_rows": batch["config_rows"],
         "config_codes": batch["config_codes"],
         "config_values": tf.gather(batch["config_rows"], batch["config_codes"], batch_dims=1),

@@ -1,6 +1,5 @@
 """A memory-mapped, content-keyed, verified cache of a layout split as the reader returns it:
-every graph's arrays concatenated, plus offsets; configurations as codebooks, node features
-as each graph's distinct rows and an index per node."""
+every graph's arrays concatenated, plus offsets (`_ROWS`)."""
 
 from __future__ import annotations
 
@@ -29,9 +28,8 @@ from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
 # Bump when the folder's layout or the reader's validation rules change.
 LAYOUT_CACHE_VERSION = 3
 
-# Every cached array's row shape and dtype (None: text). `row_counts` cut `codebook_rows`
-# per node; `config_codes` holds (c, nc) `code_bits`-wide codes (4: `pack_codes`); node
-# i's features are `node_feat_rows[node_feat_index[i]]`, both per graph.
+# Every cached array's row shape and dtype. `config_codes`: (c, nc) `code_bits`-wide codes;
+# node i's features are `node_feat_rows[node_feat_index[i]]`.
 _ROWS = {
     "node_feat_rows": ((NODE_FEAT_DIM,), "float32"),
     "node_feat_index": ((), "int32"),
@@ -64,7 +62,6 @@ _LAYOUT = {
 FIELDS = tuple(_LAYOUT)
 
 
-# The help of every layout script's --cache_dir flag.
 CACHE_DIR_HELP = (
     "folder for memory-mapped caches of the read splits, shared by layout_train.py, "
     "layout_gen_predictions_csv.py and layout_evaluate.py (None = no cache; not hashed)"
@@ -74,8 +71,7 @@ CACHE_DIR_HELP = (
 def prepare_cache_dir(
     cache_dir: Path | str | None, log: Callable[[str], None] = print
 ) -> Path | None:
-    """The cache folder of `--cache_dir` (None: no cache), checked writable before any slow
-    work, leftovers removed."""
+    """The cache folder of `--cache_dir` (None: no cache), checked writable, leftovers removed."""
     if cache_dir is None:
         return None
     cache = Path(cache_dir).expanduser()
@@ -91,8 +87,7 @@ def layout_cache_path(cache_dir: Path | str, folder: Path | str, files: Sequence
 
 
 def save_layout_cache(graphs: Iterable[LayoutGraph], cache_path: Path, name: str) -> None:
-    """Writes graphs (one at a time) as a cache folder, atomically; nothing is published
-    when the iterable raises, so a cache holds a whole, valid split."""
+    """Writes graphs (one at a time) as a cache folder, atomically (nothing if `graphs` raises)."""
     with write_array_folder(cache_path, _LAYOUT, name=name, version=LAYOUT_CACHE_VERSION) as writer:
         ids: list[str] = []
         sizes: dict[str, list[int]] = {offsets: [0] for offsets in _OFFSETS_OF}
@@ -210,8 +205,7 @@ def _graphs(arrays: dict[str, np.ndarray]) -> list[LayoutGraph]:
 def check_layout_cache(
     cache_path: Path, verify: bool = True
 ) -> tuple[list[LayoutGraph] | None, str | None]:
-    """A cached split's graphs (read-only memory-mapped views) and None, or None and what
-    is wrong (None, None: absent). Never raises on damage."""
+    """A cached split's graphs (read-only views) and None, or None and what is wrong (or absent)."""
     loaded, problem = check_array_folder(
         cache_path,
         FIELDS,

@@ -1,6 +1,5 @@
 """A graph's layout configurations as per-node codebooks: each configurable node's distinct
-18-value rows once (at most 9 in any real file) and a code per (configuration, node), one
-byte instead of 18 (wider past 256 rows; two per byte, `pack_codes`, up to 16)."""
+18-value rows once and a code per (configuration, node) (two per byte: `pack_codes`)."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ import numpy as np
 from baselines.core.array_cache import release_mapped_pages
 
 WIDTH = 18  # layout values per configurable node
-# A value v in -1..5 is stored as v + 1 in 3 bits: a row is one 54-bit key,
-# sum over k of (v_k + 1) << 3k.
+# A row is one 54-bit key, sum over k of (v_k + 1) << 3k (v in -1..5).
 _SHIFTS = np.arange(WIDTH, dtype=np.uint64) * np.uint64(3)
 
 
@@ -79,8 +77,6 @@ class Codebook:
     offsets   int64    (nc + 1,)
     selected  int64    (c,)     configuration i is stored configuration selected[i];
                                 None: every stored one in order (c == s)
-
-    Selecting is lazy, so a memory-mapped cache's codes are never copied whole.
     """
 
     codes: np.ndarray
@@ -151,8 +147,7 @@ def read_rows(array: np.ndarray, selected: np.ndarray | None, slots: np.ndarray)
 
 
 class CodebookBuilder:
-    """Builds a `Codebook` from blocks of configurations as a file is read; codes
-    already given never change when later blocks bring new rows."""
+    """Builds a `Codebook` from blocks of configurations as a file is read; codes never change."""
 
     def __init__(self, num_nodes: int):
         self.keys: list[dict[int, int]] = [{} for _ in range(num_nodes)]
@@ -163,8 +158,7 @@ class CodebookBuilder:
         keys = np.ascontiguousarray(row_keys(values).T)  # (nc, b): a node's keys contiguous
         codes = np.empty(keys.shape, dtype=np.uint32)
         for node, column in enumerate(keys):
-            # A node has few distinct rows: sorting its column once and looking them up
-            # is ~9x faster than sorting all (node, key) pairs of the block together.
+            # Few distinct rows per node: looking up its sorted column beats sorting all pairs.
             distinct = np.unique(column)
             known = self.keys[node]
             lookup = [known.setdefault(k, len(known)) for k in distinct.tolist()]

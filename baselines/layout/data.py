@@ -1,6 +1,5 @@
 """Reads and validates the layout files; every defect is one `PipelineError` line.
-`node_config_feat` becomes a codebook while read, a block at a time (as float32 an nlp
-file takes several GB)."""
+`node_config_feat` becomes a codebook while read, a block at a time."""
 
 from __future__ import annotations
 
@@ -69,14 +68,12 @@ def _config_value_problem(block: np.ndarray, first_config: int) -> str | None:
 def _read_config_feat(
     path: Path, stream: IO[bytes], shape: tuple, fortran: bool, dtype: np.dtype
 ) -> Codebook:
-    """node_config_feat as a `Codebook`, checked and coded a block of configurations at a time
-    (a Fortran-order member is read whole first; no real file is stored so)."""
+    """node_config_feat as a `Codebook`, checked and coded a block of configurations at a time."""
     if dtype.kind not in "fiu":
         raise _bad(path, f"node_config_feat has dtype {dtype}, expected float32 or integers")
     if len(shape) != 3 or shape[2] != NODE_CONFIG_FEAT_DIM:
         raise _bad(
-            path,
-            f"node_config_feat has shape {shape}, expected (c, nc, {NODE_CONFIG_FEAT_DIM})",
+            path, f"node_config_feat has shape {shape}, expected (c, nc, {NODE_CONFIG_FEAT_DIM})"
         )
     c, nc, _ = shape
     whole = read_whole(stream, shape, fortran, dtype) if fortran else None
@@ -227,13 +224,13 @@ def _folder_hint(folder: Path) -> str:
 
 def list_layout_files(folder: Path | str, max_files: int | None = None) -> list[Path]:
     """Sorted *.npz files of a layout split folder (the first `max_files` when given)."""
-    folder = Path(folder).expanduser()
+    hint = _folder_hint(Path(folder).expanduser())
     return list_npz_files(
         folder,
         max_files,
-        missing=f"{folder}: layout folder does not exist; {_folder_hint(folder)}; download it "
+        missing=f"layout folder does not exist; {hint}; download it "
         "(python echo_download_commands.py --collections layout) or fix the path",
-        empty=f"{folder}: layout folder has no .npz files; {_folder_hint(folder)}; "
+        empty=f"layout folder has no .npz files; {hint}; "
         "check the path or untar the download there",
     )
 

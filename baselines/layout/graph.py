@@ -1,5 +1,4 @@
-"""The in-memory form of one layout file: a program graph and its configurations
-(a `Codebook`: each configurable node's distinct rows once, a code per configuration)."""
+"""The in-memory form of one layout file: a program graph and its configurations (a `Codebook`)."""
 
 from __future__ import annotations
 
@@ -7,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from baselines.core.format import NodeRows
 from baselines.layout.codebook import WIDTH, Codebook
 
 NODE_CONFIG_FEAT_DIM = WIDTH
@@ -18,7 +18,7 @@ CONFIG_VALUE_MAX = 5
 
 # eq=False: a generated __eq__ would compare arrays elementwise and raise.
 @dataclasses.dataclass(frozen=True, eq=False)
-class LayoutGraph:
+class LayoutGraph(NodeRows):
     """One program graph with `c` layout configurations of its `nc` configurable nodes.
 
     Arrays (n nodes, m edges, k computation boundaries):
@@ -26,11 +26,9 @@ class LayoutGraph:
       node_opcode       int32   (n,)
       edge_index        int32   (m, 2)   row [u, v]: node u consumes node v's output
       node_config_ids   int32   (nc,)    ids of the configurable nodes, unique
-      configs           Codebook         the c configurations' minor-to-major orders,
-                                         -1..5 (exact); read them with `config_block`
+      configs           Codebook         the c configurations' minor-to-major orders, -1..5
       config_runtime    int64   (c,)     whole-program runtime; all 0 in test files
-      node_splits       int64   (k,)     computation boundaries as stored in the file
-                                         (flattened from (1, k); real files end with n)
+      node_splits       int64   (k,)     computation boundaries (flattened from (1, k))
     """
 
     graph_id: str
@@ -41,10 +39,6 @@ class LayoutGraph:
     configs: Codebook
     config_runtime: np.ndarray
     node_splits: np.ndarray
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.node_feat.shape[0])
 
     @property
     def num_edges(self) -> int:
@@ -69,8 +63,7 @@ class LayoutGraph:
         return self.configs.values()
 
     def select_configs(self, indices: np.ndarray) -> LayoutGraph:
-        """The same graph with only the configurations at `indices`, in that order (lazy: the
-        codebook keeps the indices; only the runtimes are copied)."""
+        """The same graph with only the configurations at `indices`, in that order (lazy)."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)  # `select` keeps a copy
         return dataclasses.replace(
             self, config_runtime=self.config_runtime[indices], configs=self.configs.select(indices)

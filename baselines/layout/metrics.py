@@ -13,8 +13,7 @@ from baselines.core.ranking import ranking_order
 from baselines.core.tables import cell, csv_table, markdown_table
 from baselines.layout.prune import graph_key
 
-# Elements of one [rows, c] comparison block: bounds memory to tens of MB for any c
-# (the full [c, c] matrices of a 60k-config nlp graph would be 3.6 GB each).
+# Elements of one [rows, c] comparison block: tens of MB for any c ([c, c]: GBs at 60k).
 _BLOCK_ELEMENTS = 1 << 22
 
 
@@ -88,8 +87,7 @@ COLUMNS = (
     "kendall_tau",
     *(f"slowdown_{k}" for k in SLOWDOWN_KS),
 )
-# Mixed into the subsets' random stream, so a subset is not the `max_configs`
-# sample a run with the same seed trained or validated on.
+# Mixed into the subsets' random stream: a subset is not a run's `max_configs` sample.
 _SUBSET_STREAM = 1
 
 
@@ -184,8 +182,7 @@ def evaluation_rows(
 
 
 def choose_subsets(config_counts: Mapping[str, int], size: int, seed: int) -> dict[str, np.ndarray]:
-    """Graph id -> sorted indices of at most `size` of its configurations, drawn by (`seed`, id,
-    count, `size`) alone."""
+    """Graph id -> sorted indices of at most `size` of its configurations (by `seed` and id)."""
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
         raise PipelineError(f"--subset_size: must be an integer >= 1, got {size!r}")
     if int(seed) < 0:

@@ -1,6 +1,5 @@
-"""Layout cost models: every public `LayoutModel` subclass here, built as `Class(num_configs,
-num_ops, **kwargs)`, scores a batch (`batching.to_model_inputs`) as [graphs, K], lower =
-predicted faster."""
+"""Layout cost models: every public `LayoutModel` subclass here, `Class(num_configs, num_ops,
+**kwargs)`, scores a batch (`batching.to_model_inputs`) as [graphs, K], lower = faster."""
 
 from __future__ import annotations
 
@@ -72,8 +71,7 @@ class LayoutModel(CostModel):
 
     # Optional split of `forward`: `scoring.GraphScorer` runs graph_part once per graph.
     def graph_part(self, inputs: dict, training=None):
-        """The configuration-independent states of the batch's graphs (a tensor or a dict), from
-        the graph fields of `inputs` only."""
+        """The configuration-independent states of the batch's graphs, from their fields alone."""
         raise NotImplementedError
 
     def config_part(self, inputs: dict, graph_part, training=None) -> tf.Tensor:
@@ -102,20 +100,11 @@ def backprop_segment(inputs: dict, states: tf.Tensor, training=None) -> tf.Tenso
     return tf.where(keep, states, tf.stop_gradient(states))
 
 
-def _place_on_nodes(inputs: dict, cfg_values: tf.Tensor) -> tf.Tensor:
-    """[NC, K, d] values of the configurable nodes as [N, K, d], zero on other nodes."""
-    graph = inputs["graph"]
-    n = graph.node_sets["op"].total_size
-    shape = tf.concat([[n], tf.shape(cfg_values)[1:]], 0)
-    return tf.scatter_nd(inputs["cfg_node"][:, None], cfg_values, shape)
-
-
 class ResModel(LayoutModel):
-    """Upstream's layout baseline (ResModel) in spirit: early join, residual GCN, sum pooling.
-    state[v, k] = act(W_op [embed(opcode_v) ; feats_v] + W_cfg values[v, k]), values the 18
-    layout values (-1..5) of configuration k on configurable v, else 0 (the op part once per
-    graph); then `mlp_layers - 1` Dense layers (`backprop_segment` after them), `num_gnns`
-    ResGCN layers, `reduction` pooling and a head of `final_mlp_layers` hidden layers."""
+    """Upstream's layout baseline (ResModel) in spirit: state[v, k] = act(W_op [embed(opcode_v) ;
+    feats_v] + W_cfg values[v, k]), values the 18 layout values (-1..5) of configuration k on
+    configurable v, else 0; then `mlp_layers - 1` Dense layers (`backprop_segment` after them),
+    `num_gnns` ResGCN layers, `reduction` pooling and `final_mlp_layers` hidden head layers."""
 
     def __init__(
         self,
@@ -161,7 +150,9 @@ class ResModel(LayoutModel):
     def config_part(self, inputs: dict, graph_part: tf.Tensor, training=None) -> tf.Tensor:
         graph, op_part = inputs["graph"], graph_part
         values = tf.cast(inputs["config_values"], tf.float32)  # [NC, K, 18]
-        placed = _place_on_nodes(inputs, self.config_proj(values))  # [N, K, h]
+        projected = self.config_proj(values)  # [NC, K, h], placed on their nodes: [N, K, h]
+        shape = tf.concat([[graph.node_sets["op"].total_size], tf.shape(projected)[1:]], 0)
+        placed = tf.scatter_nd(inputs["cfg_node"][:, None], projected, shape)  # 0 on other nodes
         states = self.activation(op_part[:, None, :] + placed)
         for layer in self.prenet:
             states = layer(states)
@@ -173,7 +164,6 @@ class ResModel(LayoutModel):
 
 class LayoutSAGE(LayoutModel):
     """Config-independent GraphSAGE once per graph, then per-config work on configurable nodes.
-
     Per graph: h = SAGE^num_gnns(OpEncoder(graph)) [N, hidden], g = pool(h). Per
     configuration k and configurable node w: e[w, k] = `embed_values` (plus
     `tile_padding`, `relayout_copies` when asked), x[w, k] = MLP(W_n [h_w ; enc_w]
@@ -182,7 +172,6 @@ class LayoutSAGE(LayoutModel):
     pool_w x[w, k], then `ConfigAttention` if `config_attention_heads` > 0; score
     head([g ; c[k]]) (head(c[k]) with `graph_state_in_head=false`).
     `relative_to_reference`: c[k] pools x[w, k] - x_ref[w] (x of `cfg_ref`).
-    Segment training stops the gradient at OpEncoder outside the segment.
     """
 
     def __init__(
@@ -318,8 +307,7 @@ class LayoutSAGE(LayoutModel):
     def config_part(self, inputs: dict, graph_part: dict, training=None) -> tf.Tensor:
         graph = inputs["graph"]
         graph_state, node_part = graph_part["graph_state"], graph_part["node_part"]
-        # Up to the join a state depends on the node and its row only: computed per distinct
-        # row, then gathered per slot; relayout copies read the operands' rows, so every slot.
+        # Per distinct row, then gathered per slot (relayout copies read operands: every slot).
         per_row = not self.relayout_copies
         values = inputs["config_rows"] if per_row else inputs["config_values"]
         if self.relative_to_reference:
@@ -332,10 +320,7 @@ class LayoutSAGE(LayoutModel):
             embedded = tf.concat([embedded, padding], axis=-1)
         if self.relayout_copies:
             copies = copy_features(
-                values,
-                inputs["cfg_ref"],
-                inputs["cfg_operand"],
-                inputs["cfg_dims"],
+                values, inputs["cfg_ref"], inputs["cfg_operand"], inputs["cfg_dims"]
             )
             embedded = tf.concat([embedded, copies], axis=-1)
         x = self.activation(node_part[:, None, :] + self.join_config(embedded))

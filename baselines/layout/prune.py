@@ -12,8 +12,7 @@ from baselines.layout.graph import LayoutGraph
 
 
 def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
-    """The graph without repeated configurations (equal codes), and how many were dropped; the
-    first in file order is kept, with its own measured runtime."""
+    """The graph without repeated configurations (the first of each kept), and how many dropped."""
     c = graph.num_configs
     if graph.num_configurable == 0:
         # No configurable node: every configuration is the same (empty) one.
@@ -51,8 +50,7 @@ def sample_configs(graph: LayoutGraph, max_configs: int, seed: int) -> LayoutGra
 
 def prune_to_configurable(graph: LayoutGraph, hops: int) -> tuple[LayoutGraph, np.ndarray]:
     """(the subgraph of configurable nodes and every node within `hops` edges either way, the
-    kept ids ascending int64): edges with both ends kept, nodes renumbered in order,
-    configurations unchanged, node_splits counting the kept nodes before each boundary."""
+    kept ids ascending int64): nodes renumbered in order, node_splits counting kept nodes."""
     if isinstance(hops, bool) or not isinstance(hops, int | np.integer) or hops < 0:
         raise PipelineError(f"hops must be an integer >= 0, got {hops!r}")
     n = graph.num_nodes

@@ -12,16 +12,10 @@ RELAYOUT_DIM = 6
 def relayout_copies(
     values: tf.Tensor, cfg_ref: tf.Tensor, cfg_operand: tf.Tensor, cfg_dims: tf.Tensor
 ) -> tf.Tensor:
-    """[NC, K, RELAYOUT_DIM] float32 copy indicators of the batch fields of those names.
-
-    XLA gives a tensor one layout where it is produced; a consumer reading it in
-    another gets a copy. Per configurable node w and configuration, groups
-    resolved (all -1: the reference layout `cfg_ref`):
-    - operands 0 and 1: 1 where w reads the operand in another layout than it is
-      produced in (its output group if configurable, `cfg_operand`, else its file layout);
-    - output: 1 where w's output layout differs from its file layout;
-    then the same three times the tensor's log element count / 10.
-    """
+    """[NC, K, RELAYOUT_DIM] float32 copy indicators per configurable node w and configuration,
+    groups resolved: for operands 0 and 1, 1 where w reads the operand in another layout than it
+    is produced in (`cfg_operand`'s output group, else its file layout); for the output, 1 where
+    it differs from the file layout; then the same three times the log element count / 10."""
     values = tf.cast(values, tf.int32)
     ref = tf.cast(cfg_ref, tf.int32)[:, None, :]  # [NC, 1, 18]
     output = resolved_group(values, ref, 0)  # [NC, K, 6]
@@ -45,7 +39,5 @@ def relayout_copies(
     moved = tf.reduce_any(tf.not_equal(output, ref[..., :GROUP_WIDTH]), axis=-1)
     flags.append(tf.cast(moved, tf.float32))
     weights.append(dims[:, :GROUP_WIDTH])
-    weighted = []
-    for flag, group_dims in zip(flags, weights):
-        weighted.append(flag * log_elements(group_dims)[:, None] / 10.0)
+    weighted = [flag * log_elements(sizes)[:, None] / 10.0 for flag, sizes in zip(flags, weights)]
     return tf.stack(flags + weighted, axis=-1)

@@ -46,8 +46,7 @@ def load_run_split(
     log: Callable[[str], None] | None = print,
     cache_dir: Path | str | None = None,
 ) -> list[LayoutGraph]:
-    """The graphs of `folder`, reduced for training or ranking (module docstring), through
-    the split's cache with `cache_dir`."""
+    """The graphs of `folder`, reduced for training or ranking (module docstring)."""
     graphs = load_layout_split(
         folder,
         max_files=max_files,
@@ -66,8 +65,7 @@ def load_run_split(
 def max_configs_note(
     max_configs: int | None, graphs: Sequence[LayoutGraph], distinct: bool = False
 ) -> str | None:
-    """One line when `max_configs` exceeds every train/valid graph's (`distinct`: deduplicated)
-    configurations, so nothing was sampled."""
+    """One line when `max_configs` exceeds every train/valid graph's configurations."""
     if max_configs is None or not graphs:
         return None
     most = max(g.num_configs for g in graphs)
@@ -109,8 +107,7 @@ def restore_layout_model(model_dir: Path, record: dict[str, Any]):
 
 
 def read_layout_models(text: str, flag: str) -> list[tuple[Path, dict[str, Any]]]:
-    """(folder, run record) of each comma-separated model folder; an empty item, a repeat,
-    a tile model or mixed collections are refused naming `flag`."""
+    """(folder, run record) of each comma-separated model folder, all of one layout collection."""
     models = read_runs(text, flag, read_layout_run)
     kinds = {(r["source"], r["search"]) for _, r in models}
     if len(kinds) > 1:

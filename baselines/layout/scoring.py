@@ -24,23 +24,29 @@ from baselines.layout.graph import LayoutGraph
 from baselines.layout.layout_args import LayoutTrainArgs
 from baselines.layout.metrics import SLOWDOWN_KS, kendall_tau, slowdown_at_k
 from baselines.layout.models import LayoutModel
+from baselines.layout.reach import Reach, ReachScorer, applies, find_reach
 from baselines.layout.run_data import load_run_split, restore_layout_model
 
 SCORE_CHUNK = 256  # configurations per scoring call, at most
-# Node-configuration slots per scoring call (`GraphScorer.chunk_for`): at about 6
-# float32 states per slot, 2**18 slots stay under ~0.8 GB per call at hidden 128.
+# Node-configuration slots per scoring call (`GraphScorer.chunk_for`): ~0.8 GB at hidden 128.
 SCORE_SLOT_BUDGET = 2**18
 
 
 class GraphScorer:
-    """Scores every configuration of a prepared graph in chunks of at most `chunk`
-    configurations and `slot_budget` node-configuration slots (`chunk_for`); a score depends
-    on its chunk only by float32 rounding. Attending models score a graph in one call."""
+    """Scores every configuration of a prepared graph in chunks of at most `chunk` configurations
+    and `slot_budget` node-configuration slots (`chunk_for`); attending models in one call. With
+    `reach`, a ResModel (`reach.applies`) runs only the nodes its configurations reach
+    (`reach.ReachScorer`, the same scores) when they are few enough (`Reach.pays`)."""
 
     def __init__(
-        self, model: LayoutModel, chunk: int = SCORE_CHUNK, slot_budget: int = SCORE_SLOT_BUDGET
+        self,
+        model: LayoutModel,
+        chunk: int = SCORE_CHUNK,
+        slot_budget: int = SCORE_SLOT_BUDGET,
+        reach: bool = True,
     ):
         self.model, self.chunk, self.slot_budget = model, chunk, slot_budget
+        self.reach = ReachScorer(model) if reach and applies(model) else None
         self._score = tf.function(
             lambda batch: model.forward(to_model_inputs(batch), None, training=False),
             input_signature=[BATCH_SIGNATURE],
@@ -57,17 +63,24 @@ class GraphScorer:
         """[graphs, configs] scores of an assembled batch (padding slots scored too)."""
         return self._score(to_tensors(batch)).numpy()
 
-    def chunk_for(self, graph: PreparedGraph) -> int:
-        """Configurations per call: slot_budget // the nodes the model holds per configuration
-        (`nodes_per_config`), 1 to `chunk`."""
+    def chunk_for(self, graph: PreparedGraph, reach: Reach | None = None) -> int:
+        """Configurations per call: slot_budget // the model's `nodes_per_config` (the reach's
+        rows when given), 1 to `chunk`."""
         if self.model.attends_across_configs:
             return max(graph.num_configs, 1)
-        nodes = self.model.nodes_per_config(graph.node_feats.shape[0], graph.cfg_node.shape[0])
+        if reach is not None:
+            nodes = reach.rows.size
+        else:
+            nodes = self.model.nodes_per_config(graph.node_feats.shape[0], graph.cfg_node.shape[0])
         return min(max(self.slot_budget // max(nodes, 1), 1), self.chunk)
 
     def score(self, graph: PreparedGraph) -> np.ndarray:
         """[configs] scores of every configuration of `graph`, in file order."""
-        chunk = self.chunk_for(graph)
+        reach = None
+        if self.reach is not None:
+            reach = find_reach(graph, len(self.model.convs))
+            reach = reach if reach.pays else None
+        chunk = self.chunk_for(graph, reach)
         chunks = [
             np.arange(start, min(start + chunk, graph.num_configs))
             for start in range(0, graph.num_configs, chunk)
@@ -75,6 +88,8 @@ class GraphScorer:
         if not chunks:
             return np.zeros(0, np.float32)
         tensors = to_tensors(assemble_batch([graph], [0], [chunks[0]], len(chunks[0])))
+        if reach is not None:
+            return self.reach.score(graph, reach, tensors, chunks)
         part = self._graph_part(tensors) if self.splits else None
         parts = []
         for slots in chunks:
@@ -124,8 +139,7 @@ def evaluate_graphs(model: LayoutModel, graphs: Sequence[PreparedGraph]) -> dict
 
 
 class ValidationKendallTau(tf.keras.callbacks.Callback):
-    """Adds `val_kendall_tau` to the epoch's logs (list it before their readers): mean Kendall
-    tau-b over `val_batches`' fixed sample, per graph on its real slots, each graph once."""
+    """Adds `val_kendall_tau` (mean Kendall tau-b over `val_batches`' fixed sample) to the logs."""
 
     def __init__(self, val_batches: EpochBatches):
         super().__init__()
@@ -155,16 +169,22 @@ def score_runs(
     folder: Path,
     log: Callable[[str], None] | None = print,
     cache_dir: Path | str | None = None,
+    max_files: int | None = None,
 ) -> tuple[list[LayoutGraph], list[list[np.ndarray]]]:
-    """(the folder's graphs, each model's scores of all their configurations): read once per
-    pruning (`cache_dir`: through the cache), in file order, pruned as the first run says."""
+    """(the folder's graphs, the first `max_files` when given, each model's scores of all their
+    configurations), in file order."""
     by_hops: dict[int | None, tuple[list[LayoutGraph], list]] = {}
     members = []
     for model_dir, record in models:
         hops = LayoutTrainArgs.from_dict(record["args"]).prune_hops
         if hops not in by_hops:
             graphs = load_run_split(
-                folder, training=False, prune_hops=hops, log=log, cache_dir=cache_dir
+                folder,
+                training=False,
+                prune_hops=hops,
+                max_files=max_files,
+                log=log,
+                cache_dir=cache_dir,
             )
             by_hops[hops] = (graphs, prepare_graphs(graphs))
         _, prepared = by_hops[hops]

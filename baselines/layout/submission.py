@@ -8,15 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from baselines.core.errors import PipelineError
-from baselines.core.submission import LAYOUT_PREFIX, LAYOUT_SEARCHES, LAYOUT_SOURCES
+from baselines.core.submission import LAYOUT_PREFIX, LAYOUT_SEARCHES, LAYOUT_SOURCES, listed
 from baselines.layout.data import read_config_count
-
-_SHOW = 5  # How many indices or IDs a message lists.
-
-
-def _listed(values: Sequence[object]) -> str:
-    shown = ", ".join(str(v) for v in values[:_SHOW])
-    return shown + (", ..." if len(values) > _SHOW else "")
 
 
 def layout_test_file(layout_root: Path, row_id: str) -> Path | None:
@@ -48,7 +41,7 @@ def permutation_problem(ranking: Sequence[int], count: int) -> str | None:
         seen.add(index)
     missing = [i for i in range(count) if i not in seen]
     parts = [
-        f"{name} {len(values)} ({_listed(values)})"
+        f"{name} {len(values)} ({listed(values)})"
         for name, values in (
             ("missing", missing),
             ("duplicated", duplicated),
@@ -83,12 +76,9 @@ class LayoutCheck:
 
 
 def check_layout_rankings(
-    rankings: Mapping[str, Sequence[int]],
-    origin: Mapping[str, str],
-    layout_root: Path,
+    rankings: Mapping[str, Sequence[int]], origin: Mapping[str, str], layout_root: Path
 ) -> LayoutCheck | None:
-    """Checks every layout row (module docstring), a bad one refused naming `origin[ID]`;
-    None when there are none."""
+    """Checks every layout row (module docstring), naming `origin[ID]`; None without any."""
     layout_ids = [row_id for row_id in rankings if row_id.startswith(LAYOUT_PREFIX)]
     if not layout_ids:
         return None

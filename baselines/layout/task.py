@@ -1,7 +1,5 @@
 """The layout task: the conductor's hooks (`LayoutTask`), `LayoutRanking` and `train`.
-
-Its flags are `layout_args.LayoutTrainArgs`; no TensorFlow at import time.
-"""
+Its flags are `layout_args.LayoutTrainArgs`; no TensorFlow at import time."""
 
 from __future__ import annotations
 
@@ -9,22 +7,24 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from baselines.core.data_roots import toy_banner, training_root
+import numpy as np
+
+from baselines.core.data_roots import data_identity, toy_banner, training_root
 from baselines.core.errors import PipelineError
-from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
+from baselines.core.io_utils import read_user_text
+from baselines.core.rank_run import Evaluation, RankingHooks, Request, Scored, rank_run, timed
 from baselines.core.task import Loaded, Task
+from baselines.layout import metrics
+from baselines.layout.cache import prepare_cache_dir
+from baselines.layout.data import list_layout_files, read_config_count
 from baselines.layout.graph import LayoutGraph
-from baselines.layout.layout_args import (
-    LAYOUT_PLACE,
-    LayoutTrainArgs,
-    check_run,
-)
-from baselines.layout.run_data import load_run_split, max_configs_note
+from baselines.layout.layout_args import LAYOUT_PLACE, LayoutTrainArgs, check_run
+from baselines.layout.metrics import kendall_tau
+from baselines.layout.run_data import build_model, load_run_split, max_configs_note
 
 
 class LayoutRanking(RankingHooks):
-    """A layout collection for the ranking driver (`core/rank_run.py`): every configuration
-    of every graph, the graphs read pruned as each run was trained (`scoring.score_runs`)."""
+    """A layout collection for the ranking driver (`core/rank_run.py`): every configuration."""
 
     place, unit = LAYOUT_PLACE, "graph"
 
@@ -37,8 +37,6 @@ class LayoutRanking(RankingHooks):
         return root / record["source"] / record["search"] / split
 
     def prepare(self, request, output: Path, log) -> None:
-        from baselines.layout.cache import prepare_cache_dir
-
         prepare_cache_dir(request.cache_dir)
 
     def default_output(self, models) -> Path:
@@ -49,7 +47,9 @@ class LayoutRanking(RankingHooks):
         from baselines.layout.scoring import score_runs
 
         (graphs, members), seconds = timed(
-            lambda: score_runs(models, folder, log=log, cache_dir=request.cache_dir)
+            lambda: score_runs(
+                models, folder, log=log, cache_dir=request.cache_dir, max_files=request.max_files
+            )
         )
         return Scored(folder, [g.graph_id for g in graphs], members, graphs, seconds)
 
@@ -59,33 +59,24 @@ class LayoutRanking(RankingHooks):
     figure_name = "Kendall's tau"
 
     def item_figures(self, scored: Scored, scores: list) -> list[float]:
-        from baselines.layout.metrics import kendall_tau
-
         return [kendall_tau(s, g.config_runtime) for g, s in zip(scored.data, scores, strict=True)]
 
     def labelled_summary(self, scored: Scored, scores: list, label: str) -> str:
         if scored.folder.name != "valid":
             return ""
-        import numpy as np
-
-        from baselines.layout.metrics import kendall_tau
-
         taus = [kendall_tau(s, g.config_runtime) for g, s in zip(scored.data, scores)]
         return f"valid Kendall tau (mean over {len(taus)} graphs): {np.nanmean(taus):.4f}"
 
     def evaluation_plan(self, request, folder: Path, log):
         """(subsets, seed, size): drawn from the files' headers, or read from `--subsets`."""
-        from baselines.core.io_utils import read_user_text
-        from baselines.layout import metrics
-        from baselines.layout.data import list_layout_files, read_config_count
-
         options = request.options
         if options.subset_size < 1 or options.subset_seed < 0:
             raise PipelineError(
                 f"--subset_size must be >= 1 and --subset_seed >= 0, got {options.subset_size} "
                 f"and {options.subset_seed}"
             )
-        counts = {p.stem: read_config_count(p) for p in list_layout_files(folder)}
+        files = list_layout_files(folder, request.max_files)
+        counts = {p.stem: read_config_count(p) for p in files}
         if options.subsets:
             where = Path(options.subsets).expanduser()
             text = read_user_text(where, "--subsets", "subsets file ")
@@ -96,7 +87,6 @@ class LayoutRanking(RankingHooks):
 
     def evaluate(self, scored: Scored, scores: dict[str, list], plan) -> Evaluation:
         from baselines.core import plots
-        from baselines.layout import metrics
 
         subsets, seed, size = plan
         runtimes = [g.config_runtime for g in scored.data]
@@ -116,19 +106,14 @@ class LayoutRanking(RankingHooks):
 
 
 class LayoutTask(Task):
-    """A layout collection for the conductor (`core/conductor.py`): graphs ranked by tau.
-
-    A step draws `configs` configurations per graph through one random segment of
-    `--keep_nodes` nodes; validation adds Kendall's tau on its fixed sample to each
-    epoch's logs, and the final evaluation ranks every validation configuration.
-    """
+    """A layout collection for the conductor (`core/conductor.py`): graphs ranked by tau."""
 
     collection, unit = "layout", "graph"
+    not_hparams = tuple(sorted(LayoutTrainArgs.NOT_HASHED))  # where things go, not what trains
 
     def __init__(self, graphs=None, validate_all: bool = True):
-        """`graphs`: (train, valid) graphs already read (e.g. a benchmark's), used instead of
-        reading `--data_root`; `validate_all=False` leaves out the final validation over
-        every configuration (no "val" in the record)."""
+        """`graphs`: (train, valid) graphs already read, used instead of `--data_root`;
+        `validate_all=False` leaves out the final validation (no "val" in the record)."""
         self.graphs, self.validate_all = graphs, validate_all
 
     hparams_metrics = (
@@ -140,8 +125,6 @@ class LayoutTask(Task):
 
     def check(self, args: LayoutTrainArgs, log) -> None:
         """The flags, data root and folders, then the model's name and kwargs (it is built)."""
-        from baselines.layout.run_data import build_model
-
         check_run(args, log)
         build_model(args.model, args.model_kwargs())
 
@@ -150,13 +133,15 @@ class LayoutTask(Task):
             loaded = prepared(*self.graphs)
             loaded.facts.update(source=args.source, search=args.search, data_root=None)
             return loaded
-        root, toy, _ = training_root(LAYOUT_PLACE, args.data_root, log)
+        root, toy, toy_fallback = training_root(LAYOUT_PLACE, args.data_root, log)
         folder = args.collection_dir(root)
         log(f"layout:{args.source}:{args.search} from {folder}; run {args.run_hash()}")
         train_graphs, valid_graphs = load_train_graphs(args, folder, log)
-        facts = dict(toy_data=toy, data_root=str(root), source=args.source, search=args.search)
+        source = data_identity(folder, ("train", "valid"), args.max_files, "layout", toy_fallback)
+        facts = dict(bundled_toy=toy, data_root=str(root), source=args.source, search=args.search)
         loaded = prepared(train_graphs, valid_graphs)
-        loaded.facts.update(facts)
+        loaded.facts.update(facts, data=source)
+        loaded.identity, loaded.toy_fallback = source["identity"], toy_fallback
         loaded.notice = (
             toy_banner(LAYOUT_PLACE, "--data_root is the bundled toy set") if toy else None
         )
@@ -166,28 +151,37 @@ class LayoutTask(Task):
         return max(g.num_configs for g in loaded.train)
 
     def batches(self, args: LayoutTrainArgs, loaded: Loaded, configs: int, replicas: int):
-        """Train batches of segments of `keep_nodes` nodes (None: whole graphs)."""
+        """Train batches of segments of `keep_nodes` nodes (None: whole graphs); validation
+        batches, the first `--validate_batches` of one fixed sample (<= 0: all)."""
         from baselines.core.keras_fit import EpochBatches
         from baselines.layout.batching import batch_source, segment_source
 
-        train, seed = loaded.train, args.seed
+        train, seed, micro = loaded.train, args.seed, args.micro_batch
+        if micro and replicas > 1:
+            raise PipelineError(
+                f"--micro_batch={micro} trains on one replica only, and this strategy has "
+                f"{replicas}; leave --micro_batch at 0 or train on one device"
+            )
         keep = args.keep_nodes
-        source = batch_source(train) if keep is None else segment_source(train, keep, seed)
+        source = (
+            batch_source(train)
+            if keep is None
+            else segment_source(train, keep, seed, per_graph=micro > 0)
+        )
         return (
-            EpochBatches(source, args.batch, configs, seed, num_replicas=replicas),
+            EpochBatches(source, args.batch, configs, seed, num_replicas=replicas, micro=micro),
             EpochBatches(
                 batch_source(loaded.valid),
                 args.batch,
                 configs,
                 seed + 1,
                 fixed_epoch=0,
+                max_steps=args.validate_batches,
                 num_replicas=replicas,
             ),
         )
 
     def build_model(self, args: LayoutTrainArgs, configs: int):
-        from baselines.layout.run_data import build_model
-
         return build_model(args.model, args.model_kwargs()).create_variables()
 
     def to_model_inputs(self, batch):
@@ -201,7 +195,6 @@ class LayoutTask(Task):
         return [ValidationKendallTau(val_batches)], ("val_kendall_tau",)
 
     def run_label(self, args: LayoutTrainArgs, run_hash: str) -> str:
-        """Model, collection and the hash's first 8 digits."""
         return f"{args.model}-{args.source}:{args.search}-{run_hash[:8]}"
 
     def evaluate(self, args: LayoutTrainArgs, model, loaded: Loaded, record, progress, log):
@@ -210,9 +203,7 @@ class LayoutTask(Task):
 
         if not self.validate_all:
             return {}, None
-        clock = time.perf_counter()
-        val = evaluate_graphs(model, loaded.valid)
-        seconds = time.perf_counter() - clock
+        val, seconds = timed(lambda: evaluate_graphs(model, loaded.valid))
         averaged = record["averaged_epochs"]
         ended_on = (
             f"the mean of the weights of its last {averaged} epochs"
@@ -259,12 +250,46 @@ def load_train_graphs(
     return train_graphs, valid_graphs
 
 
-def train(args: LayoutTrainArgs, *, strategy=None, progress: bool = False, log=print) -> dict:
-    """Trains and saves one layout run as `layout_train.py` does; returns its run record.
+def results_csv_path(args: LayoutTrainArgs) -> Path:
+    """Where layout_train.py writes the test split's rankings: `--results_csv`, else upstream's
+    `<out_dir>/results_<ms timestamp>_<source>_<search>.csv`."""
+    if args.results_csv:
+        return Path(args.results_csv).expanduser()
+    stamp = int(time.time() * 1000)
+    return Path(args.out_dir).expanduser() / f"results_{stamp}_{args.source}_{args.search}.csv"
 
+
+def rank_test_split(args: LayoutTrainArgs, record: dict, log=print) -> Path | None:
+    """layout_train.py's last step, as upstream's: the saved run ranks every test graph (the first
+    `--max_files`) into `results_csv_path` (`rank_run`); None with `--results_csv=None` or, said
+    through `log`, without test files."""
+    if not args.ranks_test:
+        return None
+    root = Path(record["data_root"])
+    folder = args.collection_dir(root) / "test"
+    if not any(folder.glob("*.npz")):
+        log(f"no test files in {folder}: no results CSV")
+        return None
+    output = results_csv_path(args)
+    model_dir = Path(args.out_dir).expanduser() / f"model_{record['run_hash']}"
+    request = Request(
+        dirs=str(model_dir),
+        split="test",
+        output=str(output),
+        data_root=str(root),
+        cache_dir=args.cache_dir,
+        max_files=args.max_files,
+    )
+    rank_run(LayoutRanking(), request, log)
+    return output
+
+
+def train(args: LayoutTrainArgs, *, strategy=None, progress: bool = False, log=print) -> dict:
+    """Trains and saves one layout run as `layout_train.py` does; returns its run record:
     record = train(LayoutTrainArgs(epochs=2, out_dir="out/layout"))
     record["run_hash"], record["val"]["kendall_tau"]
     """
     from baselines.core.conductor import train_run
 
-    return train_run(LayoutTask(), args, strategy=strategy, progress=progress, log=log)
+    task = LayoutTask(validate_all=args.final_validation)
+    return train_run(task, args, strategy=strategy, progress=progress, log=log)

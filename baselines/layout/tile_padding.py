@@ -15,10 +15,8 @@ TILE_PADDING_DIM = NUM_GROUPS * FEATURES_PER_GROUP
 
 
 def resolved_group(values: tf.Tensor, ref: tf.Tensor, group: int) -> tf.Tensor:
-    """[NC, K, 6]: group `group`'s layout (int32 values [NC, K, 18], ref [NC, 1, 18]).
-
-    Given dims are kept and the reference's others follow in its order; all -1
-    (the compiler's default) is the reference:
+    """[NC, K, 6]: group `group`'s layout (int32 values [NC, K, 18], ref [NC, 1, 18]): given dims
+    kept, the reference's others following in its order (all -1: the reference):
         given (4, 0, -1, -1, -1, -1), reference (4, 3, 2, 1, 0, -1) -> (4, 0, 3, 2, 1, -1)
     """
     start = group * GROUP_WIDTH
@@ -38,8 +36,7 @@ def resolved_group(values: tf.Tensor, ref: tf.Tensor, group: int) -> tf.Tensor:
 
 def shape_dims(cfg_dims: tf.Tensor) -> tf.Tensor:
     """[NC, 18] float32 dimension sizes back from their log1p (0 past a tensor's rank)."""
-    # Rounded: float32 log1p then expm1 gives the integer back below 2**16; above,
-    # it may miss by about size * 2**-20, a change of the log ratios under 1e-4.
+    # Rounded: exact below 2**16; above, off by ~size * 2**-20 (log ratios change < 1e-4).
     return tf.math.round(tf.math.expm1(tf.cast(cfg_dims, tf.float32)))
 
 
@@ -56,15 +53,10 @@ def _log_pad_ratio(size: tf.Tensor, present: tf.Tensor, tile: int) -> tf.Tensor:
 
 def tile_padding(values: tf.Tensor, cfg_ref: tf.Tensor, cfg_dims: tf.Tensor) -> tf.Tensor:
     """[NC, K, TILE_PADDING_DIM] float32 padding features of values [NC, K, 18] and
-    `batching`'s cfg_ref, cfg_dims [NC, 18].
-
-    A TPU stores an array in tiles of (8, 16 or 32 sublanes for 4-, 2-, 1-byte
-    elements) x 128 lanes over its two most-minor dims, which the layout chooses.
-    For each tensor (output, operand 0, operand 1: groups resolved by
-    `resolved_group`): the log padded/stored ratio of the lanes (most-minor dim to
-    a multiple of 128) and of the sublanes (second-minor dim to multiples of 8,
-    16, 32), and the log element count / 10. A missing tensor or dim gives 0.
-    """
+    `batching`'s cfg_ref, cfg_dims [NC, 18]. For each tensor (output, operand 0, operand 1:
+    groups resolved by `resolved_group`): the log padded/stored ratio of the lanes (most-minor
+    dim to a multiple of 128) and of the sublanes (second-minor dim to multiples of 8, 16, 32),
+    and the log element count / 10. A missing tensor or dim gives 0."""
     values = tf.cast(values, tf.int32)
     ref = tf.cast(cfg_ref, tf.int32)[:, None, :]  # [NC, 1, 18]
     dims = shape_dims(cfg_dims)  # [NC, 18]

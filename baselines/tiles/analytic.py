@@ -1,6 +1,5 @@
 """Analytic estimates of what a tile configuration costs, from the files' columns and TPU facts
-(8 x 128 vector tiles, 16 MiB of double-buffered VMEM, `ELEMENT_BYTES`), given to a model
-beside its learned inputs so it learns only the corrections."""
+(8 x 128 vector tiles, 16 MiB of double-buffered VMEM, `ELEMENT_BYTES`)."""
 
 from __future__ import annotations
 
@@ -125,8 +124,7 @@ def minor_dims(dims: list[int], layout: list[int]) -> tuple[int, int | None]:
 def kernel_estimates(
     node_feat: np.ndarray, node_opcode: np.ndarray, edges: np.ndarray, config_feat: np.ndarray
 ) -> np.ndarray:
-    """[c, 4] float64 raw estimates; config bounds: kernel 0-5, output 8-13, input 16-21.
-
+    """[c, 4] float64 raw estimates; config bounds: kernel 0-5, output 8-13, input 16-21:
     - `output_tiles`: prod over the tiled dims of ceil(dim / output bound), bound 0 = whole dim;
     - `padded_share`: 1 - (t_minor * t_second) / (ceil(t_minor / 128) * 128 *
       ceil(t_second / 8) * 8), t the output bound of the most and second-most minor dim;

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -16,9 +14,12 @@ import numpy as np
 import tqdm
 
 from baselines.core import array_cache
-from baselines.core.args_record import TOY_MAX_FILES
 from baselines.core.errors import PipelineError
-from baselines.core.format import NODE_FEAT_DIM, OPCODE_VOCAB_SIZE  # noqa: F401 (re-exported)
+from baselines.core.format import (  # noqa: F401 (OPCODE_VOCAB_SIZE re-exported)
+    NODE_FEAT_DIM,
+    OPCODE_VOCAB_SIZE,
+    NodeRows,
+)
 from baselines.core.io_utils import list_npz_files
 from baselines.core.npz import read_npz
 
@@ -26,19 +27,12 @@ CONFIG_FEAT_DIM = 24
 SPLITS = ("train", "valid", "test")
 # Bump when the cache layout or the validation rules change.
 CACHE_FORMAT_VERSION = 2
-
-REQUIRED_KEYS = (
-    "node_feat",
-    "node_opcode",
-    "edge_index",
-    "config_feat",
-    "config_runtime",
-    "config_runtime_normalizers",
-)
+# Salts the files' fingerprint: the cache key, and the data identity of a tile run.
+FINGERPRINT_SALT = f"v{CACHE_FORMAT_VERSION}"
 
 
 @dataclasses.dataclass(frozen=True)
-class Kernel:
+class Kernel(NodeRows):
     """One kernel: its op graph and its measured tile configurations."""
 
     tile_id: str
@@ -54,13 +48,13 @@ class Kernel:
         return int(self.config_feat.shape[0])
 
     @property
-    def num_nodes(self) -> int:
-        return int(self.node_feat.shape[0])
-
-    @property
     def normalized_runtime(self) -> np.ndarray:
         """runtime / normalizer as float32: the ranking target (smaller is faster)."""
         return (self.config_runtime / self.config_runtime_normalizers).astype(np.float32)
+
+
+# The arrays of a kernel file: the Kernel's.
+REQUIRED_KEYS = tuple(f.name for f in dataclasses.fields(Kernel) if f.name != "tile_id")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,18 +194,16 @@ def validate_kernel(path: Path, tile_id: str, raw: dict[str, np.ndarray]) -> Ker
 
 def list_split_files(split_dir: Path | str, max_files: int | None = None) -> list[Path]:
     """Sorted npz files of a split (first `max_files` when given); errors when none."""
-    split_dir = Path(split_dir).expanduser()
     return list_npz_files(
         split_dir,
         max_files,
-        missing=f"{split_dir}: split directory does not exist; download the data "
+        missing="split directory does not exist; download the data "
         "(python echo_download_commands.py) or pass --data_root",
-        empty=f"{split_dir}: split has no .npz files; check --data_root",
+        empty="split has no .npz files; check --data_root",
     )
 
 
 def stack_kernels(name: str, kernels: Sequence[Kernel]) -> TileSplit:
-
     def offsets(sizes: list[int]) -> np.ndarray:
         return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
@@ -268,11 +260,9 @@ PROCESS_POOL_MIN_FILES = 256
 def read_files(
     name: str, files: Sequence[Path], num_workers: int | None = None, progress: bool = True
 ) -> TileSplit:
-    """Reads and validates files in parallel, in file order: a pool of `spawn`ed processes for
-    large splits (parsing holds the GIL), threads for small ones."""
+    """Reads and validates files in parallel, in file order (processes for large splits)."""
     workers = num_workers or os.cpu_count() or 1
-    bar = tqdm.tqdm(total=len(files), desc=f"read {name}", unit="file", disable=not progress)
-    with bar:
+    with tqdm.tqdm(total=len(files), desc=f"read {name}", unit="file", disable=not progress) as bar:
         if len(files) < PROCESS_POOL_MIN_FILES or workers == 1:
             with ThreadPoolExecutor(max_workers=2 * workers) as pool:
                 kernels = []
@@ -294,12 +284,18 @@ def read_files(
 
 
 def files_fingerprint(files: Sequence[Path]) -> str:
-    return array_cache.files_fingerprint(files, salt=f"v{CACHE_FORMAT_VERSION}")
+    return array_cache.files_fingerprint(files, salt=FINGERPRINT_SALT)
 
 
 _ARRAY_FIELDS = [f.name for f in dataclasses.fields(TileSplit) if f.name != "name"]
 
 
+# Which offsets index which arrays' rows.
+_OFFSETS_OF = {
+    "node_offsets": ("node_feat", "node_opcode"),
+    "edge_offsets": ("edge_index",),
+    "config_offsets": ("config_feat", "config_runtime", "config_runtime_normalizers"),
+}
 # Width and dtype of every cached array (None: the row count, checked by the offsets).
 _CACHE_LAYOUT = {
     "node_feat": ((None, NODE_FEAT_DIM), "float32"),
@@ -308,15 +304,7 @@ _CACHE_LAYOUT = {
     "config_feat": ((None, CONFIG_FEAT_DIM), "float32"),
     "config_runtime": ((None,), "int64"),
     "config_runtime_normalizers": ((None,), "int64"),
-    "node_offsets": ((None,), "int64"),
-    "edge_offsets": ((None,), "int64"),
-    "config_offsets": ((None,), "int64"),
-}
-# Which offsets index which arrays' rows.
-_OFFSETS_OF = {
-    "node_offsets": ("node_feat", "node_opcode"),
-    "edge_offsets": ("edge_index",),
-    "config_offsets": ("config_feat", "config_runtime", "config_runtime_normalizers"),
+    **dict.fromkeys(_OFFSETS_OF, ((None,), "int64")),
 }
 
 
@@ -352,8 +340,7 @@ def _structure_problem(arrays: dict[str, np.ndarray]) -> str | None:
 
 
 def check_split_cache(cache_path: Path, verify: bool = True) -> tuple[TileSplit | None, str | None]:
-    """A cached split and None, or None and what is wrong (None, None: absent), by
-    `array_cache.check_array_folder` plus widths and offsets; never raises on damage."""
+    """A cached split and None, or None and what is wrong (None, None: absent); never raises."""
     loaded, problem = array_cache.check_array_folder(
         cache_path,
         _ARRAY_FIELDS,
@@ -378,8 +365,7 @@ def load_split(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> TileSplit:
-    """Loads one split folder, through the cache when `cache_dir` is given; a damaged
-    cache is rebuilt, said in one line through `log` (default: print)."""
+    """Loads one split folder, through the cache when `cache_dir` is given (rebuilt if damaged)."""
     split_dir = Path(split_dir).expanduser()
     name = name or split_dir.name
     files = list_split_files(split_dir, max_files)
@@ -403,33 +389,16 @@ def load_split(
     return split
 
 
-def data_identity(
-    root: Path, splits: Sequence[str], toy_data: bool = False, toy_fallback: bool = False
-) -> dict:
-    """What a run's data was: the root, each split's files fingerprint (cache key), their hash."""
-    max_files = TOY_MAX_FILES if toy_data else None
-    fingerprints = {s: files_fingerprint(list_split_files(root / s, max_files)) for s in splits}
-    resolved = str(Path(root).expanduser().resolve())
-    digest = hashlib.sha256(json.dumps([resolved, fingerprints], sort_keys=True).encode())
-    return {
-        "root": str(root),
-        "toy_fallback": toy_fallback,
-        "fingerprints": fingerprints,
-        "identity": digest.hexdigest()[:16],
-    }
-
-
 def load_splits(
     data_root: Path | str,
     splits: Sequence[str] = SPLITS,
     *,
-    toy_data: bool = False,
+    max_files: int | None = None,
     cache_dir: Path | str | None = None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, TileSplit]:
-    """Loads the named splits of a data root (first 100 files of each with toy_data)."""
-    max_files = TOY_MAX_FILES if toy_data else None
+    """Loads the named splits of a data root (the first `max_files` files of each when given)."""
     return {
         s: load_split(
             Path(data_root) / s,

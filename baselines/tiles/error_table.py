@@ -1,5 +1,4 @@
-"""Top-K errors of saved models and their ensemble, overall and per program (the file-name
-prefix before the trailing hash)."""
+"""Top-K errors of saved models and their ensemble, overall and per program."""
 
 from __future__ import annotations
 
@@ -39,18 +38,8 @@ def error_table(
         groups = [("ALL", metrics.summarize(ids, scores, runtimes))]
         groups += list(metrics.summarize_by_program(ids, scores, runtimes).items())
         for program, m in groups:
-            rows.append(
-                {
-                    "model": label,
-                    "program": program,
-                    "kernels": int(m["kernels"]),
-                    "top1_err": m["1"],
-                    "top5_err": m["5"],
-                    "top10_err": m["10"],
-                    "kaggle_score": m["kaggle_score"],
-                    "opa": m["opa"],
-                }
-            )
+            figures = (m["1"], m["5"], m["10"], m["kaggle_score"], m["opa"])
+            rows.append(dict(zip(COLUMNS, (label, program, int(m["kernels"]), *figures))))
     return rows
 
 

@@ -1,7 +1,6 @@
-"""Feature normalization fitted on the train split and saved with every model: per column a
-signed log, `sign(x) * log1p(|x|)`, then the train mean and std (constant columns map to 0),
-then six `layout_positions` node columns, four `analytic` config columns and, when asked
-for, the 14 `architecture` config columns."""
+"""Feature normalization fitted on the train split, saved with every model: per column
+`sign(x) * log1p(|x|)`, then the train mean and std, then derived columns (the analytic
+estimates and, when a model asks, the architecture columns)."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from baselines.tiles.architecture import NUM_ARCHITECTURE, config_inputs
 from baselines.tiles.data import CONFIG_FEAT_DIM, NODE_FEAT_DIM, TileSplit
 
 _MIN_STD = 1e-6
-# Rows per chunk when fitting and normalizing: whole-array float64 temporaries
-# of a release-size train split (10M config rows) take gigabytes.
+# Rows per chunk when fitting and normalizing (whole-array float64 temporaries take gigabytes).
 CHUNK_ROWS = 1 << 18
 
 NUM_DIMS = 6
@@ -77,11 +75,7 @@ def column_moments(
 
 
 def _standardize(
-    x: np.ndarray,
-    mean: np.ndarray,
-    std: np.ndarray,
-    chunk_rows: int,
-    out: np.ndarray | None = None,
+    x: np.ndarray, mean: np.ndarray, std: np.ndarray, chunk_rows: int, out: np.ndarray | None = None
 ) -> np.ndarray:
     """(signed_log(x) - mean) / std as float32, chunk by chunk into one output array."""
     out = np.empty(x.shape, np.float32) if out is None else out
@@ -94,7 +88,6 @@ def _standardize(
 
 
 def uses_estimates(model_kwargs: dict) -> bool:
-    """Whether a model built with these kwargs reads the analytic estimates."""
     return bool(model_kwargs.get("analytic_inputs", False))
 
 
@@ -151,9 +144,8 @@ class FeatureStats:
     def normalize_split(
         self, split: TileSplit, estimates: bool = True, architecture: bool = False
     ) -> TileSplit:
-        """A copy of the split with normalized float32 features and the derived columns:
-        NORMALIZED_CONFIG_DIM config columns (the analytic ones zeros unless `estimates`, see
-        `uses_estimates`), ARCHITECTURE_CONFIG_DIM with `architecture` (`uses_architecture`)."""
+        """A copy of the split with normalized float32 features and derived columns: the
+        analytic ones zeros unless `estimates`, the architecture ones only with `architecture`."""
         _check_raw_width(split.node_feat)
         width = ARCHITECTURE_CONFIG_DIM if architecture else NORMALIZED_CONFIG_DIM
         configs = np.zeros((split.config_feat.shape[0], width), np.float32)
@@ -170,12 +162,8 @@ class FeatureStats:
 
     @classmethod
     def from_dict(cls, d: dict) -> FeatureStats:
-        widths = {
-            "node_mean": NODE_FEAT_DIM,
-            "node_std": NODE_FEAT_DIM,
-            "config_mean": CONFIG_FEAT_DIM,
-            "config_std": CONFIG_FEAT_DIM,
-        }
+        widths = dict.fromkeys(("node_mean", "node_std"), NODE_FEAT_DIM)
+        widths.update(dict.fromkeys(("config_mean", "config_std"), CONFIG_FEAT_DIM))
         arrays = {}
         for key, width in widths.items():
             value = np.asarray(d.get(key, []), dtype=np.float32)

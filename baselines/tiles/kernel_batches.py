@@ -1,6 +1,5 @@
-"""Kernel batches: numpy dicts (`assemble_batch`) and the GraphTensor models read
-(`graph_from_batch`); `BATCH_SIGNATURE` is all dynamic, so one trace serves every batch
-(config features too: NORMALIZED_CONFIG_DIM columns, or ARCHITECTURE_CONFIG_DIM)."""
+"""Kernel batches: numpy dicts (`assemble_batch`) and the GraphTensor models read; config
+features are NORMALIZED_CONFIG_DIM columns, or ARCHITECTURE_CONFIG_DIM (one dynamic width)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
-from baselines.core.keras_fit import BatchSource
+from baselines.core.keras_fit import BatchSource, vector_specs
+from baselines.core.layers.graph_ops import edge_set
 from baselines.tiles.analytic import NUM_ESTIMATES
 from baselines.tiles.architecture import NUM_ARCHITECTURE
 from baselines.tiles.data import CONFIG_FEAT_DIM, TileSplit
@@ -23,19 +23,13 @@ from baselines.tiles.features import (
 )
 
 BATCH_SIGNATURE = {
-    "op_sizes": tf.TensorSpec([None], tf.int32),
-    "feed_sizes": tf.TensorSpec([None], tf.int32),
-    "config_sizes": tf.TensorSpec([None], tf.int32),
-    "op_opcode": tf.TensorSpec([None], tf.int32),
+    **vector_specs(tf.int32, "op_sizes", "feed_sizes", "config_sizes", "op_opcode"),
     "op_feats": tf.TensorSpec([None, NORMALIZED_NODE_DIM], tf.float32),
-    "feed_source": tf.TensorSpec([None], tf.int32),
-    "feed_target": tf.TensorSpec([None], tf.int32),
+    **vector_specs(tf.int32, "feed_source", "feed_target"),
     "config_feats": tf.TensorSpec([None, None], tf.float32),
-    "config_runtimes": tf.TensorSpec([None], tf.float32),
-    "config_normalizers": tf.TensorSpec([None], tf.float32),
-    "config_mask": tf.TensorSpec([None], tf.float32),
-    "config_index": tf.TensorSpec([None], tf.int32),
-    "tile_id": tf.TensorSpec([None], tf.string),
+    **vector_specs(tf.float32, "config_runtimes", "config_normalizers", "config_mask"),
+    **vector_specs(tf.int32, "config_index"),
+    **vector_specs(tf.string, "tile_id"),
 }
 
 
@@ -97,15 +91,10 @@ def _component_ids(sizes: tf.Tensor) -> tf.Tensor:
 
 
 def graph_from_batch(batch: dict[str, tf.Tensor]) -> tfgnn.GraphTensor:
-    """The GraphTensor of a batch dict, one component per kernel:
-
-    - node set `op`: `op` (opcode, int32), `feats` (normalized node features);
-    - node set `config`: `feats`, `runtimes` (runtime / normalizer), `normalizers`,
-      `mask` (0 for a padding slot) and `index` (row in its file, -1 for padding);
-    - node set `g`: one node per kernel, `tile_id`;
-    - edge sets `feed` (consumer u -> producer v of each `edge_index` row [u, v]),
-      `g_op` and `g_config`.
-    """
+    """The GraphTensor of a batch dict, one component per kernel: node sets `op` (`op`, `feats`),
+    `config` (`feats`, `runtimes` = runtime / normalizer, `normalizers`, `mask`: 0 for padding,
+    `index`: row in its file, -1 for padding) and `g` (one node per kernel, `tile_id`); edge
+    sets `feed` (consumer u -> producer v of each `edge_index` row [u, v]), `g_op`, `g_config`."""
     op_sizes = batch["op_sizes"]
     config_sizes = batch["config_sizes"]
     num_ops = tf.reduce_sum(op_sizes)
@@ -130,25 +119,16 @@ def graph_from_batch(batch: dict[str, tf.Tensor]) -> tfgnn.GraphTensor:
             ),
         },
         edge_sets={
-            "feed": tfgnn.EdgeSet.from_fields(
-                sizes=batch["feed_sizes"],
-                adjacency=tfgnn.Adjacency.from_indices(
-                    source=("op", batch["feed_source"]), target=("op", batch["feed_target"])
-                ),
+            "feed": edge_set(
+                batch["feed_sizes"], ("op", batch["feed_source"]), ("op", batch["feed_target"])
             ),
-            "g_op": tfgnn.EdgeSet.from_fields(
-                sizes=op_sizes,
-                adjacency=tfgnn.Adjacency.from_indices(
-                    source=("g", _component_ids(op_sizes)),
-                    target=("op", tf.range(num_ops, dtype=tf.int32)),
-                ),
+            "g_op": edge_set(
+                op_sizes, ("g", _component_ids(op_sizes)), ("op", tf.range(num_ops, dtype=tf.int32))
             ),
-            "g_config": tfgnn.EdgeSet.from_fields(
-                sizes=config_sizes,
-                adjacency=tfgnn.Adjacency.from_indices(
-                    source=("g", _component_ids(config_sizes)),
-                    target=("config", tf.range(num_config_nodes, dtype=tf.int32)),
-                ),
+            "g_config": edge_set(
+                config_sizes,
+                ("g", _component_ids(config_sizes)),
+                ("config", tf.range(num_config_nodes, dtype=tf.int32)),
             ),
         },
     )

@@ -1,6 +1,4 @@
-"""The base classes of tile models: a join type (`LateJoinModel`, `EarlyJoinModel`) times a
-backbone (`ConvStack`), as upstream's. Each constructor takes its parts' kwargs and passes
-the rest on (`**kwargs`)."""
+"""The base classes of tile models: a join type (`LateJoinModel`, `EarlyJoinModel`) x a backbone."""
 
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ from baselines.tiles.layers import ConfigScoringHead, KernelPooling, OpEncoder, 
 
 
 class TileModel(CostModel):
-    """The parts every tile model has (op encoder, pooling per kernel, scoring head); a subclass
-    makes `self.head` (`make_head`) and implements `forward`."""
+    """The parts every tile model has (op encoder, pooling, `make_head`); subclasses `forward`."""
 
     # Saved models keep the class name and config: Keras finds "tpugraphs_tiles>MLP", ...
     keras_package = "tpugraphs_tiles"
@@ -59,8 +56,7 @@ class TileModel(CostModel):
         )
 
     def build(self, input_shape=None) -> None:
-        """Creates the standard parts' variables in the order `forward` calls them (so a
-        seed gives the same weights); a subclass's own layers are built by a forward pass."""
+        """Creates the standard parts' variables in the order `forward` calls them."""
         self.op_encoder.build(None)
         self.build_body()
         self.head.build(tf.TensorShape([None, None, self.head_input_dim()]))
@@ -95,8 +91,7 @@ class TileModel(CostModel):
 
 
 class ConvStack:
-    """Mixin backbone: `num_layers` convolutions of `conv_class` in sequence (`directed`:
-    weights per edge direction)."""
+    """Mixin backbone: `num_layers` convolutions of `conv_class` in sequence."""
 
     conv_class: type
 
@@ -121,8 +116,7 @@ class ConvStack:
 
 class LateJoinModel(TileModel):
     """Op-only message passing, pooled per kernel, then joined with each config (layers of
-    `config_dim`, default `hidden_dim`). A subclass lists its layers in `message_passing_layers()`
-    and may set `config_encoder`, or `kernel_gate` and `config_projection`."""
+    `config_dim`); a subclass may set `config_encoder`, or `kernel_gate` and `config_projection`."""
 
     def __init__(
         self,

@@ -1,5 +1,4 @@
-"""Builds a tile model of models.py by name, creates its variables, rebuilds saved runs
-(the lookup and kwarg checks are `core.model_lookup`'s)."""
+"""Builds a tile model of models.py by name, creates its variables, rebuilds saved runs."""
 
 from __future__ import annotations
 
@@ -30,25 +29,17 @@ _RESGCN_MLP = (
     "convolution, and these ResGCN layers have one Dense layer each; the scoring "
     "head's depth is final_mlp_layers"
 )
-# Upstream's kwarg names (its MLP's `mlp_layers` and its SAGE models' `final_mlp_layers`
-# are both the head's depth here); run files keep the names given, `build_model` maps them.
+# Upstream's kwarg names (those it shares with this project's too); run files keep the names
+# given, `build_model` maps them.
+_ALIASES = {
+    "num_gnns": "num_layers",
+    "op_embed_dim": "op_embedding_dim",
+    "hidden_activation": "activation",
+    "mlp_layers": "final_mlp_layers",
+}
 UPSTREAM = model_lookup.Upstream(
-    aliases={
-        "num_gnns": "num_layers",
-        "op_embed_dim": "op_embedding_dim",
-        "hidden_activation": "activation",
-        "mlp_layers": "final_mlp_layers",
-    },
-    names=(
-        "num_gnns",
-        "op_embed_dim",
-        "hidden_dim",
-        "mlp_layers",
-        "final_mlp_layers",
-        "hidden_activation",
-        "directed",
-        "reduction",
-    ),
+    aliases=_ALIASES,
+    names=(*_ALIASES, "hidden_dim", "final_mlp_layers", "directed", "reduction"),
     no_part={
         "num_layers": "it has no graph layers",
         "directed": "it has no graph layers, so no edge directions",
@@ -62,7 +53,6 @@ def models_module() -> ModuleType:
 
 
 def model_classes(module: ModuleType | None = None) -> dict[str, type[TileModel]]:
-    """Every model of `module` (default models.py), in file order."""
     return model_lookup.model_classes(module or models_module(), TileModel)
 
 
@@ -135,8 +125,7 @@ def build_from_record(record: dict[str, Any]) -> TileModel:
 
 
 def restore_model(model_dir: Path, record: dict[str, Any]) -> TileModel:
-    """Rebuilds the run's model class and copies the saved weights in; variables are created as
-    training did (plus one forward pass when the saved model holds more)."""
+    """Rebuilds the run's model class and copies the saved weights in."""
     model_dir = Path(model_dir).expanduser()
     model = build_from_record(with_saved_layout(record, model_dir))
     if variable_paths(model).keys() != saved_variable_shapes(model_dir).keys():
@@ -146,8 +135,7 @@ def restore_model(model_dir: Path, record: dict[str, Any]) -> TileModel:
 
 
 def with_saved_layout(record: dict[str, Any], model_dir: Path) -> dict[str, Any]:
-    """`record` with `cheb_layout` set for a ChebSAGE saved before that kwarg: parallel
-    when the saved variables live under `cheb_branch/`."""
+    """`record` with `cheb_layout` set for a ChebSAGE saved without it, from its variables."""
     if record.get("model") != "ChebSAGE":
         return record
     kwargs = resolve_model_kwargs("ChebSAGE", record["model_kwargs"])

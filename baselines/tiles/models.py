@@ -114,8 +114,7 @@ class LateJoinGAT(LateJoinModel):
 class ChebSAGE(EarlyJoinModel):
     """Config features on every op node, then ChebNet and GraphSAGE layers: `num_layers`
     alternating (`cheb_layout="interleaved"`) or `num_layers` of each as two concatenated
-    branches ("parallel"; runs saved before `cheb_layout` rebuild so,
-    `model_builder.with_saved_layout`). Chebyshev order `cheb_order` - 1; `directed`: SAGE's."""
+    branches ("parallel"). Chebyshev order `cheb_order` - 1; `directed`: SAGE's."""
 
     def __init__(
         self,

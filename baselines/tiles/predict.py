@@ -87,8 +87,7 @@ def _packed(group: list[int], num_configs: np.ndarray) -> Call:
 
 class ConfigScorer:
     """Scores configurations with `model.forward` under one compiled function: `max_elements`
-    bounds ops x slots per call (early join; default 8 MiB of states) or ops (late join),
-    `max_configs` slots per call."""
+    bounds ops x slots (early join) or ops (late join) per call, `max_configs` slots."""
 
     def __init__(
         self, model: TileModel, max_elements: int = 1 << 15, max_configs: int | None = None
@@ -154,10 +153,7 @@ class ConfigScorer:
         """Scores of every kernel's configurations, in file order."""
         calls = self.plan(split)
         with tqdm.tqdm(
-            total=len(split),
-            desc=desc or f"rank {split.name}",
-            unit="kernel",
-            disable=not progress,
+            total=len(split), desc=desc or f"rank {split.name}", unit="kernel", disable=not progress
         ) as bar:
             return self.score_calls(split, calls, bar)
 

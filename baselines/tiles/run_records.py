@@ -1,5 +1,4 @@
-"""A tile run's record and feature statistics, read without TensorFlow (the ranking script
-reads them while the data loads elsewhere)."""
+"""A tile run's record and feature statistics, read without TensorFlow."""
 
 from __future__ import annotations
 

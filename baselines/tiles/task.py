@@ -1,21 +1,30 @@
 """The tile:xla task: the conductor's hooks (`TileTask`) and `train`, one run through them.
-
-Its flags are `tile_args.TrainArgs`; no TensorFlow at import time.
-"""
+Its flags are `tile_args.TrainArgs`; no TensorFlow at import time."""
 
 from __future__ import annotations
 
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from baselines.core.data_roots import toy_banner, training_root
+from baselines.core.data_roots import data_identity, toy_banner, training_root
+from baselines.core.io_utils import remove_stale_temporaries
 from baselines.core.rank_run import Evaluation, RankingHooks, Scored, timed
-from baselines.core.submission import TILE_PREFIX
+from baselines.core.submission import HEADER, TILE_PREFIX, write_csv_atomic
 from baselines.core.task import Loaded, Task
-from baselines.tiles.data import TileSplit
+from baselines.tiles.data import (
+    FINGERPRINT_SALT,
+    OPCODE_VOCAB_SIZE,
+    TileSplit,
+    load_split,
+    load_splits,
+)
+from baselines.tiles.features import FeatureStats, uses_architecture, uses_estimates
+from baselines.tiles.run_records import read_model_list
 from baselines.tiles.tile_args import TILE_PLACE, TOP_KS, TrainArgs
 
 
@@ -29,23 +38,14 @@ def program_balanced_weights(split: TileSplit) -> np.ndarray:
     return weights / weights.sum()
 
 
-def config_count_weights(split: TileSplit) -> np.ndarray:
-    """Per-kernel sampling probabilities proportional to the square root of its configs.
-
-    Uniform sampling rarely compares most configurations of a kernel of 3000; in
-    proportion to the count, small kernels (which weigh as much in the top-K error)
-    would be drawn 30 times less; the square root is between the two.
-    """
-    weights = np.sqrt(split.num_configs.astype(np.float64))
-    return weights / weights.sum()
-
-
 def sampling_weights(args: TrainArgs, split: TileSplit) -> np.ndarray | None:
-    """`--sampling`'s per-kernel probabilities (None: every kernel once per epoch)."""
+    """`--sampling`'s per-kernel probabilities (None: every kernel once per epoch); with
+    sqrt_configs, proportional to the square root of a kernel's configurations."""
     if args.sampling == "balanced":
         return program_balanced_weights(split)
     if args.sampling == "sqrt_configs":
-        return config_count_weights(split)
+        weights = np.sqrt(split.num_configs.astype(np.float64))
+        return weights / weights.sum()
     return None
 
 
@@ -54,15 +54,12 @@ def read_split(
     cache_dir: str | None,
     stats_dict: dict | None,
     estimates: bool,
+    max_files: int | None = None,
     architecture: bool = False,
 ):
-    """A split as its files hold it, or normalized with `stats_dict` (with the analytic and
-    architecture columns as asked); module-level, so that another process can read it
-    while this one imports TensorFlow."""
-    from baselines.tiles.data import load_split
-    from baselines.tiles.features import FeatureStats
-
-    raw = load_split(folder, name=folder.name, cache_dir=cache_dir)
+    """A split as its files hold it (the first `max_files`), or normalized with `stats_dict`
+    (with the analytic and architecture columns as asked)."""
+    raw = load_split(folder, name=folder.name, cache_dir=cache_dir, max_files=max_files)
     if stats_dict is None:
         return raw
     stats = FeatureStats.from_dict(stats_dict)
@@ -70,38 +67,24 @@ def read_split(
 
 
 class TileRanking(RankingHooks):
-    """tile:xla for the ranking driver (`core/rank_run.py`): kernels, scored by `SavedRanker`.
-
-    The split is read (and, with one model, normalized) in another process while this
-    one imports TensorFlow and rebuilds the models, which hold the GIL most of the time.
-    """
+    """tile:xla for the ranking driver (`core/rank_run.py`): kernels, scored by `SavedRanker`."""
 
     place, unit = TILE_PLACE, "kernel"
 
     def read_runs(self, text: str, flag: str):
-        from baselines.tiles.run_records import read_model_list
-
         return read_model_list(text, flag)
 
     def folder(self, root: Path, record: dict, split: str) -> Path:
         return root / split
 
     def prepare(self, request, output: Path, log) -> None:
-        # Leftovers of killed runs: in the output's folder only those whose writer is
-        # known to be gone, in the cache also old foreign ones.
-        from baselines.core.io_utils import remove_stale_temporaries
-
+        # Leftovers of killed runs (in the output's folder only those known to be gone).
         if output.parent.is_dir():
             remove_stale_temporaries(output.parent, max_age_s=None)
         if request.cache_dir:
             remove_stale_temporaries(Path(request.cache_dir))
 
     def score(self, models, folder: Path, request, log) -> Scored:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        from baselines.tiles.features import uses_architecture, uses_estimates
-
         records = [record for _, record in models]
         stats = records[0]["feature_stats"] if len(models) == 1 else None
         estimates = uses_estimates(records[0]["model_kwargs"])
@@ -109,7 +92,13 @@ class TileRanking(RankingHooks):
         spawn = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
             loading = pool.submit(
-                read_split, folder, request.cache_dir, stats, estimates, architecture
+                read_split,
+                folder,
+                request.cache_dir,
+                stats,
+                estimates,
+                request.max_files,
+                architecture,
             )
             from baselines.tiles.predict import SavedRanker
 
@@ -156,12 +145,7 @@ class TileRanking(RankingHooks):
 
 
 class TileTask(Task):
-    """tile:xla for the conductor (`core/conductor.py`): kernels ranked by top-K error.
-
-    Splits are normalized with statistics fitted on train only; a run is named with
-    its data's identity when its files hold another data set's run. The final
-    evaluation scores every configuration of every validation and test kernel.
-    """
+    """tile:xla for the conductor (`core/conductor.py`): kernels ranked by top-K error."""
 
     collection, unit = "tile", "kernel"
     not_hparams = ("out_dir", "cache_dir", "results_csv")
@@ -179,20 +163,18 @@ class TileTask(Task):
 
     def load(self, args: TrainArgs, progress: bool, log) -> Loaded:
         """The three splits, normalized with the train split's feature statistics."""
-        from baselines.tiles.data import OPCODE_VOCAB_SIZE, data_identity, load_splits
-        from baselines.tiles.features import FeatureStats, uses_architecture, uses_estimates
-
         splits = ("train", "valid", "test")
         root, toy, toy_fallback = training_root(TILE_PLACE, args.data_root, log)
         raw = load_splits(
             root,
             splits,
-            toy_data=args.toy_data,
+            max_files=args.max_files,
             cache_dir=args.cache_dir,
             progress=progress,
             log=log,
         )
-        source = data_identity(root, splits, args.toy_data, toy_fallback)
+        # The cache key's salt: tile runs have always been identified by it.
+        source = data_identity(root, splits, args.max_files, FINGERPRINT_SALT, toy_fallback)
         stats = FeatureStats.fit_split(raw["train"])
         kwargs = args.model_kwargs()
         derived = {
@@ -254,12 +236,10 @@ class TileTask(Task):
         return graph_from_batch(batch)
 
     def run_label(self, args: TrainArgs, run_hash: str) -> str:
-        """Model, --run_id when given, and the run hash's first 8 digits."""
         return "-".join(p for p in (args.model, args.run_id, run_hash[:8]) if p)
 
     def evaluate(self, args: TrainArgs, model, loaded: Loaded, record, progress: bool, log):
-        """Top-K errors of the validation (and labelled test) kernels over all their configs:
-        the record's fields and the test scores (predictions with `--test_mode=predictions`)."""
+        """Top-K errors of the validation (and labelled test) kernels; the test scores."""
         from baselines.core import metrics
         from baselines.tiles.predict import ConfigScorer
 
@@ -299,7 +279,6 @@ class TileTask(Task):
         """With `--test_mode=predictions`, the results CSV (its path goes into `record`)."""
         if args.test_mode != "predictions":
             return
-        from baselines.core.submission import HEADER, write_csv_atomic
         from baselines.tiles.predict import ranking_rows
 
         csv_path = Path(
@@ -312,9 +291,8 @@ class TileTask(Task):
 
 
 def train(args: TrainArgs, *, progress: bool = True, log=print, strategy=None) -> dict[str, Any]:
-    """Trains, evaluates and saves one tile run (`core.conductor.train_run`); its record.
-
-    record = train(TrainArgs(model="MLP", toy_data=True, epochs=5))
+    """Trains, evaluates and saves one tile run (`core.conductor.train_run`); its record:
+    record = train(TrainArgs(model="MLP", max_files=100, epochs=5))
     record["final_error"]["val"]     # {"1": ..., "5": ..., "10": ...}
     """
     from baselines.core.conductor import train_run

@@ -1,8 +1,4 @@
-"""tile:xla's training flags: `TrainArgs`, every tiles_train.py flag, checked without TensorFlow.
-
-Defaults are the public baseline's, and the flags the baseline lacks train
-exactly as it does at their defaults.
-"""
+"""tile:xla's training flags: `TrainArgs`, every tiles_train.py flag, checked without TensorFlow."""
 
 from __future__ import annotations
 
@@ -10,12 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from baselines.core.args_record import (
-    TrainingArgs,
-    check_training_flags,
-    flag,
-    parse_json_object,
-)
+from baselines.core.args_record import TrainingArgs, check_training_flags, flag, parse_json_object
 from baselines.core.data_roots import DataPlace
 from baselines.core.errors import PipelineError
 from baselines.core.io_utils import check_writable_dir
@@ -38,6 +29,7 @@ class TrainArgs(TrainingArgs):
     """Every tiles_train.py flag; `docs/usage.md`'s flag table is generated from these helps."""
 
     ADDED_LATER = frozenset({"average_from"})
+    PLACE = TILE_PLACE  # where --data_root and --bundled_toy point
 
     model: str = flag("EarlyJoinSAGE", "model class: a class of baselines/tiles/models.py")
     epochs: int = flag(100, "maximum training epochs")
@@ -73,7 +65,9 @@ class TrainArgs(TrainingArgs):
         "~/data/tpugraphs/cache/tile",
         "cache of loaded splits, keyed by file names, sizes, mtimes and contents",
     )
-    toy_data: bool = flag(False, "use the first 100 files of each split")
+    max_files: int | None = flag(
+        None, "read only the first N files of each split, in file-name order (None = all)"
+    )
     seed: int = flag(0, "random seed: same seed and data give the same run")
     # Beyond the baseline (its behaviour at this default):
     sampling: str = flag(
@@ -89,18 +83,15 @@ class TrainArgs(TrainingArgs):
         "--early_stop still counts epochs",
     )
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, toy_data: bool, bundled_toy: bool) -> None:
+        super().__post_init__(toy_data, bundled_toy)
         self.parse_optional_ints("average_from")
 
     def model_kwargs(self) -> dict[str, Any]:
         return parse_json_object("model_kwargs_json", self.model_kwargs_json, '{"hidden_dim": 128}')
 
     def validate(self) -> None:
-        """Checks everything that can be checked before loading data.
-
-        `check_flags`, then builds the model once, so that the kwargs' values
-        are checked by its constructor.
-        """
+        """Checks everything that can be checked before loading data (`check_flags`, the model)."""
         self.check_flags()
         # Imported here so that importing TrainArgs stays free of TensorFlow.
         from baselines.tiles.model_builder import build_model

@@ -6,12 +6,12 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 from tensorflow_gnn.models import gat_v2
 
+from baselines.core.layers.graph_ops import edge_set
 from baselines.core.layers.pointwise import state_width
 
 
 class HeadLogits(tf.keras.layers.EinsumDense):
-    """Per-head attention logits `sum_c features[..., h, c] kernel[c, h]`: TF-GNN's EinsumDense
-    (same `kernel`) as one multiply and sum, CPU einsum being slow here (docs/performance.md)."""
+    """Per-head attention logits `sum_c features[..., h, c] kernel[c, h]`, one multiply and sum."""
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         return tf.reduce_sum(inputs * tf.transpose(self.kernel), axis=-1)
@@ -46,8 +46,7 @@ class GATv2Block(tf.keras.layers.Layer):
         self.norm = tf.keras.layers.LayerNormalization(name="norm")
 
     def build(self, input_shape=None) -> None:
-        """Creates the weights for states [num_ops, units], by calling both convs once on
-        a graph of two ops and one edge (GATv2Conv builds on its first call)."""
+        """Creates the weights for states [num_ops, units] by calling both convs on a 2-op graph."""
         width = state_width(input_shape)
         if width is not None:
             tiny = tfgnn.GraphTensor.from_pieces(
@@ -56,12 +55,7 @@ class GATv2Block(tf.keras.layers.Layer):
                         sizes=[2], features={tfgnn.HIDDEN_STATE: tf.zeros([2, width])}
                     )
                 },
-                edge_sets={
-                    "feed": tfgnn.EdgeSet.from_fields(
-                        sizes=[1],
-                        adjacency=tfgnn.Adjacency.from_indices(("op", [1]), ("op", [0])),
-                    )
-                },
+                edge_sets={"feed": edge_set([1], ("op", [1]), ("op", [0]))},
             )
             for conv in (self.forward_conv, self.backward_conv):
                 conv(tiny, edge_set_name="feed")
@@ -71,12 +65,7 @@ class GATv2Block(tf.keras.layers.Layer):
 
     def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor, training=None) -> tf.Tensor:
         graph = graph.replace_features(node_sets={"op": {tfgnn.HIDDEN_STATE: states}})
-        messages = tf.concat(
-            [
-                self.forward_conv(graph, edge_set_name="feed", training=training),
-                self.backward_conv(graph, edge_set_name="feed", training=training),
-            ],
-            axis=-1,
-        )
+        convs = (self.forward_conv, self.backward_conv)
+        messages = tf.concat([c(graph, edge_set_name="feed", training=training) for c in convs], -1)
         update = self.dropout(self.combine(messages), training=training)
         return self.norm(states + update)

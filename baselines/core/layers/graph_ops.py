@@ -1,6 +1,5 @@
-"""Message passing over `feed` for node values [n, d] or [n, k, d]: one sparse-dense matmul,
-no [edges, k, d] messages. "producers" sums the ops a node reads, "consumers" the ops
-reading it, "both" their sum (A + A^T)."""
+"""Message passing over `feed` for node values [n, d] or [n, k, d], one sparse-dense matmul:
+"producers" sums the ops a node reads, "consumers" the ops reading it, "both" A + A^T."""
 
 from __future__ import annotations
 
@@ -8,6 +7,13 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 DIRECTIONS = ("both", "producers", "consumers")
+
+
+def edge_set(sizes, source: tuple[str, tf.Tensor], target: tuple[str, tf.Tensor]) -> tfgnn.EdgeSet:
+    """An edge set of `sizes` edges per component; `source`, `target`: (node set, node ids)."""
+    return tfgnn.EdgeSet.from_fields(
+        sizes=sizes, adjacency=tfgnn.Adjacency.from_indices(source=source, target=target)
+    )
 
 
 def bidirectional_degree(
@@ -39,21 +45,15 @@ def adjacency(
     adj = graph.edge_sets[edge_set].adjacency
     n = graph.node_sets[adj.source_name].total_size
     ones = tf.ones_like(adj.source, dtype=tf.float32) if edge_weight is None else edge_weight
-    rows, cols, values = [], [], []
+    parts = []  # (rows, columns, values)
     if direction in ("both", "producers"):
-        rows.append(adj.source)
-        cols.append(adj.target)
-        values.append(ones)
+        parts.append((adj.source, adj.target, ones))
     if direction in ("both", "consumers"):
-        rows.append(adj.target)
-        cols.append(adj.source)
-        values.append(ones)
+        parts.append((adj.target, adj.source, ones))
     if self_weight is not None:
         nodes = tf.range(n, dtype=adj.source.dtype)
-        rows.append(nodes)
-        cols.append(nodes)
-        values.append(self_weight)
-    rows, cols, values = (tf.concat(parts, 0) for parts in (rows, cols, values))
+        parts.append((nodes, nodes, self_weight))
+    rows, cols, values = (tf.concat(list(column), 0) for column in zip(*parts))
     if row_weight is not None:
         values *= tf.gather(row_weight, rows)
     if column_weight is not None:

@@ -27,7 +27,6 @@ class OpEncoder(tf.keras.layers.Layer):
         self.dense = tf.keras.layers.Dense(hidden_dim, activation=activation, name="project")
 
     def build(self, input_shape=None) -> None:
-        """Creates the weights from the vocabulary size and feature width alone."""
         self.embedding.build(tf.TensorShape([None]))
         self.dense.build(tf.TensorShape([None, self.embedding_dim + self.feature_dim]))
         super().build(input_shape)

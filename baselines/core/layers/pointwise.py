@@ -6,9 +6,7 @@ import tensorflow as tf
 
 
 class PointwiseDense(tf.keras.layers.Dense):
-    """`tf.keras.layers.Dense` on the last axis of `x` (rank >= 2) as one MatMul between two
-    reshapes (Keras' `tensordot` adds dozens of ops), the bias after the reshape (oneDNN
-    recompiles a fused MatMul + BiasAdd for every shape)."""
+    """`tf.keras.layers.Dense` on the last axis of `x` (rank >= 2): one MatMul between reshapes."""
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         out = pointwise_matmul(inputs, self.kernel)
@@ -29,8 +27,7 @@ def pointwise_matmul(x: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
 
 
 def state_width(input_shape) -> int | None:
-    """The last dimension of a node-state shape; None for a graph's (scalar) shape, with which
-    Keras builds graph layers (`layer(graph, states)`)."""
+    """The last dimension of a node-state shape; None for a graph's (scalar) shape."""
     if input_shape is None:
         return None
     shape = tf.TensorShape(input_shape)

@@ -115,8 +115,7 @@ class ConfigScoringHead(tf.keras.layers.Layer):
 
         num_configs = config_states.shape[1]
         if num_configs is not None:
-            # Known when traced (training's fixed slots): one path in the graph,
-            # no cond whose gradient keeps both branches' intermediates.
+            # Known when traced: one path, no cond keeping both branches' intermediates.
             x = folded() if folding_pays(num_configs, dc, first.units) else unfolded()
         else:
             fold = folding_pays(tf.shape(config_states)[1], dc, first.units)

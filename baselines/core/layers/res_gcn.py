@@ -33,8 +33,14 @@ class ResGCNConv(tf.keras.layers.Layer):
         build_denses(denses, input_shape)
         super().build(input_shape)
 
-    def call(self, graph: tfgnn.GraphTensor, states: tf.Tensor) -> tf.Tensor:
-        inv_sqrt = tf.math.rsqrt(graph_ops.bidirectional_degree(graph) + 1.0)
+    def call(
+        self, graph: tfgnn.GraphTensor, states: tf.Tensor, degree: tf.Tensor | None = None
+    ) -> tf.Tensor:
+        """Computes the layer on `graph`'s `states`; `degree` [n], when given, stands for the
+        nodes' in- plus out-edge counts in D (a subgraph's nodes keep their whole graph's)."""
+        if degree is None:
+            degree = graph_ops.bidirectional_degree(graph)
+        inv_sqrt = tf.math.rsqrt(degree + 1.0)
         if not self.directed:
             normalized = graph_ops.bidirectional_adjacency(
                 graph,

@@ -1,5 +1,4 @@
-"""The layers tile models use: the shared ones (`baselines.core.layers`, importable from here
-as models.py imports them) and their own."""
+"""The layers tile models use: the shared ones (`baselines.core.layers`) and their own."""
 
 from baselines.core.layers import (
     ChebConv,

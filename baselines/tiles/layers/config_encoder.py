@@ -7,24 +7,17 @@ import tensorflow_gnn as tfgnn
 
 from baselines.core.layers.pointwise import PointwiseDense
 from baselines.tiles.data import CONFIG_FEAT_DIM
-from baselines.tiles.features import (
-    LAYOUT_COLUMN,
-    LAYOUT_POSITION_COLUMN,
-    NUM_DIMS,
-    SHAPE_COLUMN,
-)
+from baselines.tiles.features import LAYOUT_COLUMN, LAYOUT_POSITION_COLUMN, NUM_DIMS, SHAPE_COLUMN
 
 # Config columns of dim d: kernel (d), output (8 + d) and input (16 + d) bounds.
 BOUND_GROUPS = (0, 8, 16)
-# A token's layout: "minor_to_major" (column 134 + d: the dimension at position d) or
-# "position" (dimension d's position, 0 = most minor; features.layout_positions).
+# A token's layout: column 134 + d ("minor_to_major") or `layout_positions` ("position").
 DIM_LAYOUTS = ("minor_to_major", "position")
 
 
 def distinct_rows(group: tf.Tensor, values: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """(first row of each, row -> its number) of the distinct (group [n] int32, values [n, m]
-    float32 by bits) rows, values[first][index] == values: a 1-D unique per column on (number
-    so far << 32 | bits), cheaper than UniqueV2 over rows (docs/performance.md)."""
+    float32 by bits) rows, values[first][index] == values: a unique per column."""
     index = tf.cast(group, tf.int64)
     bits = tf.bitwise.bitwise_and(tf.cast(tf.bitcast(values, tf.int32), tf.int64), 0xFFFFFFFF)
     for column in range(values.shape[-1]):
@@ -63,8 +56,7 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
         self.dim_layout = dim_layout
         self.tiled_op_score = tf.keras.layers.Dense(num_heads, name="tiled_op_score")
         self.token_layers = [
-            PointwiseDense(units, activation=activation, name="token_0"),
-            PointwiseDense(units, activation=activation, name="token_1"),
+            PointwiseDense(units, activation=activation, name=f"token_{i}") for i in range(2)
         ]
 
     @property
@@ -82,9 +74,8 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
         super().build(input_shape)
 
     def encode_tokens(self, bounds: tf.Tensor, kernel_dims: tf.Tensor) -> tf.Tensor:
-        """The token MLP of every (kernel, config, dim): bounds [b, k, 6, 3], kernel_dims [b, 6,
-        2 * heads] -> [6, b, k, units] (dimension-major: pooling reduces the outer axis), run
-        once per distinct (kernel, d, bounds) row."""
+        """The token MLP of every (kernel, config, dim), once per distinct row: bounds [b, k, 6, 3],
+        kernel_dims [b, 6, 2 * heads] -> [6, b, k, units] (dimension-major)."""
         shape = tf.shape(bounds)
         # Row key: kernel * 6 + d, then the bounds (exact equality of their bits).
         group = tf.reshape(
@@ -125,13 +116,9 @@ class PerDimConfigEncoder(tf.keras.layers.Layer):
         bounds = tf.stack(
             [configs[..., g : g + NUM_DIMS] for g in BOUND_GROUPS], axis=-1
         )  # [b, k, 6, 3]
-        kernel_dims = tf.concat(
-            [
-                tf.transpose(dims[:, :, :NUM_DIMS], [0, 2, 1]),
-                tf.transpose(dims[:, :, NUM_DIMS:], [0, 2, 1]),
-            ],
-            axis=-1,
-        )  # [b, 6, 2 * heads]: shape dims of every head, then layout entries
+        # [b, 6, 2 * heads]: shape dims of every head, then layout entries
+        halves = (dims[:, :, :NUM_DIMS], dims[:, :, NUM_DIMS:])
+        kernel_dims = tf.concat([tf.transpose(half, [0, 2, 1]) for half in halves], axis=-1)
         tokens = self.encode_tokens(bounds, kernel_dims)  # [6, b, k, units]
         return tf.concat(
             [tf.reduce_sum(tokens, axis=0), tf.reduce_max(tokens, axis=0), configs], axis=-1
