@@ -19,12 +19,16 @@ seeds' ensemble, is scored through the prediction path.
 - `--protocol validation` (the default; what ablations and probes run): the
   validation split only. Test is never read.
 - `--protocol lowo`: every recipe's validation in every world, then, for each
-  world W, the candidate with the lowest mean validation top-5 error over the
-  *other* worlds is chosen, and only then W's test split is scored: the chosen
-  recipe's and the baseline's (`--baseline`). The report gives the ratios, the
-  worst test program of the chosen recipe beside the baseline's error on it,
-  and the seeds' ensemble against the mean of its members. It also names the
-  recipe that every world's validation chooses (the recommended one).
+  world W, a recipe is chosen on the *other* worlds' validation: the incumbent
+  (`--incumbent`, default recommended) is kept unless another recipe lowers the
+  incumbent's worst world (highest top-5 ratio to the baseline) beyond the seed
+  spread and raises no world beyond it (the worst-world rule: a mean lets one
+  easy world hide a hard one); without an incumbent among the recipes, the
+  lowest mean validation top-5 error. Only then is W's test split scored, for
+  every recipe. The report gives the chosen recipe's ratios to the baseline
+  (`--baseline`), its worst test program beside the baseline's error on it, the
+  seeds' ensemble against its members, every recipe's ratio per held-out world
+  with its mean and worst, and the rule's reason per world.
 - `--protocol test`: the test split of the named recipes, each scored once and
   logged (`<out>/test_log.jsonl`).
 
@@ -180,6 +184,7 @@ class Benchmark:
             )
         self.recipes = {name: recipe_path(name) for name in _names(args.recipes, "--recipes")}
         self.baseline = args.baseline
+        self.incumbent = args.incumbent if args.incumbent in self.recipes else None
         # Flags set in every run after its recipe's: --epochs for quick checks.
         self.overrides = [] if args.epochs is None else [f"--epochs={args.epochs}"]
         self.roots: dict[str, tuple[Path, Path]] = {}
@@ -304,6 +309,27 @@ def lowo_markdown(bench: Benchmark, rows: list[dict], overall: str, valid: dict)
     return "\n".join(lines) + "\n"
 
 
+def ratio_markdown(bench: Benchmark, ratios: list[dict], ruled: dict) -> str:
+    """Every recipe's held-out test top-5 ratio to the baseline per world, mean and worst; then
+    each held-out world's choice by the worst-world rule and why (when an incumbent is set)."""
+    header = ["recipe", *bench.worlds, "mean", "worst (world)"]
+    table = [
+        [
+            r["recipe"],
+            *(f"{r['ratios'][w]:.2f}" for w in bench.worlds),
+            f"{r['mean']:.2f}",
+            f"**{r['worst']:.2f}** ({r['worst_world']})",
+        ]
+        for r in ratios
+    ]
+    lines = ["", "Test top-5 / baseline's, every recipe in every held-out world:", ""]
+    lines.append(markdown_table(header, table).rstrip("\n"))
+    if ruled:
+        lines += ["", f"The worst-world rule (incumbent {bench.incumbent}), per held-out world:"]
+        lines += [f"- {w}: {chosen}: {why}" for w, (chosen, why) in ruled.items()]
+    return "\n".join(lines) + "\n"
+
+
 def figure_result(bench: Benchmark, per_world: dict, split: str) -> dict:
     """The shape `bench_figures.quality_figures` reads: results["world|recipe"][split]."""
     results = {}
@@ -334,6 +360,13 @@ def build_parser():
     )
     parser.add_argument(
         "--baseline", default="baseline", help="the recipe the lowo report compares against"
+    )
+    parser.add_argument(
+        "--incumbent",
+        default="recommended",
+        help="lowo: the recipe kept unless another is adopted by the worst-world rule (it lowers "
+        "the incumbent's worst world beyond the seed spread and hurts no world beyond it); "
+        "not among --recipes: the lowest mean validation error is chosen",
     )
     parser.add_argument(
         "--protocol",
@@ -406,14 +439,21 @@ def main() -> int:
 
     # Choose first, from validation alone; only then is any test split read.
     candidates = list(bench.recipes)
-    choices = selection.lowo_choices(valid, bench.worlds, candidates)
+    if bench.incumbent:  # the worst-world rule: the incumbent stays unless a change is adopted
+        ruled = selection.lowo_worst_choices(
+            valid, bench.worlds, candidates, bench.incumbent, bench.baseline
+        )
+        choices = {w: chosen for w, (chosen, _) in ruled.items()}
+    else:
+        ruled, choices = {}, selection.lowo_choices(valid, bench.worlds, candidates)
     overall = selection.choose(valid, bench.worlds, candidates)
-    pairs = [(w, c) for w, c in choices.items()] + [(w, bench.baseline) for w in bench.worlds]
-    test = bench.test(pairs)
+    test = bench.test([(w, c) for w in bench.worlds for c in candidates])
     rows = selection.lowo_rows(test, choices, bench.baseline)
-    lowo = {"choices": choices, "overall_choice": overall, "rows": rows, "test": test}
+    ratios = selection.ratio_rows(test, bench.worlds, candidates, bench.baseline)
+    lowo = {"choices": choices, "why": ruled, "overall_choice": overall, "rows": rows}
+    lowo.update(ratios=ratios, test=test)
     atomic_write_text(bench.out / "lowo.json", json.dumps(lowo, indent=1) + "\n")
-    text = lowo_markdown(bench, rows, overall, valid)
+    text = lowo_markdown(bench, rows, overall, valid) + ratio_markdown(bench, ratios, ruled)
     atomic_write_text(bench.out / "lowo.md", text)
     plots.save_png(bench_figures.lowo_figure(rows), bench.out / "lowo.png")
     print(text)

@@ -136,5 +136,97 @@ def lowo_rows(
     return rows
 
 
+def lowo_worst_choices(
+    valid: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    worlds: Sequence[str],
+    candidates: Sequence[str],
+    incumbent: str,
+    baseline: str,
+) -> dict[str, tuple[str, str]]:
+    """For each world, (chosen, why) on the *other* worlds' validation by the worst-world rule
+    (`adopts`): the incumbent is kept unless a candidate is adopted over it; of several, the one
+    whose worst world's ratio to the baseline is lowest."""
+    if len(worlds) < 2:
+        raise ValueError("leaving one world out needs at least two worlds")
+    choices = {}
+    for held_out in worlds:
+        others = [w for w in worlds if w != held_out]
+        verdicts = {c: adopts(valid, others, c, incumbent, baseline) for c in candidates}
+        adopted = [c for c in candidates if c != incumbent and verdicts[c][0]]
+        if not adopted:
+            choices[held_out] = (incumbent, f"{incumbent} kept: no candidate adopted")
+            continue
+        best = min(adopted, key=lambda c: max(world_ratios(valid, others, c, baseline).values()))
+        choices[held_out] = (best, verdicts[best][1])
+    return choices
+
+
+def world_ratios(
+    summaries: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    worlds: Sequence[str],
+    recipe: str,
+    baseline: str,
+) -> dict[str, float]:
+    """Per world, the recipe's seed-mean top-5 error over the baseline's."""
+    return {
+        w: _ratio(summaries[w][recipe]["top5_err"][0], summaries[w][baseline]["top5_err"][0])
+        for w in worlds
+    }
+
+
+def ratio_rows(
+    test: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    worlds: Sequence[str],
+    recipes: Sequence[str],
+    baseline: str,
+) -> list[dict[str, Any]]:
+    """Per recipe: its test top-5 ratio to the baseline in each held-out world, their mean and
+    the worst (highest) with its world: a mean lets one easy world hide a hard one."""
+    rows = []
+    for recipe in recipes:
+        ratios = world_ratios(test, worlds, recipe, baseline)
+        worst = max(worlds, key=lambda w: (ratios[w], w))
+        rows.append(
+            {
+                "recipe": recipe,
+                "ratios": ratios,
+                "mean": statistics.mean(ratios.values()),
+                "worst": ratios[worst],
+                "worst_world": worst,
+            }
+        )
+    return rows
+
+
+def adopts(
+    valid: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    worlds: Sequence[str],
+    candidate: str,
+    incumbent: str,
+    baseline: str,
+) -> tuple[bool, str]:
+    """The worst-world rule, on validation: `candidate` replaces `incumbent` when it lowers the
+    top-5 error of the incumbent's worst world (highest ratio to the baseline) by more than the
+    seed spread there, and raises no world's by more than its spread. The spread of a world is
+    the larger of the two recipes' seed standard deviations. (adopted, why)."""
+    ratios = world_ratios(valid, worlds, incumbent, baseline)
+    worst = max(ratios, key=lambda w: (ratios[w], w))  # the incumbent's worst world
+
+    def change(world: str) -> tuple[float, float]:
+        mine, theirs = valid[world][candidate]["top5_err"], valid[world][incumbent]["top5_err"]
+        return mine[0] - theirs[0], max(mine[1], theirs[1])
+
+    gain, spread = change(worst)
+    if not -gain > spread:
+        return False, (
+            f"{candidate} does not lower {incumbent}'s worst world ({worst}) beyond the seed "
+            f"spread ({gain:+.4f} against {spread:.4f})"
+        )
+    hurt = [w for w in worlds if change(w)[0] > change(w)[1]]
+    if hurt:
+        return False, f"{candidate} raises {', '.join(hurt)} beyond the seed spread"
+    return True, f"{candidate} lowers the worst world ({worst}) by {-gain:.4f} and hurts none"
+
+
 def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan

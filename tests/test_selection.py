@@ -116,8 +116,8 @@ def load_quality_script():
 @pytest.mark.slow
 def test_the_benchmark_chooses_without_reading_any_test_split(tmp_path, monkeypatch):
     """`--protocol validation` reads no test split; `--protocol lowo` reads each held-out
-    world's test split only after every choice is made, and only the chosen recipe's
-    and the baseline's runs are scored on it."""
+    world's test split only after every choice is made (by the mean, and by the worst-world
+    rule with an incumbent), then scores every recipe's runs on it."""
     quick = tmp_path / "quick.flags"
     quick.write_text('--model=MLP\n--epochs=1\n--model_kwargs_json={"hidden_dim": 8}\n')
     other = tmp_path / "other.flags"
@@ -138,8 +138,15 @@ def test_the_benchmark_chooses_without_reading_any_test_split(tmp_path, monkeypa
         events.append(("choose", ""))
         return real_choices(*args, **kwargs)
 
+    real_worst = selection.lowo_worst_choices
+
+    def lowo_worst_choices(*args, **kwargs):
+        events.append(("choose", ""))
+        return real_worst(*args, **kwargs)
+
     monkeypatch.setattr(data, "load_split", load_split)
     monkeypatch.setattr(selection, "lowo_choices", lowo_choices)
+    monkeypatch.setattr(selection, "lowo_worst_choices", lowo_worst_choices)
     base = [
         "quality.py",
         f"--out={tmp_path / 'out'}",
@@ -165,3 +172,81 @@ def test_the_benchmark_chooses_without_reading_any_test_split(tmp_path, monkeypa
     tested = [p for _, p in events if "holdout" in p]
     assert sorted(tested) == sorted({p for p in tested})  # each world's test split read once
     assert (tmp_path / "out" / "lowo.md").is_file() and (tmp_path / "out" / "lowo.png").is_file()
+
+    events.clear()
+    monkeypatch.setattr(sys, "argv", [*base, "--protocol=lowo", f"--incumbent={other}"])
+    assert quality.main() == 0
+    kinds = [kind for kind, _ in events]
+    assert all("holdout" not in p for _, p in events[: kinds.index("choose")])
+    text = (tmp_path / "out" / "lowo.md").read_text()
+    assert "worst (world)" in text and f"incumbent {other}" in text
+
+
+def spread_summary(top5: float, std: float) -> dict:
+    return {**summary(top5), "top5_err": (top5, std)}
+
+
+def test_ratio_rows_give_every_recipes_mean_and_worst_world():
+    """Catches a worst taken as the lowest ratio, or a mean over the wrong worlds."""
+    test = {
+        "x": {"r": summary(0.02), "baseline": summary(0.10)},  # 0.2
+        "y": {"r": summary(0.06), "baseline": summary(0.10)},  # 0.6
+        "z": {"r": summary(0.01), "baseline": summary(0.10)},  # 0.1
+    }
+    (row,) = selection.ratio_rows(test, ["x", "y", "z"], ["r"], "baseline")
+    assert row["ratios"] == pytest.approx({"x": 0.2, "y": 0.6, "z": 0.1})
+    assert row["mean"] == pytest.approx(0.3)
+    assert (row["worst"], row["worst_world"]) == (pytest.approx(0.6), "y")
+
+
+def worlds_with(incumbent, candidate, std=0.002):
+    """Validation summaries: per world (incumbent, candidate) top-5, baseline 0.10 everywhere."""
+    return {
+        w: {
+            "inc": spread_summary(incumbent[i], std),
+            "cand": spread_summary(candidate[i], std),
+            "baseline": spread_summary(0.10, std),
+        }
+        for i, w in enumerate(["x", "y", "z"])
+    }
+
+
+def test_the_worst_world_rule_adopts_only_a_gain_on_the_worst_world_that_hurts_none():
+    """Catches: the sign of the gain flipped, the spread ignored, the worst world taken as the
+    best one, and a hurt world not checked. The incumbent's worst world is y (0.04 / 0.10)."""
+    worlds = ["x", "y", "z"]
+    # y improves by 0.010 > spread 0.002; x and z unchanged: adopted.
+    ok, why = selection.adopts(
+        worlds_with([0.01, 0.04, 0.02], [0.01, 0.03, 0.02]), worlds, "cand", "inc", "baseline"
+    )
+    assert ok and "(y)" in why
+    # The gain on y is inside the spread (0.001 < 0.002): kept.
+    ok, _ = selection.adopts(
+        worlds_with([0.01, 0.04, 0.02], [0.01, 0.039, 0.02]), worlds, "cand", "inc", "baseline"
+    )
+    assert not ok
+    # A large gain on x (not the worst world) does not count: kept.
+    ok, _ = selection.adopts(
+        worlds_with([0.01, 0.04, 0.02], [0.001, 0.04, 0.02]), worlds, "cand", "inc", "baseline"
+    )
+    assert not ok
+    # y improves, but z gets worse beyond its spread: kept, and the reason names z.
+    ok, why = selection.adopts(
+        worlds_with([0.01, 0.04, 0.02], [0.01, 0.03, 0.03]), worlds, "cand", "inc", "baseline"
+    )
+    assert not ok and "z" in why
+    # A candidate that is worse on the worst world: kept.
+    ok, _ = selection.adopts(
+        worlds_with([0.01, 0.04, 0.02], [0.01, 0.05, 0.02]), worlds, "cand", "inc", "baseline"
+    )
+    assert not ok
+
+
+def test_the_worst_world_rule_leaves_each_world_out_of_its_own_choice():
+    """Held out, a world's own validation cannot adopt a candidate: y is the incumbent's
+    worst world and the only one the candidate improves, so only the other worlds adopt it."""
+    valid = worlds_with([0.01, 0.04, 0.02], [0.01, 0.03, 0.02])
+    choices = selection.lowo_worst_choices(
+        valid, ["x", "y", "z"], ["inc", "cand"], "inc", "baseline"
+    )
+    assert {w: c for w, (c, _) in choices.items()} == {"x": "cand", "y": "inc", "z": "cand"}
