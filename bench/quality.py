@@ -65,7 +65,7 @@ from baselines.core import plots
 from baselines.core.cli import entry_parser
 from baselines.core.errors import PipelineError, run_cli
 from baselines.core.io_utils import atomic_write_text
-from synthetic.tiles.worlds import WORLDS
+from synthetic.tiles.worlds import BENCHMARK_WORLDS, WORLDS
 
 SIZES = {
     "tiny": dict(train=24, valid=9, test=9, min_configs=5, max_configs=40, max_nodes=12),
@@ -175,7 +175,8 @@ class Benchmark:
     def __init__(self, args) -> None:
         self.out = args.out.expanduser().resolve()
         self.size, self.seeds, self.data_seed = args.size, args.seeds, args.data_seed
-        self.worlds = list(WORLDS) if args.worlds == "all" else _names(args.worlds, "--worlds")
+        all_worlds = list(BENCHMARK_WORLDS)
+        self.worlds = all_worlds if args.worlds == "all" else _names(args.worlds, "--worlds")
         unknown = [w for w in self.worlds if w not in WORLDS]
         if unknown:
             raise PipelineError(
@@ -343,7 +344,7 @@ def build_parser():
     parser.add_argument(
         "--worlds",
         default="default,alternate",
-        help=f"comma-separated worlds ({', '.join(WORLDS)}) or all",
+        help=f"comma-separated worlds ({', '.join(WORLDS)}) or all ({', '.join(BENCHMARK_WORLDS)})",
     )
     parser.add_argument("--sets", dest="worlds", help="the older name of --worlds")
     parser.add_argument(

@@ -65,7 +65,7 @@ def main() -> int:
     ranker = SavedRanker.load(args.dir)
     model = ranker.scorer.model
     raw = load_split(Path(args.data_root) / args.split, name=args.split, cache_dir=args.cache_dir)
-    split = ranker.stats.normalize_split(raw, estimates=model.analytic_inputs)
+    split = ranker.normalized(raw)
     scorers = {m: ConfigScorer(model, max_configs=m) for m in args.max_configs}
     for scorer in scorers.values():
         scorer.warm_up()

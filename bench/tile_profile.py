@@ -306,7 +306,7 @@ def part_scoring_flops(spec: dict) -> dict:
 
     ranker = SavedRanker.load(spec["model_dir"])
     raw = load_split(Path(spec["data_root"]) / "test", name="test", progress=False)
-    split = ranker.stats.normalize_split(raw, estimates=ranker.scorer.model.analytic_inputs)
+    split = ranker.normalized(raw)
     scorer = ranker.scorer
     calls = scorer.plan(split)
 

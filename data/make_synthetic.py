@@ -126,7 +126,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=list(synthetic.WORLDS),
         help="the cost model: default (the roofline model), alternate (its structure with "
         "other constants), serial (nothing overlaps, power-of-two padding, no accumulator), "
-        "cache (smooth memory hierarchy, MXU granularity, pipeline fills); see "
+        "cache (smooth memory hierarchy, MXU granularity, pipeline fills), tpu (written from "
+        "the TPU's published architecture; not in bench/quality.py --worlds all); see "
         "synthetic/tiles/worlds.py",
     )
     parser.add_argument(

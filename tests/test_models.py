@@ -28,7 +28,8 @@ MODEL_NAMES = tuple(model_builder.model_classes())
 @pytest.fixture(scope="module")
 def toy_valid():
     split = data.load_split(BUNDLED_TOY_ROOT / "valid", progress=False)
-    return FeatureStats.fit_split(split).normalize_split(split)
+    # Every derived column, so that a model with any kwargs finds its inputs.
+    return FeatureStats.fit_split(split).normalize_split(split, architecture=True)
 
 
 def merged_graph(split, ids, k, seed=0):
@@ -402,6 +403,7 @@ NON_DEFAULT = {
     "cheb_order": 2,
     "cheb_layout": "parallel",
     "analytic_inputs": True,
+    "architecture_inputs": True,
 }
 
 

@@ -29,11 +29,13 @@ ELEMENT_BYTES = {
     17: 16,  # c128
 }
 DEFAULT_ELEMENT_BYTES = 4
-OP_CONVOLUTION, OP_DOT = 26, 34
+OP_CONSTANT, OP_CONVOLUTION, OP_DOT, OP_PARAMETER, OP_TUPLE = 24, 26, 34, 63, 107
 
 IS_ROOT, SHAPE, LAYOUT = 0, 21, 134
+SHAPE_PRODUCT = SHAPE + 7
 ELEMENT_TYPES = slice(2, 21)
 KERNEL_INPUT_FEATURE, KERNEL_OUTPUT_FEATURE, KERNEL_SPATIAL = 99, 100, 101
+OUTPUT_BATCH, OUTPUT_FEATURE = 105, 106
 DOT_DIMENSIONS = 31
 KERNEL_BOUNDS, OUTPUT_BOUNDS, INPUT_BOUNDS = 0, 8, 16
 DIMS = 6
@@ -46,6 +48,13 @@ def _dims(row: np.ndarray) -> list[int]:
     return shape[:rank]
 
 
+def element_bytes(row: np.ndarray) -> int:
+    """Bytes per element of a node (its one-hot type, columns 2-20; `ELEMENT_BYTES`)."""
+    hot = np.flatnonzero(row[ELEMENT_TYPES] > 0)
+    column = int(hot[0]) + ELEMENT_TYPES.start if len(hot) else -1
+    return ELEMENT_BYTES.get(column, DEFAULT_ELEMENT_BYTES)
+
+
 def tiled_tensor(node_feat: np.ndarray) -> tuple[list[int], list[int], int]:
     """(dims, minor_to_major, element bytes) of the tiled tensor: the last root op (column 0)
     with a shape (columns 21-26; layout 134-139, one-hot width 2-20); ([], [], 4) if none."""
@@ -55,9 +64,18 @@ def tiled_tensor(node_feat: np.ndarray) -> tuple[list[int], list[int], int]:
     row = node_feat[roots[-1]]
     dims = _dims(row)
     layout = [int(x) for x in row[LAYOUT : LAYOUT + len(dims)]]
-    hot = np.flatnonzero(row[ELEMENT_TYPES] > 0)
-    column = int(hot[0]) + ELEMENT_TYPES.start if len(hot) else -1
-    return dims, layout, ELEMENT_BYTES.get(column, DEFAULT_ELEMENT_BYTES)
+    return dims, layout, element_bytes(row)
+
+
+def matrix_op(node_opcode: np.ndarray, edges: np.ndarray) -> tuple[int, list[int]]:
+    """(node, operand nodes in edge order) of the last convolution (26) or dot (34);
+    (-1, []) if none. An `edges` row [u, v]: node u reads the output of v."""
+    found = np.flatnonzero((node_opcode == OP_CONVOLUTION) | (node_opcode == OP_DOT))
+    if not len(found):
+        return -1, []
+    node = int(found[-1])
+    edges = np.asarray(edges).reshape(-1, 2)
+    return node, [int(v) for v in edges[edges[:, 0] == node, 1]]
 
 
 def contracted_dims(
@@ -65,11 +83,7 @@ def contracted_dims(
 ) -> tuple[list[int], list[int]]:
     """(kernel tensor dims, indices of its contracted dims) of the last convolution (26) or
     dot (34), the kernel tensor the shape of its second operand; ([], []) if none."""
-    found = np.flatnonzero((node_opcode == OP_CONVOLUTION) | (node_opcode == OP_DOT))
-    if not len(found):
-        return [], []
-    node = int(found[-1])
-    operands = [int(v) for u, v in edges if int(u) == node]
+    node, operands = matrix_op(node_opcode, edges)
     if len(operands) < 2:
         return [], []
     kernel = _dims(node_feat[operands[1]])
@@ -89,6 +103,24 @@ def contracted_dims(
     return kernel, sorted({feature, *spatial})
 
 
+def output_tile(dims: list[int], config_feat: np.ndarray) -> np.ndarray:
+    """[c, len(dims)] float64 output tile of each config: the output bound of each dim
+    (columns 8-13) clipped to the dim, the whole dim where the bound is 0; a dim of size 0
+    inside the rank counts 1."""
+    size = np.maximum(np.asarray(dims, np.float64), 1.0)
+    tile = config_feat[:, OUTPUT_BOUNDS : OUTPUT_BOUNDS + len(dims)].astype(np.float64)
+    return np.where(tile > 0, np.minimum(tile, size), size)
+
+
+def minor_dims(dims: list[int], layout: list[int]) -> tuple[int, int | None]:
+    """(most minor, second-most minor) dim of a tensor: minor_to_major[0] (the last dim when
+    it names none) and minor_to_major[1] (None for rank 1 or when it names none)."""
+    rank = len(dims)
+    minor = layout[0] if layout and 0 <= layout[0] < rank else rank - 1
+    second = layout[1] if rank > 1 and len(layout) > 1 and 0 <= layout[1] < rank else None
+    return minor, second
+
+
 def kernel_estimates(
     node_feat: np.ndarray, node_opcode: np.ndarray, edges: np.ndarray, config_feat: np.ndarray
 ) -> np.ndarray:
@@ -106,17 +138,13 @@ def kernel_estimates(
     dims, layout, width = tiled_tensor(node_feat)
     out = np.ones((c, NUM_ESTIMATES), np.float64)
     out[:, 1] = 0.0
-    bounds = config_feat[:, OUTPUT_BOUNDS : OUTPUT_BOUNDS + DIMS].astype(np.float64)
     if dims:
-        size = np.maximum(np.asarray(dims, np.float64), 1.0)  # a 0 dim inside the rank: 1
-        tile = bounds[:, : len(dims)]
-        tile = np.where(tile > 0, np.minimum(tile, size), size)
+        size = np.maximum(np.asarray(dims, np.float64), 1.0)
+        tile = output_tile(dims, config_feat)
         out[:, 0] = np.prod(np.ceil(size / tile), axis=1)
-        minor = layout[0] if layout and 0 <= layout[0] < len(dims) else len(dims) - 1
+        minor, second = minor_dims(dims, layout)
         t_minor = tile[:, minor]
-        t_second = np.ones(c)
-        if len(dims) > 1 and len(layout) > 1 and 0 <= layout[1] < len(dims):
-            t_second = tile[:, layout[1]]
+        t_second = np.ones(c) if second is None else tile[:, second]
         padded = np.ceil(t_minor / LANES) * LANES * np.ceil(t_second / SUBLANES) * SUBLANES
         out[:, 1] = 1.0 - t_minor * t_second / padded
 
@@ -149,22 +177,3 @@ def model_inputs(estimates: np.ndarray) -> np.ndarray:
     x[:, 2] = np.log2(np.maximum(estimates[:, 2], 2.0**-40)) / 4.0
     x[:, 3] = np.log2(np.maximum(estimates[:, 3], 1.0)) / 8.0
     return x
-
-
-def config_estimates(split) -> np.ndarray:
-    """[configs, 4] float32 model inputs of every configuration of a raw `TileSplit`."""
-    out = np.empty((int(split.config_offsets[-1]), NUM_ESTIMATES), np.float32)
-    for i in range(len(split)):
-        n0, n1 = int(split.node_offsets[i]), int(split.node_offsets[i + 1])
-        e0, e1 = int(split.edge_offsets[i]), int(split.edge_offsets[i + 1])
-        c0, c1 = int(split.config_offsets[i]), int(split.config_offsets[i + 1])
-        if c1 == c0:
-            continue
-        raw = kernel_estimates(
-            split.node_feat[n0:n1],
-            split.node_opcode[n0:n1],
-            split.edge_index[e0:e1],
-            split.config_feat[c0:c1],
-        )
-        out[c0:c1] = model_inputs(raw)
-    return out

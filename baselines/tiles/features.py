@@ -1,5 +1,6 @@
 """Feature normalization fitted on the train split, saved with every model: per column
-`sign(x) * log1p(|x|)`, then the train mean and std, then derived columns."""
+`sign(x) * log1p(|x|)`, then the train mean and std, then derived columns (the analytic
+estimates and, when a model asks, the architecture columns)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import dataclasses
 import numpy as np
 
 from baselines.core.errors import PipelineError
-from baselines.tiles.analytic import NUM_ESTIMATES, config_estimates
+from baselines.tiles.analytic import NUM_ESTIMATES
+from baselines.tiles.architecture import NUM_ARCHITECTURE, config_inputs
 from baselines.tiles.data import CONFIG_FEAT_DIM, NODE_FEAT_DIM, TileSplit
 
 _MIN_STD = 1e-6
@@ -22,9 +24,12 @@ LAYOUT_COLUMN = 134
 # Normalized node features: the 140 file columns, then layout_positions.
 LAYOUT_POSITION_COLUMN = NODE_FEAT_DIM
 NORMALIZED_NODE_DIM = NODE_FEAT_DIM + NUM_DIMS
-# Normalized config features: the 24 file columns, then the analytic estimates.
+# Normalized config features: the 24 file columns, then the analytic estimates, then (only
+# in splits normalized with `architecture`) the architecture inputs.
 ANALYTIC_COLUMN = CONFIG_FEAT_DIM
 NORMALIZED_CONFIG_DIM = CONFIG_FEAT_DIM + NUM_ESTIMATES
+ARCHITECTURE_COLUMN = NORMALIZED_CONFIG_DIM
+ARCHITECTURE_CONFIG_DIM = NORMALIZED_CONFIG_DIM + NUM_ARCHITECTURE
 
 
 def layout_positions(node_feat: np.ndarray) -> np.ndarray:
@@ -86,6 +91,11 @@ def uses_estimates(model_kwargs: dict) -> bool:
     return bool(model_kwargs.get("analytic_inputs", False))
 
 
+def uses_architecture(model_kwargs: dict) -> bool:
+    """Whether a model built with these kwargs reads the architecture inputs."""
+    return bool(model_kwargs.get("architecture_inputs", False))
+
+
 def _check_raw_width(node_feat: np.ndarray) -> None:
     # Normalized features (wider) normalized again would be a silent mistake: refused.
     if node_feat.ndim != 2 or node_feat.shape[1] != NODE_FEAT_DIM:
@@ -131,13 +141,20 @@ class FeatureStats:
     ) -> np.ndarray:
         return _standardize(config_feat, self.config_mean, self.config_std, chunk_rows)
 
-    def normalize_split(self, split: TileSplit, estimates: bool = True) -> TileSplit:
-        """A copy of the split with normalized float32 features and derived columns."""
+    def normalize_split(
+        self, split: TileSplit, estimates: bool = True, architecture: bool = False
+    ) -> TileSplit:
+        """A copy of the split with normalized float32 features and derived columns: the
+        analytic ones zeros unless `estimates`, the architecture ones only with `architecture`."""
         _check_raw_width(split.node_feat)
-        configs = np.zeros((split.config_feat.shape[0], NORMALIZED_CONFIG_DIM), np.float32)
+        width = ARCHITECTURE_CONFIG_DIM if architecture else NORMALIZED_CONFIG_DIM
+        configs = np.zeros((split.config_feat.shape[0], width), np.float32)
         configs[:, :CONFIG_FEAT_DIM] = self.normalize_configs(split.config_feat)
-        if estimates:
-            configs[:, ANALYTIC_COLUMN:] = config_estimates(split)
+        analytic, arch = config_inputs(split, estimates, architecture)
+        if analytic is not None:
+            configs[:, ANALYTIC_COLUMN:NORMALIZED_CONFIG_DIM] = analytic
+        if arch is not None:
+            configs[:, ARCHITECTURE_COLUMN:] = arch
         return split.replace(node_feat=self.normalize_nodes(split.node_feat), config_feat=configs)
 
     def to_dict(self) -> dict[str, list[float]]:

@@ -1,4 +1,5 @@
-"""Kernel batches: numpy dicts (`assemble_batch`) and the GraphTensor models read."""
+"""Kernel batches: numpy dicts (`assemble_batch`) and the GraphTensor models read; config
+features are NORMALIZED_CONFIG_DIM columns, or ARCHITECTURE_CONFIG_DIM (one dynamic width)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,21 @@ import tensorflow_gnn as tfgnn
 from baselines.core.keras_fit import BatchSource, vector_specs
 from baselines.core.layers.graph_ops import edge_set
 from baselines.tiles.analytic import NUM_ESTIMATES
+from baselines.tiles.architecture import NUM_ARCHITECTURE
 from baselines.tiles.data import CONFIG_FEAT_DIM, TileSplit
-from baselines.tiles.features import ANALYTIC_COLUMN, NORMALIZED_CONFIG_DIM, NORMALIZED_NODE_DIM
+from baselines.tiles.features import (
+    ANALYTIC_COLUMN,
+    ARCHITECTURE_COLUMN,
+    ARCHITECTURE_CONFIG_DIM,
+    NORMALIZED_CONFIG_DIM,
+    NORMALIZED_NODE_DIM,
+)
 
 BATCH_SIGNATURE = {
     **vector_specs(tf.int32, "op_sizes", "feed_sizes", "config_sizes", "op_opcode"),
     "op_feats": tf.TensorSpec([None, NORMALIZED_NODE_DIM], tf.float32),
     **vector_specs(tf.int32, "feed_source", "feed_target"),
-    "config_feats": tf.TensorSpec([None, NORMALIZED_CONFIG_DIM], tf.float32),
+    "config_feats": tf.TensorSpec([None, None], tf.float32),
     **vector_specs(tf.float32, "config_runtimes", "config_normalizers", "config_mask"),
     **vector_specs(tf.int32, "config_index"),
     **vector_specs(tf.string, "tile_id"),
@@ -130,8 +138,10 @@ def to_tensors(batch: dict[str, np.ndarray]) -> dict[str, tf.Tensor]:
     return {k: tf.constant(v, dtype=BATCH_SIGNATURE[k].dtype) for k, v in batch.items()}
 
 
-def dummy_batch(num_configs: int) -> dict[str, np.ndarray]:
-    """A two-op kernel with `num_configs` zero configs, to create a model's variables."""
+def dummy_batch(num_configs: int, architecture: bool = False) -> dict[str, np.ndarray]:
+    """A two-op kernel with `num_configs` zero configs, to create a model's variables (with
+    the architecture columns for a model that reads them)."""
+    width = ARCHITECTURE_CONFIG_DIM if architecture else NORMALIZED_CONFIG_DIM
     return {
         "op_sizes": np.array([2], np.int32),
         "feed_sizes": np.array([1], np.int32),
@@ -140,7 +150,7 @@ def dummy_batch(num_configs: int) -> dict[str, np.ndarray]:
         "op_feats": np.zeros((2, NORMALIZED_NODE_DIM), np.float32),
         "feed_source": np.array([1], np.int32),
         "feed_target": np.array([0], np.int32),
-        "config_feats": np.zeros((num_configs, NORMALIZED_CONFIG_DIM), np.float32),
+        "config_feats": np.zeros((num_configs, width), np.float32),
         "config_runtimes": np.ones(num_configs, np.float32),
         "config_normalizers": np.ones(num_configs, np.float32),
         "config_mask": np.ones(num_configs, np.float32),
@@ -171,3 +181,17 @@ def analytic_features(graph: tfgnn.GraphTensor, num_configs) -> tf.Tensor:
     """The analytic estimates of each config (`analytic.py`) as [batch, num_configs, 4]."""
     feats = graph.node_sets["config"]["feats"][:, ANALYTIC_COLUMN:NORMALIZED_CONFIG_DIM]
     return tf.reshape(feats, [-1, num_configs, NUM_ESTIMATES])
+
+
+def architecture_features(graph: tfgnn.GraphTensor, num_configs) -> tf.Tensor:
+    """The architecture inputs of each config (`architecture.py`) as [batch, num_configs, 14];
+    an error if the split was normalized without them."""
+    feats = graph.node_sets["config"]["feats"]
+    check = tf.debugging.assert_equal(
+        tf.shape(feats)[1],
+        ARCHITECTURE_CONFIG_DIM,
+        message="the model reads architecture inputs: normalize_split(..., architecture=True)",
+    )
+    with tf.control_dependencies([check]):
+        feats = tf.identity(feats[:, ARCHITECTURE_COLUMN:ARCHITECTURE_CONFIG_DIM])
+    return tf.reshape(feats, [-1, num_configs, NUM_ARCHITECTURE])

@@ -8,8 +8,14 @@ import tensorflow_gnn as tfgnn
 from baselines.core.cost_model import CostModel
 from baselines.core.model_lookup import check_bool, check_int, reductions
 from baselines.tiles.analytic import NUM_ESTIMATES
+from baselines.tiles.architecture import NUM_ARCHITECTURE
 from baselines.tiles.data import CONFIG_FEAT_DIM, OPCODE_VOCAB_SIZE
-from baselines.tiles.kernel_batches import analytic_features, config_features, configs_per_kernel
+from baselines.tiles.kernel_batches import (
+    analytic_features,
+    architecture_features,
+    config_features,
+    configs_per_kernel,
+)
 from baselines.tiles.layers import ConfigScoringHead, KernelPooling, OpEncoder, PointwiseDense
 
 
@@ -20,6 +26,8 @@ class TileModel(CostModel):
     keras_package = "tpugraphs_tiles"
     # Whether the model reads the analytic estimates (prediction computes them then).
     analytic_inputs = False
+    # Whether it reads the architecture inputs (its batches carry their columns then).
+    architecture_inputs = False
 
     def __init__(
         self,
@@ -116,14 +124,17 @@ class LateJoinModel(TileModel):
         num_ops: int = OPCODE_VOCAB_SIZE,
         config_dim: int | None = None,
         analytic_inputs: bool = False,
+        architecture_inputs: bool = False,
         **kwargs,
     ):
         super().__init__(num_configs, num_ops, **kwargs)
         if config_dim is not None:
             check_int("config_dim", config_dim, 1)
         check_bool("analytic_inputs", analytic_inputs)
+        check_bool("architecture_inputs", architecture_inputs)
         self.config_dim = self.hidden_dim if config_dim is None else config_dim
         self.analytic_inputs = analytic_inputs
+        self.architecture_inputs = architecture_inputs
         self.config_encoder = None
         self.kernel_gate = None
         self.make_head(self.config_dim)
@@ -132,7 +143,8 @@ class LateJoinModel(TileModel):
         width = CONFIG_FEAT_DIM
         if self.config_encoder is not None:
             width = self.config_encoder.output_width
-        return width + (NUM_ESTIMATES if self.analytic_inputs else 0)
+        width += NUM_ESTIMATES if self.analytic_inputs else 0
+        return width + (NUM_ARCHITECTURE if self.architecture_inputs else 0)
 
     def build_body(self) -> None:
         super().build_body()
@@ -154,6 +166,8 @@ class LateJoinModel(TileModel):
             configs = self.config_encoder(graph, states, configs)
         if self.analytic_inputs:
             configs = tf.concat([configs, analytic_features(graph, num_configs)], axis=-1)
+        if self.architecture_inputs:
+            configs = tf.concat([configs, architecture_features(graph, num_configs)], axis=-1)
         if self.kernel_gate is not None:
             gate = self.kernel_gate(kernel_states)  # [b, d]
             return self.head.score_gated(

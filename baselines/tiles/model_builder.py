@@ -103,7 +103,7 @@ def create_variables(model: TileModel, compiled: bool = True) -> None:
     if not compiled:
         model.build()
         return
-    batch = to_tensors(dummy_batch(model.num_configs))
+    batch = to_tensors(dummy_batch(model.num_configs, model.architecture_inputs))
     call = tf.function(
         lambda batch: model(graph_from_batch(batch)),
         input_signature=[BATCH_SIGNATURE],

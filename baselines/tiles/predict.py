@@ -108,7 +108,7 @@ class ConfigScorer:
 
     def warm_up(self) -> None:
         """Traces the scoring function on a tiny batch (e.g. while data loads)."""
-        self._score(to_tensors(dummy_batch(2)))
+        self._score(to_tensors(dummy_batch(2, self.model.architecture_inputs)))
 
     def score_calls(self, split: TileSplit, calls: list[Call], progress=None) -> list[np.ndarray]:
         scores = [np.empty(int(c), np.float32) for c in split.num_configs]
@@ -177,10 +177,17 @@ class SavedRanker:
             stats = FeatureStats.from_dict(record["feature_stats"])
         return cls(model_dir, record, stats, ConfigScorer(restore_model(model_dir, record)))
 
+    def normalized(self, raw: TileSplit) -> TileSplit:
+        """An unnormalized split normalized with the train statistics and the derived
+        columns the model reads."""
+        model = self.scorer.model
+        return self.stats.normalize_split(
+            raw, estimates=model.analytic_inputs, architecture=model.architecture_inputs
+        )
+
     def score(self, raw: TileSplit, progress: bool = True) -> list[np.ndarray]:
         """Scores of every configuration of an unnormalized split, in file order."""
-        normalized = self.stats.normalize_split(raw, estimates=self.scorer.model.analytic_inputs)
-        return self.scorer.score_split(normalized, progress=progress)
+        return self.scorer.score_split(self.normalized(raw), progress=progress)
 
 
 def ranking_rows(

@@ -23,7 +23,7 @@ from baselines.tiles.data import (
     load_split,
     load_splits,
 )
-from baselines.tiles.features import FeatureStats, uses_estimates
+from baselines.tiles.features import FeatureStats, uses_architecture, uses_estimates
 from baselines.tiles.run_records import read_model_list
 from baselines.tiles.tile_args import TILE_PLACE, TOP_KS, TrainArgs
 
@@ -55,12 +55,15 @@ def read_split(
     stats_dict: dict | None,
     estimates: bool,
     max_files: int | None = None,
+    architecture: bool = False,
 ):
-    """A split as its files hold it (the first `max_files`), or normalized with `stats_dict`."""
+    """A split as its files hold it (the first `max_files`), or normalized with `stats_dict`
+    (with the analytic and architecture columns as asked)."""
     raw = load_split(folder, name=folder.name, cache_dir=cache_dir, max_files=max_files)
     if stats_dict is None:
         return raw
-    return FeatureStats.from_dict(stats_dict).normalize_split(raw, estimates=estimates)
+    stats = FeatureStats.from_dict(stats_dict)
+    return stats.normalize_split(raw, estimates=estimates, architecture=architecture)
 
 
 class TileRanking(RankingHooks):
@@ -85,10 +88,17 @@ class TileRanking(RankingHooks):
         records = [record for _, record in models]
         stats = records[0]["feature_stats"] if len(models) == 1 else None
         estimates = uses_estimates(records[0]["model_kwargs"])
+        architecture = uses_architecture(records[0]["model_kwargs"])
         spawn = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
             loading = pool.submit(
-                read_split, folder, request.cache_dir, stats, estimates, request.max_files
+                read_split,
+                folder,
+                request.cache_dir,
+                stats,
+                estimates,
+                request.max_files,
+                architecture,
             )
             from baselines.tiles.predict import SavedRanker
 
@@ -166,8 +176,12 @@ class TileTask(Task):
         # The cache key's salt: tile runs have always been identified by it.
         source = data_identity(root, splits, args.max_files, FINGERPRINT_SALT, toy_fallback)
         stats = FeatureStats.fit_split(raw["train"])
-        estimates = uses_estimates(args.model_kwargs())
-        data = {name: stats.normalize_split(split, estimates) for name, split in raw.items()}
+        kwargs = args.model_kwargs()
+        derived = {
+            "estimates": uses_estimates(kwargs),
+            "architecture": uses_architecture(kwargs),
+        }
+        data = {name: stats.normalize_split(split, **derived) for name, split in raw.items()}
         log(f"data: {root} ({', '.join(f'{len(data[s])} {s}' for s in splits)} kernels)")
         return Loaded(
             *(data[s] for s in splits),

@@ -29,7 +29,9 @@ kernels, ~1,840 configs and ~40 nodes per kernel on average, long tails) use
 several processes, byte-identical whatever their number.
 
 Other worlds (`worlds.WORLDS`: `GeneratorOptions(world=...)`) compute the
-runtimes with structurally different cost models, noise and kernel mixes.
+runtimes with structurally different cost models, noise and kernel mixes; a
+benchmark judges recipes in the first four (`worlds.BENCHMARK_WORLDS`), the
+fifth, `tpu` (`tpu_world`), is reached by its name only.
 
 Modules: `fileformat` (keys, columns, opcodes, programs), `cost_model`
 (hardware constants, runtime model, tile menus, plausibility), `worlds`
