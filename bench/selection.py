@@ -174,6 +174,11 @@ def world_ratios(
     }
 
 
+def worst_world(ratios: Mapping[str, float]) -> str:
+    """The world with the highest ratio to the baseline (ties: the last name)."""
+    return max(ratios, key=lambda w: (ratios[w], w))
+
+
 def ratio_rows(
     test: Mapping[str, Mapping[str, Mapping[str, Any]]],
     worlds: Sequence[str],
@@ -185,7 +190,7 @@ def ratio_rows(
     rows = []
     for recipe in recipes:
         ratios = world_ratios(test, worlds, recipe, baseline)
-        worst = max(worlds, key=lambda w: (ratios[w], w))
+        worst = worst_world(ratios)
         rows.append(
             {
                 "recipe": recipe,
@@ -210,7 +215,7 @@ def adopts(
     seed spread there, and raises no world's by more than its spread. The spread of a world is
     the larger of the two recipes' seed standard deviations. (adopted, why)."""
     ratios = world_ratios(valid, worlds, incumbent, baseline)
-    worst = max(ratios, key=lambda w: (ratios[w], w))  # the incumbent's worst world
+    worst = worst_world(ratios)  # the incumbent's
 
     def change(world: str) -> tuple[float, float]:
         mine, theirs = valid[world][candidate]["top5_err"], valid[world][incumbent]["top5_err"]

@@ -13,7 +13,7 @@ import tensorflow as tf
 from baselines.core import metrics
 from baselines.core.conductor import train_run
 from baselines.core.errors import PipelineError
-from baselines.core.keras_fit import EpochBatches, RankingTrainer
+from baselines.core.keras_fit import PASS_SIGNATURE, EpochBatches, RankingTrainer
 from baselines.layout.batching import (
     SEGMENT_SIGNATURE,
     batch_source,
@@ -46,11 +46,8 @@ def as_tensors(batch: dict) -> dict[str, tf.Tensor]:
     batch["config_runtimes"] = np.where(
         index >= 0, batch["config_runtimes"] + 1e-3 * (index + 1), batch["config_runtimes"]
     ).astype(np.float32)
-    signature = {**SEGMENT_SIGNATURE, "pass_weight": tf.float32, "step_end": tf.bool}
-    return {
-        k: tf.constant(v, dtype=getattr(signature[k], "dtype", signature[k]))
-        for k, v in batch.items()
-    }
+    signature = {**SEGMENT_SIGNATURE, **PASS_SIGNATURE}
+    return {k: tf.constant(v, dtype=signature[k].dtype) for k, v in batch.items()}
 
 
 def model_with(weights: list[np.ndarray] | None) -> ResModel:

@@ -302,16 +302,13 @@ class EpochBatches:
         local = self.num_replicas // num_pipelines
         for chunks in steps:
             for positions in chunks[pipeline * local : (pipeline + 1) * local]:
-                if not self.micro:
-                    ids = order[positions].tolist()
-                    yield self.split.assemble(ids, [slots[p] for p in positions], self.num_configs)
-                    continue
-                passes = pass_chunks(positions, self.micro)
+                passes = pass_chunks(positions, self.micro or len(positions))
                 for i, part in enumerate(passes):
                     ids = order[part].tolist()
                     batch = self.split.assemble(ids, [slots[p] for p in part], self.num_configs)
-                    batch["pass_weight"] = np.float32(len(part) / len(positions))
-                    batch["step_end"] = np.bool_(i == len(passes) - 1)
+                    if self.micro:
+                        batch["pass_weight"] = np.float32(len(part) / len(positions))
+                        batch["step_end"] = np.bool_(i == len(passes) - 1)
                     yield batch
 
     def stream(self, pipeline: int = 0, num_pipelines: int = 1) -> Iterator[dict]:

@@ -48,24 +48,28 @@ def sample_configs(graph: LayoutGraph, max_configs: int, seed: int) -> LayoutGra
     return graph.select_configs(keep)
 
 
+def hop_distances(num_nodes: int, edges: np.ndarray, sources: np.ndarray, limit: int) -> np.ndarray:
+    """int64 [n]: hops (either edge direction) from the nearest of `sources`, limit + 1 past it."""
+    dist = np.full(num_nodes, limit + 1, np.int64)
+    dist[sources] = 0
+    for hop in range(1, limit + 1):
+        frontier = dist == hop - 1
+        if not frontier.any():
+            break  # everything reachable has its distance
+        ends = edges[frontier[edges[:, 0]] | frontier[edges[:, 1]]].ravel()
+        dist[ends[dist[ends] > hop]] = hop
+    return dist
+
+
 def prune_to_configurable(graph: LayoutGraph, hops: int) -> tuple[LayoutGraph, np.ndarray]:
     """(the subgraph of configurable nodes and every node within `hops` edges either way, the
     kept ids ascending int64): nodes renumbered in order, node_splits counting kept nodes."""
     if isinstance(hops, bool) or not isinstance(hops, int | np.integer) or hops < 0:
         raise PipelineError(f"hops must be an integer >= 0, got {hops!r}")
     n = graph.num_nodes
-    keep = np.zeros(n, dtype=bool)
-    keep[graph.node_config_ids] = True
-    consumer = graph.edge_index[:, 0]
-    producer = graph.edge_index[:, 1]
-    for _ in range(int(hops)):
-        grown = keep.copy()
-        grown[producer[keep[consumer]]] = True
-        grown[consumer[keep[producer]]] = True
-        if np.array_equal(grown, keep):
-            break  # the reachable part of the graph is already all kept
-        keep = grown
-
+    edges = graph.edge_index.reshape(-1, 2)
+    keep = hop_distances(n, edges, graph.node_config_ids, int(hops)) <= hops
+    consumer, producer = edges[:, 0], edges[:, 1]
     kept_ids = np.flatnonzero(keep).astype(np.int64)
     new_id = np.full(n, -1, dtype=np.int64)
     new_id[kept_ids] = np.arange(kept_ids.size)

@@ -27,6 +27,7 @@ from baselines.layout.batching import (
 )
 from baselines.layout.graph import NODE_CONFIG_FEAT_DIM
 from baselines.layout.models import LayoutModel, ResModel
+from baselines.layout.prune import hop_distances
 
 # Past this share of a graph's nodes in reach, the saving is small: score the whole graph.
 MAX_SHARE = 0.9
@@ -46,17 +47,6 @@ class Reach:
     def pays(self) -> bool:
         """Whether the reach is small enough to beat scoring the whole graph."""
         return self.rows.size <= MAX_SHARE * self.num_nodes
-
-
-def hop_distances(num_nodes: int, edges: np.ndarray, sources: np.ndarray, limit: int) -> np.ndarray:
-    """int64 [n]: hops (either edge direction) from the nearest of `sources`, limit + 1 past it."""
-    dist = np.full(num_nodes, limit + 1, np.int64)
-    dist[sources] = 0
-    for hop in range(1, limit + 1):
-        frontier = dist == hop - 1
-        ends = edges[frontier[edges[:, 0]] | frontier[edges[:, 1]]].ravel()
-        dist[ends[dist[ends] > hop]] = hop
-    return dist
 
 
 def find_reach(graph: PreparedGraph, num_gnns: int) -> Reach:
