@@ -27,7 +27,7 @@ from baselines.layout.data import (
     sample_configs,
 )
 from baselines.layout.metrics import kendall_tau, slowdown_at_k
-from baselines.layout.prune import prune_to_configurable
+from baselines.layout.prune import count_configs, prune_to_configurable
 
 # ---------------------------------------------------------------------------
 # A hand-made graph. Arrows go producer -> consumer; * marks configurable nodes.
@@ -169,6 +169,36 @@ def test_dedup_with_no_configurable_node_keeps_one_configuration():
     arrays["node_config_feat"] = np.zeros((3, 0, 18), np.float32)
     graph, dropped = dedup_configs(make_graph(arrays))
     assert dropped == 2 and graph.config_runtime.tolist() == arrays["config_runtime"][:1].tolist()
+
+
+def brute_force_counts(feat: np.ndarray) -> list[int]:
+    """How many rows of `feat` [c, nc, 18] equal each row, by comparing every pair."""
+    return [sum(np.array_equal(row, other) for other in feat) for row in feat]
+
+
+def test_count_configs_counts_each_configurations_repeats_in_the_file():
+    arrays = graph_arrays(c=6)
+    a, b, c = (np.full((2, 18), v, np.float32) for v in (-1, 0, 3))
+    b[1, 5] = 4  # rows differing in one value are different configurations
+    arrays["node_config_feat"] = np.stack([a, b, a, c, b, a])
+    counted = count_configs(make_graph(arrays))
+    assert counted.config_count.tolist() == [3, 2, 3, 1, 2, 3]
+    # The counts travel with the configurations a selection keeps, dedup's among them.
+    deduped, _ = dedup_configs(counted)
+    assert deduped.config_count.tolist() == [3, 2, 1]
+    assert counted.select_configs(np.array([3, 0])).config_count.tolist() == [1, 3]
+    random = graph_arrays(c=40, seed=5)
+    random["node_config_feat"] = np.full((40, 2, 18), -1, np.float32)
+    random["node_config_feat"][::3, 1, 7] = np.arange(14) % 4  # some rows repeat, some do not
+    counted = count_configs(make_graph(random))
+    assert counted.config_count.tolist() == brute_force_counts(random["node_config_feat"])
+
+
+def test_count_configs_without_configurable_nodes_counts_every_configuration():
+    arrays = graph_arrays(c=3)
+    arrays["node_config_ids"] = np.zeros(0, np.int64)
+    arrays["node_config_feat"] = np.zeros((3, 0, 18), np.float32)
+    assert count_configs(make_graph(arrays)).config_count.tolist() == [3, 3, 3]
 
 
 def distinct_graph(c: int, graph_id: str = "g") -> LayoutGraph:
@@ -461,6 +491,14 @@ def test_load_layout_split_sorted_deduped_sampled(tmp_path):
     assert len(lines) == 1
     assert "dropped 3 duplicate configurations in 3 graphs" in lines[0]
     assert "sampled 8 configurations in 3 graphs" in lines[0]
+    # Counted as read, before the repeat was dropped: the repeated configuration says 2.
+    for graph in graphs:
+        arrays = graph_arrays(c=12, seed={"b": 1, "a": 2, "c": 3}[graph.graph_id])
+        repeated = arrays["node_config_feat"][1].astype(np.int8)
+        kept = graph.config_block(np.arange(graph.num_configs))
+        expected = [2 if np.array_equal(row, repeated) else 1 for row in kept]
+        assert graph.config_count.tolist() == expected
+    assert any(2 in graph.config_count.tolist() for graph in graphs)
     plain = load_layout_split(folder, max_files=2, log=lines.append)
     assert [g.num_configs for g in plain] == [12, 12] and len(lines) == 1
 

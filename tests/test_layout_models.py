@@ -232,6 +232,7 @@ def test_config_score_does_not_depend_on_batch_companions(cls, toy_graphs):
         (LayoutSAGE, {"hidden_dim": 16, "tile_padding": True, "relayout_copies": True}),
         (LayoutSAGE, {"hidden_dim": 16, "graph_state_in_head": False}),
         (LayoutSAGE, {"hidden_dim": 16, "relative_to_reference": True, "tile_padding": True}),
+        (LayoutSAGE, {"hidden_dim": 16, "config_frequency": True}),
     ],
 )
 def test_get_config_round_trip_scores_identically(cls, kwargs, toy_graphs):
@@ -715,3 +716,32 @@ def test_states_computed_once_per_distinct_row_score_as_once_per_slot(toy_graphs
     shared = model(to_tensors(batch)).numpy()
     one_each = model(to_tensors(expanded)).numpy()
     np.testing.assert_allclose(shared, one_each, rtol=1e-5, atol=1e-5)
+
+
+def test_config_frequency_is_the_log_count_and_moves_only_its_own_configurations_score():
+    """The batch carries log(count in the file) per slot (0 for padding), counted by hand
+    here; a model with `config_frequency` reads slot k's count for slot k's score only, and
+    one without it ignores the field."""
+    row_a, row_b = np.full((1, 18), -1, np.int8), np.full((1, 18), 0, np.int8)
+    graph = LayoutGraph(
+        graph_id="g",
+        node_feat=np.zeros((2, 140), np.float32),
+        node_opcode=np.array([1, 26], np.int32),
+        edge_index=np.array([[1, 0]], np.int32),
+        node_config_ids=np.array([1], np.int32),
+        configs=Codebook.from_values(np.stack([row_a, row_b, row_a, row_a])),
+        config_runtime=np.array([10, 20, 30, 40], np.int64),
+        node_splits=np.array([0, 2], np.int64),
+    )
+    batch = assemble_batch(prepare_graphs([graph]), [0], [np.arange(4)], 5)
+    np.testing.assert_allclose(batch["config_frequency"], np.log([3, 1, 3, 3, 1]) * [1, 1, 1, 1, 0])
+    tf.keras.utils.set_random_seed(4)
+    reads = LayoutSAGE(5, hidden_dim=8, config_frequency=True).create_variables()
+    ignores = LayoutSAGE(5, hidden_dim=8).create_variables()
+    assert reads.head.hidden[0].kernel.shape[0] == ignores.head.hidden[0].kernel.shape[0] + 1
+    moved = dict(batch, config_frequency=batch["config_frequency"] + np.eye(5, dtype=np.float32)[2])
+    for model, changes in ((reads, [2]), (ignores, [])):
+        before, after = (model(to_tensors(b)).numpy()[0] for b in (batch, moved))
+        assert np.flatnonzero(np.abs(after - before) > 1e-6).tolist() == changes
+    with pytest.raises(ValueError, match="config_frequency"):
+        LayoutSAGE(5, config_frequency=1)

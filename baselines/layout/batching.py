@@ -16,6 +16,7 @@ from baselines.core.layers.graph_ops import edge_set
 from baselines.layout.codebook import Codebook
 from baselines.layout.data import MINOR_TO_MAJOR, SHAPE_DIMS, layout_minor_to_major
 from baselines.layout.graph import NODE_CONFIG_FEAT_DIM, LayoutGraph
+from baselines.layout.prune import count_configs
 
 # Padding slots' layout values ("the compiler's default"; the slots are masked).
 PAD_VALUE = -1
@@ -30,7 +31,7 @@ BATCH_SIGNATURE = {
     "cfg_operand": tf.TensorSpec([None, 2], tf.int32),
     "config_rows": tf.TensorSpec([None, None, NODE_CONFIG_FEAT_DIM], tf.int8),
     "config_codes": tf.TensorSpec([None, None], tf.int32),
-    **vector_specs(tf.float32, "config_runtimes", "config_mask"),
+    **vector_specs(tf.float32, "config_runtimes", "config_mask", "config_frequency"),
     **vector_specs(tf.int32, "config_index"),
     **vector_specs(tf.string, "graph_id"),
 }
@@ -61,6 +62,7 @@ class PreparedGraph:
     configs: Codebook  # the c configurations, as per-node codes
     runtimes: np.ndarray  # float32 [c], runtime / smallest runtime (0 when hidden)
     raw_runtimes: np.ndarray  # int64 [c], as in the file
+    frequency: np.ndarray  # float32 [c], log of how often the configuration occurs in its file
 
     @property
     def num_configs(self) -> int:
@@ -99,7 +101,10 @@ def reference_layouts(graph: LayoutGraph, tensors: np.ndarray) -> tuple[np.ndarr
 
 
 def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
-    """Normalizes one graph's features and finds its configurable-to-configurable edges."""
+    """Normalizes one graph's features and finds its configurable-to-configurable edges; a graph
+    read without `config_count` is counted as it stands."""
+    if graph.config_count is None:
+        graph = count_configs(graph)
     cfg_of_node = np.full(graph.num_nodes, -1, dtype=np.int64)
     cfg_of_node[graph.node_config_ids] = np.arange(graph.num_configurable)
     ends = cfg_of_node[graph.edge_index.reshape(-1, 2)]
@@ -124,6 +129,7 @@ def prepare_graph(graph: LayoutGraph) -> PreparedGraph:
         configs=graph.configs,
         runtimes=(raw / scale).astype(np.float32),
         raw_runtimes=raw,
+        frequency=np.log(graph.config_count).astype(np.float32),
     )
 
 
@@ -144,10 +150,10 @@ def config_fields(graph: PreparedGraph, slots: np.ndarray, num_configs: int) -> 
     if graph.num_configs:
         book = graph.configs
         ids = book.offsets[:-1][None, :] + book.codes_of(real).astype(np.int64)  # [K, nc]
-        runtimes = graph.runtimes[real]
+        runtimes, frequency = graph.runtimes[real], graph.frequency[real]
     else:  # no configuration at all: every slot is padding
         book, ids = None, np.zeros((k, nc), np.int64)
-        runtimes = np.zeros(k, np.float32)
+        runtimes = frequency = np.zeros(k, np.float32)
     rows, codes = _rows_used(np.where(pad[:, None], -1, ids))
     values = np.full(rows.shape + (NODE_CONFIG_FEAT_DIM,), PAD_VALUE, np.int8)
     if book is not None:
@@ -158,6 +164,7 @@ def config_fields(graph: PreparedGraph, slots: np.ndarray, num_configs: int) -> 
         "config_codes": codes.T.astype(np.int32),  # [nc, K]
         "config_runtimes": np.where(pad, -1.0, runtimes).astype(np.float32),
         "config_mask": (~pad).astype(np.float32),
+        "config_frequency": np.where(pad, 0.0, frequency).astype(np.float32),
         "config_index": slots.astype(np.int32),
     }
 
@@ -204,6 +211,8 @@ def assemble_batch(
       broadcast over K); `to_model_inputs` adds `config_values` [NC, K, 18];
     - `config_runtimes` [G * K] float32: runtime / the graph's smallest, -1 for padding;
       `config_mask` [G * K] 1/0; `config_index` [G * K]: the graph's row, -1 for padding;
+      `config_frequency` [G * K]: log of how often the configuration occurs in its file
+      (`count_configs`), 0 for padding;
     - `graph_id` [G] bytes; `node_segment` [N] bool (`segment_source` only).
     """
     k = int(num_configs)
@@ -341,6 +350,7 @@ def to_model_inputs(batch: dict[str, tf.Tensor]) -> dict:
         "cfg_operand": batch["cfg_operand"],
         "node_segment": batch.get(SEGMENT_KEY),
         "config_mask": batch["config_mask"],
+        "config_frequency": batch["config_frequency"],
     }
 
 

@@ -21,7 +21,7 @@ from baselines.layout.graph import (
     NODE_CONFIG_FEAT_DIM,
     LayoutGraph,
 )
-from baselines.layout.prune import dedup_configs, sample_configs
+from baselines.layout.prune import count_configs, dedup_configs, sample_configs
 
 REQUIRED_KEYS = (
     "node_feat",
@@ -244,8 +244,9 @@ def load_layout_split(
     log: Callable[[str], None] | None = print,
     cache_dir: Path | str | None = None,
 ) -> list[LayoutGraph]:
-    """Every graph of a split folder in file-name order, deduplicated (`drop_duplicates`), then
-    sampled (`max_configs`, by `seed`), said in a `log` line; `cache_dir`: through the cache."""
+    """Every graph of a split folder in file-name order, its configurations counted
+    (`count_configs`), deduplicated (`drop_duplicates`), then sampled (`max_configs`, by
+    `seed`), said in a `log` line; `cache_dir`: through the cache."""
     files = list_layout_files(folder, max_files)
     if cache_dir is None:
         raw: Iterable[LayoutGraph] = (read_layout_file(path) for path in files)
@@ -253,6 +254,7 @@ def load_layout_split(
         raw = load_cached_graphs(folder, files, cache_dir, read_layout_file, log)
     graphs, dropped, graphs_with_dups, sampled = [], 0, 0, 0
     for graph in raw:
+        graph = count_configs(graph)
         if drop_duplicates:
             graph, n_dropped = dedup_configs(graph)
             dropped += n_dropped

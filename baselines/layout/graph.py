@@ -29,6 +29,8 @@ class LayoutGraph(NodeRows):
       configs           Codebook         the c configurations' minor-to-major orders, -1..5
       config_runtime    int64   (c,)     whole-program runtime; all 0 in test files
       node_splits       int64   (k,)     computation boundaries (flattened from (1, k))
+      config_count      int64   (c,)     how often each configuration occurs in its file, as
+                                         read (before duplicates are dropped); None: not counted
     """
 
     graph_id: str
@@ -39,6 +41,7 @@ class LayoutGraph(NodeRows):
     configs: Codebook
     config_runtime: np.ndarray
     node_splits: np.ndarray
+    config_count: np.ndarray | None = None
 
     @property
     def num_edges(self) -> int:
@@ -65,8 +68,12 @@ class LayoutGraph(NodeRows):
     def select_configs(self, indices: np.ndarray) -> LayoutGraph:
         """The same graph with only the configurations at `indices`, in that order (lazy)."""
         indices = np.asarray(indices, dtype=np.int64).reshape(-1)  # `select` keeps a copy
+        count = None if self.config_count is None else self.config_count[indices]
         return dataclasses.replace(
-            self, config_runtime=self.config_runtime[indices], configs=self.configs.select(indices)
+            self,
+            config_runtime=self.config_runtime[indices],
+            configs=self.configs.select(indices),
+            config_count=count,
         )
 
     def config_block(self, slots: np.ndarray) -> np.ndarray:

@@ -170,7 +170,8 @@ class LayoutSAGE(LayoutModel):
     + W_c e[w, k]); `config_layers` rounds x += act(W_s x + W_p mean_producers(x)
     + W_c mean_consumers(x)) over configurable-to-configurable edges; c[k] =
     pool_w x[w, k], then `ConfigAttention` if `config_attention_heads` > 0; score
-    head([g ; c[k]]) (head(c[k]) with `graph_state_in_head=false`).
+    head([g ; c[k]]) (head(c[k]) with `graph_state_in_head=false`); `config_frequency` appends
+    log(how often configuration k occurs in its file) to c[k].
     `relative_to_reference`: c[k] pools x[w, k] - x_ref[w] (x of `cfg_ref`).
     """
 
@@ -193,6 +194,7 @@ class LayoutSAGE(LayoutModel):
         relayout_copies: bool = False,
         graph_state_in_head: bool = True,
         relative_to_reference: bool = False,
+        config_frequency: bool = False,
     ):
         super().__init__(num_configs, num_ops)
         for name, value, least in (
@@ -211,6 +213,7 @@ class LayoutSAGE(LayoutModel):
             ("relayout_copies", relayout_copies),
             ("graph_state_in_head", graph_state_in_head),
             ("relative_to_reference", relative_to_reference),
+            ("config_frequency", config_frequency),
         ):
             check_bool(name, value)
         self.hidden_dim = hidden_dim
@@ -219,6 +222,7 @@ class LayoutSAGE(LayoutModel):
         self.relayout_copies = relayout_copies
         self.graph_state_in_head = graph_state_in_head
         self.relative_to_reference = relative_to_reference
+        self.config_frequency = config_frequency
         self.activation = tf.keras.activations.get(hidden_activation)
         self.reductions = reductions(reduction)
         self.graph_pool = KernelPooling(self.reductions, name="graph_pool")
@@ -349,6 +353,9 @@ class LayoutSAGE(LayoutModel):
         if self.config_attention is not None:
             mask = tf.reshape(inputs["config_mask"], tf.shape(config_state)[:2])
             config_state = self.config_attention(config_state, mask)
+        if self.config_frequency:
+            frequency = tf.reshape(inputs["config_frequency"], tf.shape(config_state)[:2])
+            config_state = tf.concat([config_state, frequency[..., None]], axis=-1)
         if not self.graph_state_in_head:
             return self.head(config_state, training=training)
         return self.head.score_joined(graph_state, config_state, training=training)

@@ -11,6 +11,25 @@ from baselines.core.errors import PipelineError
 from baselines.layout.graph import LayoutGraph
 
 
+def _row_keys(graph: LayoutGraph) -> np.ndarray:
+    """One hashable key per configuration: equal keys, equal rows on every configurable node."""
+    codes = np.ascontiguousarray(graph.configs.codes_of())
+    return codes.view(np.dtype((np.void, codes.shape[1] * codes.itemsize)))[:, 0]
+
+
+def count_configs(graph: LayoutGraph) -> LayoutGraph:
+    """The graph with `config_count`: how many of its configurations equal each one. The
+    compiler's default search returns to fast configurations, so a count read from the file
+    (test files too) can inform a model; counted before `dedup_configs` drops the repeats."""
+    if graph.num_configurable == 0:
+        # No configurable node: every configuration is the same (empty) one.
+        count = np.full(graph.num_configs, graph.num_configs, dtype=np.int64)
+    else:
+        _, inverse, counts = np.unique(_row_keys(graph), return_inverse=True, return_counts=True)
+        count = counts[inverse.reshape(-1)].astype(np.int64)
+    return dataclasses.replace(graph, config_count=count)
+
+
 def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
     """The graph without repeated configurations (the first of each kept), and how many dropped."""
     c = graph.num_configs
@@ -18,9 +37,7 @@ def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
         # No configurable node: every configuration is the same (empty) one.
         first = np.zeros(1, dtype=np.int64)
     else:
-        codes = np.ascontiguousarray(graph.configs.codes_of())
-        keys = codes.view(np.dtype((np.void, codes.shape[1] * codes.itemsize)))[:, 0]
-        _, first = np.unique(keys, return_index=True)
+        _, first = np.unique(_row_keys(graph), return_index=True)
         first = np.sort(first)
     if first.size == c:
         return graph, 0
