@@ -29,6 +29,10 @@ seeds' ensemble, is scored through the prediction path.
   (`--baseline`), its worst test program beside the baseline's error on it, the
   seeds' ensemble against its members, every recipe's ratio per held-out world
   with its mean and worst, and the rule's reason per world.
+  `--closing_worlds` (lowo only; e.g. tpu, the world written from the TPU's
+  published architecture) are trained and scored on test for every recipe only
+  after every choice is made: nothing chooses on them, and the report gives
+  their columns beside the held-out worlds'.
 - `--protocol test`: the test split of the named recipes, each scored once and
   logged (`<out>/test_log.jsonl`).
 
@@ -177,11 +181,21 @@ class Benchmark:
         self.size, self.seeds, self.data_seed = args.size, args.seeds, args.data_seed
         all_worlds = list(BENCHMARK_WORLDS)
         self.worlds = all_worlds if args.worlds == "all" else _names(args.worlds, "--worlds")
-        unknown = [w for w in self.worlds if w not in WORLDS]
+        closing = args.closing_worlds
+        self.closing = _names(closing, "--closing_worlds") if closing else []
+        unknown = [w for w in self.worlds + self.closing if w not in WORLDS]
         if unknown:
             raise PipelineError(
                 f"--worlds: unknown {', '.join(unknown)}; choose from {', '.join(WORLDS)} or all"
             )
+        both = sorted(set(self.worlds) & set(self.closing))
+        if both:
+            raise PipelineError(
+                f"--closing_worlds: {', '.join(both)} also in --worlds; a closing world is "
+                "never chosen on, so it may not be a held-out world too"
+            )
+        if self.closing and args.protocol != "lowo":
+            raise PipelineError("--closing_worlds: only with --protocol lowo")
         self.recipes = {name: recipe_path(name) for name in _names(args.recipes, "--recipes")}
         self.baseline = args.baseline
         self.incumbent = args.incumbent if args.incumbent in self.recipes else None
@@ -309,20 +323,32 @@ def lowo_markdown(bench: Benchmark, rows: list[dict], overall: str, valid: dict)
     return "\n".join(lines) + "\n"
 
 
-def ratio_markdown(bench: Benchmark, ratios: list[dict], ruled: dict) -> str:
-    """Every recipe's held-out test top-5 ratio to the baseline per world, mean and worst; then
-    each held-out world's choice by the worst-world rule and why (when an incumbent is set)."""
+def ratio_markdown(
+    bench: Benchmark, ratios: list[dict], ruled: dict, closing: dict | None = None
+) -> str:
+    """Every recipe's held-out test top-5 ratio to the baseline per world, mean and worst, then
+    the closing worlds' ratios (top-5 and top-1: chosen on by nothing); then each held-out
+    world's choice by the worst-world rule and why (when an incumbent is set)."""
+    closing = closing or {}
     header = ["recipe", *bench.worlds, "mean", "worst (world)"]
-    table = [
-        [
-            r["recipe"],
-            *(f"{r['ratios'][w]:.2f}" for w in bench.worlds),
-            f"{r['mean']:.2f}",
-            f"**{r['worst']:.2f}** ({r['worst_world']})",
-        ]
-        for r in ratios
-    ]
+    header += [f"{w} (closing) top-5 / top-1" for w in closing]
+    table = []
+    for r in ratios:
+        row = [r["recipe"], *(f"{r['ratios'][w]:.2f}" for w in bench.worlds), f"{r['mean']:.2f}"]
+        row.append(f"**{r['worst']:.2f}** ({r['worst_world']})")
+        for by_recipe in closing.values():
+            top5, top1 = (
+                selection.ratio_of(by_recipe, r["recipe"], bench.baseline, metric)
+                for metric in ("top5_err", "top1_err")
+            )
+            row.append(f"{top5:.2f} / {top1:.2f}")
+        table.append(row)
     lines = ["", "Test top-5 / baseline's, every recipe in every held-out world:", ""]
+    if closing:
+        lines[1] = (
+            "Test top-5 / baseline's, every recipe in every held-out world; the closing "
+            f"worlds ({', '.join(closing)}) were trained and scored after every choice:"
+        )
     lines.append(markdown_table(header, table).rstrip("\n"))
     if ruled:
         lines += ["", f"The worst-world rule (incumbent {bench.incumbent}), per held-out world:"]
@@ -347,6 +373,12 @@ def build_parser():
         help=f"comma-separated worlds ({', '.join(WORLDS)}) or all ({', '.join(BENCHMARK_WORLDS)})",
     )
     parser.add_argument("--sets", dest="worlds", help="the older name of --worlds")
+    parser.add_argument(
+        "--closing_worlds",
+        default="",
+        help="lowo: worlds trained and scored on test after every choice, chosen on by nothing "
+        "(e.g. tpu); their ratios to the baseline join the report",
+    )
     parser.add_argument(
         "--size",
         choices=list(SIZES),
@@ -450,10 +482,13 @@ def main() -> int:
     test = bench.test([(w, c) for w in bench.worlds for c in candidates])
     rows = selection.lowo_rows(test, choices, bench.baseline)
     ratios = selection.ratio_rows(test, bench.worlds, candidates, bench.baseline)
+    # The closing worlds: first trained now, after every choice above, and chosen on by nothing.
+    closing = bench.test([(w, c) for w in bench.closing for c in candidates])
     lowo = {"choices": choices, "why": ruled, "overall_choice": overall, "rows": rows}
-    lowo.update(ratios=ratios, test=test)
+    lowo.update(ratios=ratios, test=test, closing=closing)
     atomic_write_text(bench.out / "lowo.json", json.dumps(lowo, indent=1) + "\n")
-    text = lowo_markdown(bench, rows, overall, valid) + ratio_markdown(bench, ratios, ruled)
+    text = lowo_markdown(bench, rows, overall, valid)
+    text += ratio_markdown(bench, ratios, ruled, closing)
     atomic_write_text(bench.out / "lowo.md", text)
     plots.save_png(bench_figures.lowo_figure(rows), bench.out / "lowo.png")
     print(text)

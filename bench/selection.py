@@ -168,10 +168,14 @@ def world_ratios(
     baseline: str,
 ) -> dict[str, float]:
     """Per world, the recipe's seed-mean top-5 error over the baseline's."""
-    return {
-        w: _ratio(summaries[w][recipe]["top5_err"][0], summaries[w][baseline]["top5_err"][0])
-        for w in worlds
-    }
+    return {w: ratio_of(summaries[w], recipe, baseline, "top5_err") for w in worlds}
+
+
+def ratio_of(
+    by_recipe: Mapping[str, Mapping[str, Any]], recipe: str, baseline: str, metric: str
+) -> float:
+    """One split's seed-mean `metric` of `recipe` over the baseline's (`by_recipe[recipe]`)."""
+    return _ratio(by_recipe[recipe][metric][0], by_recipe[baseline][metric][0])
 
 
 def worst_world(ratios: Mapping[str, float]) -> str:

@@ -8,12 +8,15 @@ world's test split is read only after its recipe was chosen.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import sys
 
 import pytest
 import selection
 from conftest import ROOT
+
+from baselines.core.errors import PipelineError
 
 
 def summary(top5: float, top1: float = 0.5, programs=None) -> dict:
@@ -180,6 +183,31 @@ def test_the_benchmark_chooses_without_reading_any_test_split(tmp_path, monkeypa
     assert all("holdout" not in p for _, p in events[: kinds.index("choose")])
     text = (tmp_path / "out" / "lowo.md").read_text()
     assert "worst (world)" in text and f"incumbent {other}" in text
+
+    # A closing world is made, trained and read only after every choice, and reported.
+    real_generate = quality.generate
+
+    def generate(out, size, world, seed):
+        events.append(("make", world))
+        return real_generate(out, size, world, seed)
+
+    monkeypatch.setattr(quality, "generate", generate)
+    events.clear()
+    monkeypatch.setattr(sys, "argv", [*base, "--protocol=lowo", "--closing_worlds=cache"])
+    assert quality.main() == 0
+    kinds = [kind for kind, _ in events]
+    chosen_at = kinds.index("choose")
+    assert all("cache" not in p for _, p in events[:chosen_at])
+    assert ("make", "cache") in events[chosen_at:]
+    assert any("holdout/tiny_cache" in p for _, p in events[chosen_at:])
+    assert not any("tiny_cache" in p and p.endswith("/valid") for _, p in events)
+    text = (tmp_path / "out" / "lowo.md").read_text()
+    closing = json.loads((tmp_path / "out" / "lowo.json").read_text())["closing"]["cache"]
+    expected = closing[str(other)]["top5_err"][0] / closing[str(quick)]["top5_err"][0]
+    assert "cache (closing) top-5 / top-1" in text and f"{expected:.2f} / " in text
+    monkeypatch.setattr(sys, "argv", [*base, "--protocol=lowo", "--closing_worlds=serial"])
+    with pytest.raises(PipelineError, match="also in --worlds"):
+        quality.main()
 
 
 def spread_summary(top5: float, std: float) -> dict:
