@@ -166,6 +166,29 @@ def verdicts(by_recipe: Mapping[str, Mapping[str, Any]], baseline: str) -> list[
     return out
 
 
+def probe_adoption(
+    pairs: Mapping[str, Mapping[str, Mapping[str, Any]]], probe: str, incumbent: str
+) -> dict[str, Any]:
+    """Whether `probe` replaces `incumbent` in one collection: it must raise the mean validation
+    tau beyond the seed spread (the larger of the two recipes' population std) in every pair.
+    `pairs[name]` is the collection's results in one (world, cost model) pair, by recipe. Per
+    pair: the validation and test tau changes, the spread and whether it was beyond.
+
+        probe_adoption({"decisions, standard": results["standard"]["xla:default"]}, "p", "r")
+    """
+    rows = []
+    for name, by_recipe in pairs.items():
+        mine, theirs = by_recipe[probe], by_recipe[incumbent]
+        change = mine["valid"]["kendall_tau"][0] - theirs["valid"]["kendall_tau"][0]
+        spread = max(mine["valid"]["kendall_tau"][1], theirs["valid"]["kendall_tau"][1])
+        test = mine["test"]["kendall_tau"][0] - theirs["test"]["kendall_tau"][0]
+        rows.append(
+            {"pair": name, "change": change, "spread": spread, "test_change": test,
+             "beyond": bool(change > spread)}
+        )  # fmt: skip
+    return {"probe": probe, "adopted": bool(rows) and all(r["beyond"] for r in rows), "rows": rows}
+
+
 def verdict_word(met: bool | None) -> str:
     """ "met", "missed" or "n/a" (None)."""
     return "n/a" if met is None else ("met" if met else "missed")

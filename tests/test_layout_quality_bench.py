@@ -323,3 +323,73 @@ def test_a_tiny_run_writes_the_report_and_reuses_its_runs(tmp_path, monkeypatch,
     assert sum(": reused " in line for line in capsys.readouterr().err.splitlines()) == 2
     again = json.loads((out / "layout_quality.json").read_text())
     assert again["results"] == result["results"]
+
+
+def tau_summary(valid: tuple[float, float], test: float) -> dict:
+    return {"valid": {"kendall_tau": list(valid)}, "test": {"kendall_tau": [test, 0.0]}}
+
+
+def test_a_probe_is_adopted_only_beyond_the_larger_spread_in_every_pair():
+    """Catches a spread taken as the smaller std, a rule satisfied by one pair, a test change
+    read as the validation one, and a change measured the wrong way round."""
+    pairs = {
+        "permutations, standard": {
+            "recommended": tau_summary((0.50, 0.01), 0.40),
+            "probe": tau_summary((0.53, 0.02), 0.10),  # +0.03 beyond 0.02
+        },
+        "decisions, standard": {
+            "recommended": tau_summary((0.60, 0.04), 0.50),
+            "probe": tau_summary((0.63, 0.01), 0.90),  # +0.03 within 0.04, the larger std
+        },
+    }
+    verdict = quality.probe_adoption(pairs, "probe", "recommended")
+    assert not verdict["adopted"]
+    assert [r["beyond"] for r in verdict["rows"]] == [True, False]
+    assert [r["change"] for r in verdict["rows"]] == pytest.approx([0.03, 0.03])
+    assert [r["spread"] for r in verdict["rows"]] == [0.02, 0.04]
+    assert [r["test_change"] for r in verdict["rows"]] == pytest.approx([-0.30, 0.40])
+    pairs["decisions, standard"]["probe"] = tau_summary((0.65, 0.01), 0.40)
+    assert quality.probe_adoption(pairs, "probe", "recommended")["adopted"]
+    backwards = quality.probe_adoption(pairs, "recommended", "probe")
+    assert not backwards["adopted"] and not any(r["beyond"] for r in backwards["rows"])
+
+
+def test_the_probe_rule_script_joins_the_worlds_reports_per_collection(tmp_path):
+    """Each folder is one world; its cost models make the pairs; a collection is judged on its
+    own pairs only (xla adopts, nlp does not), against the reports' common incumbent."""
+    spec = importlib.util.spec_from_file_location(
+        "probe_rule", Path(__file__).resolve().parents[1] / "bench" / "layout_probe_rule.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    folders = []
+    for world in ("permutations", "decisions"):
+        results = {
+            cm: {
+                "xla:default": {
+                    "recommended": tau_summary((0.5, 0.01), 0.5),
+                    "probe": tau_summary((0.6, 0.01), 0.5),
+                },
+                "nlp:default": {
+                    "recommended": tau_summary((0.5, 0.01), 0.5),
+                    "probe": tau_summary((0.6 if world == "decisions" else 0.4, 0.01), 0.5),
+                },
+            }
+            for cm in ("standard", "alternate")
+        }
+        folder = tmp_path / world
+        folder.mkdir()
+        report = {"baseline": "recommended", "search_space": world, "results": results}
+        (folder / "layout_quality.json").write_text(json.dumps(report))
+        folders.append(folder)
+    pairs, incumbent = script.read_pairs(folders)
+    assert incumbent == "recommended"
+    assert sorted(pairs["xla:default"]) == sorted(
+        f"{w}, {cm}" for w in ("permutations", "decisions") for cm in ("standard", "alternate")
+    )
+    lines = script.report(pairs, incumbent).splitlines()
+    rows = [line for line in lines if line.startswith(("| xla:default", "| nlp:default"))]
+    assert [line.split(" | ")[-1].rstrip(" |") for line in rows] == [
+        "yes",
+        "no",
+    ]
