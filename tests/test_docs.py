@@ -553,6 +553,7 @@ GLOSSARY_TERMS = {
     "Decisions": r"\bdecisions\b",
     "Vector-tile padding": r"\bvector-tile padding\b",
     "Analytic estimates": r"\banalytic estimates\b",
+    "Architecture inputs": r"\barchitecture inputs\b",
     "Codebook": r"\bcodebooks?\b",
 }
 
