@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import layout_verdicts  # noqa: E402
-from quality_report import markdown_table  # noqa: E402
+from quality_report import markdown_table, pm  # noqa: E402
 
 from baselines.core.cli import entry_parser  # noqa: E402
 from baselines.core.errors import PipelineError, run_cli  # noqa: E402
@@ -51,6 +51,11 @@ def report(pairs: dict[str, dict[str, dict]], incumbent: str) -> str:
     header.append("adopted")
     rows = []
     for collection, by_pair in pairs.items():
+        taus = "; ".join(
+            f"{pair}: {pm(by[incumbent]['valid']['kendall_tau'])}" for pair, by in by_pair.items()
+        )
+        tests = ", ".join(pm(by[incumbent]["test"]["kendall_tau"]) for by in by_pair.values())
+        rows.append([collection, f"{incumbent} (val, test tau)", taus, tests, ""])
         probes = [r for r in next(iter(by_pair.values())) if r != incumbent]
         for probe in probes:
             verdict = layout_verdicts.probe_adoption(by_pair, probe, incumbent)

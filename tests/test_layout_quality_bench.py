@@ -388,7 +388,12 @@ def test_the_probe_rule_script_joins_the_worlds_reports_per_collection(tmp_path)
         f"{w}, {cm}" for w in ("permutations", "decisions") for cm in ("standard", "alternate")
     )
     lines = script.report(pairs, incumbent).splitlines()
-    rows = [line for line in lines if line.startswith(("| xla:default", "| nlp:default"))]
+    rows = [
+        line
+        for line in lines
+        if line.startswith(("| xla:default | probe", "| nlp:default | probe"))
+    ]
+    assert any(line.startswith("| xla:default | recommended (val, test tau) |") for line in lines)
     assert [line.split(" | ")[-1].rstrip(" |") for line in rows] == [
         "yes",
         "no",
