@@ -388,6 +388,7 @@ def train_and_score(run, folder: Path) -> dict[str, Any]:
     """Trains one run as layout_train.py does (in this process, nothing saved) and scores
     every configuration of its collection's valid and test graphs with the trained model."""
     import dataclasses
+    import gc
     import tempfile
 
     import tensorflow as tf
@@ -428,6 +429,11 @@ def train_and_score(run, folder: Path) -> dict[str, Any]:
         record[f"{split}_graphs"] = [g.graph_id for g in graphs]
         record[split] = [scorer.score(g) for g in prepare_graphs(graphs)]
     record["score_s"] = time.perf_counter() - started
+    # Keras keeps every model built in this process (its graphs and traced functions) until
+    # told: without this a sweep of many runs grows by each run's model and traces.
+    del model, scorer, trained, task
+    tf.keras.backend.clear_session()
+    gc.collect()
     return record
 
 
