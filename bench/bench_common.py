@@ -1,7 +1,7 @@
-"""Helpers shared by the scaling benchmarks (bench/scale.py, bench/layout_scale.py).
+"""Helpers shared by the benchmarks (the scaling ones, bench/quality.py, bench/recipe_cost.py).
 
-Measures nothing itself: growth exponents of figures against a data size, medians of
-repeated runs, table cells, folder sizes and the commit measured.
+Measures nothing itself: tile recipe files by name, growth exponents of figures against a data
+size, medians of repeated runs, table cells, folder sizes and the commit measured.
 
     from bench_common import growth_exponent
     growth_exponent([1, 2, 4], [3, 6, 12])   # 1.0: linear growth
@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from baselines.core.errors import PipelineError
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Size names of the benchmarks and the synthetic presets they generate.
@@ -25,6 +27,17 @@ SIZES = {
     "full": "release",
 }
 SIZE_ORDER = ("eighth", "quarter", "half", "full")
+
+
+def recipe_path(name: str) -> Path:
+    """A tile recipe's flagfile: a path ending in .flags, or a name under configs/."""
+    path = Path(name)
+    if path.suffix == ".flags" and path.is_file():
+        return path.resolve()
+    path = ROOT / "configs" / f"{name}.flags"
+    if not path.is_file():
+        raise PipelineError(f"--recipes: no flagfile for '{name}' (looked for {path})")
+    return path
 
 
 def growth_exponent(sizes: list[float], values: list[float]) -> float:

@@ -62,6 +62,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # this process scores the sa
 
 import bench_figures
 import selection
+from bench_common import recipe_path
 from quality_report import markdown_table, pm
 from quality_report import names as _names
 
@@ -79,16 +80,6 @@ SIZES = {
 }
 PROTOCOLS = ("validation", "lowo", "test")
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
-
-
-def recipe_path(name: str) -> Path:
-    path = Path(name)
-    if path.suffix == ".flags" and path.is_file():
-        return path.resolve()
-    path = ROOT / "configs" / f"{name}.flags"
-    if not path.is_file():
-        raise PipelineError(f"--recipes: no flagfile for '{name}' (looked for {path})")
-    return path
 
 
 def recipe_digest(recipe: Path, overrides: list[str] | None = None) -> str:

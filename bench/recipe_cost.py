@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_common import recipe_path  # noqa: E402
 from quality_report import markdown_table  # noqa: E402
 
 from baselines.core.cli import entry_parser  # noqa: E402
@@ -38,13 +39,6 @@ from baselines.core.errors import PipelineError, run_cli  # noqa: E402
 from baselines.core.io_utils import atomic_write_text  # noqa: E402
 
 FIGURES = ("first_epoch_s", "steady_epoch_s", "predict_s")
-
-
-def recipe_path(name: str) -> Path:
-    path = Path(name) if name.endswith(".flags") else ROOT / "configs" / f"{name}.flags"
-    if not path.is_file():
-        raise PipelineError(f"--recipes: {path} not found; name a file under configs/ or a path")
-    return path
 
 
 def _run(cmd: list[str], what: str) -> float:
