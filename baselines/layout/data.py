@@ -254,11 +254,12 @@ def load_layout_split(
         raw = load_cached_graphs(folder, files, cache_dir, read_layout_file, log)
     graphs, dropped, graphs_with_dups, sampled = [], 0, 0, 0
     for graph in raw:
-        graph = count_configs(graph)
-        if drop_duplicates:
+        if drop_duplicates:  # counts each configuration before dropping its repeats
             graph, n_dropped = dedup_configs(graph)
             dropped += n_dropped
             graphs_with_dups += n_dropped > 0
+        else:
+            graph = count_configs(graph)
         if max_configs is not None:
             sampled += graph.num_configs > max_configs
             graph = sample_configs(graph, max_configs, seed)

@@ -11,34 +11,36 @@ from baselines.core.errors import PipelineError
 from baselines.layout.graph import LayoutGraph
 
 
-def _row_keys(graph: LayoutGraph) -> np.ndarray:
-    """One hashable key per configuration: equal keys, equal rows on every configurable node."""
+def _config_groups(graph: LayoutGraph) -> tuple[np.ndarray, np.ndarray]:
+    """(the first of each distinct configuration, ascending; how many configurations equal
+    each one), from one sort of the configurations' codes."""
+    c = graph.num_configs
+    if graph.num_configurable == 0:
+        # No configurable node: every configuration is the same (empty) one.
+        return np.zeros(min(c, 1), dtype=np.int64), np.full(c, c, dtype=np.int64)
     codes = np.ascontiguousarray(graph.configs.codes_of())
-    return codes.view(np.dtype((np.void, codes.shape[1] * codes.itemsize)))[:, 0]
+    keys = codes.view(np.dtype((np.void, codes.shape[1] * codes.itemsize)))[:, 0]
+    _, first, inverse, counts = np.unique(
+        keys, return_index=True, return_inverse=True, return_counts=True
+    )
+    return np.sort(first), counts[inverse.reshape(-1)].astype(np.int64)
 
 
 def count_configs(graph: LayoutGraph) -> LayoutGraph:
     """The graph with `config_count`: how many of its configurations equal each one. The
     compiler's default search returns to fast configurations, so a count read from the file
     (test files too) can inform a model; counted before `dedup_configs` drops the repeats."""
-    if graph.num_configurable == 0:
-        # No configurable node: every configuration is the same (empty) one.
-        count = np.full(graph.num_configs, graph.num_configs, dtype=np.int64)
-    else:
-        _, inverse, counts = np.unique(_row_keys(graph), return_inverse=True, return_counts=True)
-        count = counts[inverse.reshape(-1)].astype(np.int64)
-    return dataclasses.replace(graph, config_count=count)
+    return dataclasses.replace(graph, config_count=_config_groups(graph)[1])
 
 
 def dedup_configs(graph: LayoutGraph) -> tuple[LayoutGraph, int]:
-    """The graph without repeated configurations (the first of each kept), and how many dropped."""
+    """The graph without repeated configurations (the first of each kept), and how many dropped.
+    A graph not yet counted is counted as it stands first (`count_configs`, from the same sort),
+    so the kept configurations still say how often they occurred."""
+    first, count = _config_groups(graph)
+    if graph.config_count is None:
+        graph = dataclasses.replace(graph, config_count=count)
     c = graph.num_configs
-    if graph.num_configurable == 0:
-        # No configurable node: every configuration is the same (empty) one.
-        first = np.zeros(1, dtype=np.int64)
-    else:
-        _, first = np.unique(_row_keys(graph), return_index=True)
-        first = np.sort(first)
     if first.size == c:
         return graph, 0
     return graph.select_configs(first), c - int(first.size)
